@@ -1,0 +1,37 @@
+# Two commands for a newcomer: `make run` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+MANAGE := $(PY) manage.py
+STAMP := $(VENV)/.installed
+
+.PHONY: run test check install migrate stop-db clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(MANAGE) migrate --noinput
+
+run: migrate
+	$(MANAGE) demo_setup
+	./bin/run-dev
+
+test: install
+	$(PY) -m pytest
+
+check: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+
+stop-db: install
+	$(MANAGE) embedded_db stop
+
+clean: stop-db
+	rm -rf .pgdata .pgdata.lock

@@ -1,0 +1,164 @@
+"""Settings, read from the environment.
+
+Development defaults apply only when DEPLOYMENT_ENV is `development`;
+production refuses to start without a secret key and runs with DEBUG off.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEPLOYMENT_ENV = os.environ.get("DEPLOYMENT_ENV", "development")
+if DEPLOYMENT_ENV not in ("development", "production"):
+    raise ImproperlyConfigured(f"DEPLOYMENT_ENV must be development or production, not {DEPLOYMENT_ENV!r}")
+PRODUCTION = DEPLOYMENT_ENV == "production"
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if PRODUCTION:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DEPLOYMENT_ENV=production")
+    SECRET_KEY = "development-only-insecure-key-never-used-in-production"
+
+DEBUG = not PRODUCTION and os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "" if PRODUCTION else "localhost,127.0.0.1").split(",") if h]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_q",
+    "deletions",
+    "retirements",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: DATABASE_URL when set (production always sets it); otherwise an
+# embedded PostgreSQL under EMBEDDED_PGDATA, started on first connection.
+_CONN_MAX_AGE = int(os.environ.get("CONN_MAX_AGE", "60"))
+if os.environ.get("DATABASE_URL"):
+    _db = dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=_CONN_MAX_AGE, conn_health_checks=True)
+    # dj-database-url keeps a unix-socket `?host=` in OPTIONS; dbshell wants HOST.
+    if "host" in _db.get("OPTIONS", {}):
+        _db["HOST"] = _db["OPTIONS"].pop("host")
+elif PRODUCTION:
+    raise ImproperlyConfigured("DATABASE_URL must be set when DEPLOYMENT_ENV=production")
+else:
+    _db = {
+        "ENGINE": "config.embedded_pg",
+        "NAME": "postgres",
+        "USER": "postgres",
+        "HOST": "",
+        "CONN_MAX_AGE": _CONN_MAX_AGE,
+        "CONN_HEALTH_CHECKS": True,
+        "EMBEDDED_DATADIR": os.environ.get("EMBEDDED_PGDATA", str(BASE_DIR / ".pgdata")),
+        "EMBEDDED_CLEANUP": os.environ.get("EMBEDDED_PG_CLEANUP") or None,
+    }
+# A statement or lock wait that hangs fails instead of blocking a worker forever.
+_db.setdefault("OPTIONS", {})["options"] = "-c statement_timeout=60000 -c lock_timeout=30000"
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if PRODUCTION else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = os.environ.get("EMAIL_USE_TLS", "0") == "1"
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "backoffice@localhost")
+
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = os.environ.get("SECURE_SSL_REDIRECT", "1") == "1"
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Deletion workflow (SPEC 3).
+DELETION_LEASE_SECONDS = 60
+DELETION_HEARTBEAT_SECONDS = 10
+DELETION_HANDLER_BUDGET = 100
+DELETION_APPROVAL_TTL_DAYS = int(os.environ.get("DELETION_APPROVAL_TTL_DAYS", "7"))
+
+# django-q2: our leases, never the queue, decide who executes a stage, so the
+# queue's own retries stay off (max_attempts 1) and timeout stays below retry.
+Q_CLUSTER = {
+    "name": os.environ.get("Q_CLUSTER_NAME", "backoffice"),
+    "workers": int(os.environ.get("Q_WORKERS", "2")),
+    "timeout": 300,
+    "retry": 600,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "queue_limit": 4,
+    "orm": "default",
+    "catch_up": False,
+}
+if os.environ.get("REDIS_URL"):
+    Q_CLUSTER.pop("orm")
+    Q_CLUSTER["redis"] = os.environ["REDIS_URL"]
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "deletions": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+        "config": {"handlers": ["console"], "level": "WARNING"},
+    },
+}
+
+TEST_RUNNER = "config.test_runner.PytestRunner"

@@ -1,0 +1,18 @@
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from deletions.management.base import ServiceCommand
+from deletions.users.service import deletion_resume
+
+
+class Command(ServiceCommand):
+    help = "Resume a request that needs attention (after 10 consecutive failures); its retry is due at once."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("request_id")
+        parser.add_argument("--by", required=True)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        req = deletion_resume(request_id=options["request_id"], resumed_by=options["by"])
+        self.print_json({"id": str(req.id), "status": req.status, "next_attempt_at": req.next_attempt_at})

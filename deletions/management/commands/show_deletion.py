@@ -1,0 +1,47 @@
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from deletions.management.base import ServiceCommand
+from deletions.store.requests import inspect
+
+
+class Command(ServiceCommand):
+    help = "Show a request, its approvals and its stage chain (previous_stage_id order)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("request_id")
+        parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        data = inspect(options["request_id"])
+        if options["json"]:
+            self.print_json(data)
+            return
+        r = data["request"]
+        w = self.stdout.write
+        w(f"request   {r['id']}  {r['target']}  status={r['status']}")
+        w(f"requested {r['requested_by']} at {r['created_at']}; digest {r['inventory_digest']}")
+        w(f"case      owner={r['owner'] or '-'} next_check={r['next_check_at'] or '-'}")
+        w(f"          last action: {r['last_action'] or '-'}")
+        if r["open_question"]:
+            w(f"          open question: {r['open_question']}")
+        w(
+            f"lease     owner={r['lease_owner'] or '-'} generation={r['lease_generation']} "
+            f"expires={r['lease_expires_at'] or '-'} heartbeat={r['heartbeat_at'] or '-'}"
+        )
+        w(f"retry     count={r['retry_count']} next_attempt={r['next_attempt_at'] or '-'} error={r['last_error'] or '-'}")
+        if r["cancel_requested_at"]:
+            w(f"cancel    by {r['cancel_requested_by']} at {r['cancel_requested_at']}: {r['cancel_reason']}")
+        w(f"approvals ({len(data['approvals'])})")
+        for a in data["approvals"]:
+            w(f"  {a['approved_by']} at {a['approved_at']} digest {a['inventory_digest']}")
+        w(f"stages    ({len(data['stages'])})")
+        for s in data["stages"]:
+            meta = s["metadata_json"]
+            decision = (meta.get("decision") or {}).get("transition", "-")
+            mark = "*" if s["is_current"] else " "
+            w(
+                f" {mark}{s['stage']:<13} {s['target_community_id'] or '-':<36} {s['status']:<9} "
+                f"result={meta.get('result')} decision={decision} started={s['started_at'] or '-'}"
+            )

@@ -1,0 +1,188 @@
+"""Deletion requests, approvals and stage history.
+
+Table and column names are fixed by the operators' runbook SQL (SPEC 3.1).
+"""
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django_fsm import FSMField, FSMModelMixin, transition
+
+
+class Status(models.TextChoices):
+    SUBMITTED = "submitted", "Waiting for approval"
+    APPROVED = "approved", "Approved, not started"
+    RUNNING = "running", "Running"
+    RETRY_WAIT = "retry_wait", "Waiting to retry"
+    NEEDS_ATTENTION = "needs_attention", "Needs attention"
+    COMPLETED = "completed", "Completed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+OPEN_STATUSES = [
+    Status.SUBMITTED,
+    Status.APPROVED,
+    Status.RUNNING,
+    Status.RETRY_WAIT,
+    Status.NEEDS_ATTENTION,
+]
+TERMINAL_STATUSES = [Status.COMPLETED, Status.CANCELLED]
+RUNNABLE_STATUSES = [Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT]
+
+
+class DeletionRequest(FSMModelMixin, models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    entity_type = models.CharField(max_length=32, default="user")
+    target = models.CharField(max_length=255)
+    requested_by = models.CharField(max_length=150)
+    inventory_json = models.JSONField()
+    inventory_version = models.IntegerField()
+    inventory_digest = models.CharField(max_length=64)
+    status = FSMField(default=Status.SUBMITTED, choices=Status.choices, protected=True, max_length=32)
+    lease_owner = models.CharField(max_length=200, null=True, blank=True)
+    lease_generation = models.BigIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    retry_count = models.IntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    # The case (SPEC 5.1): who holds it, when it is looked at next, what is open.
+    owner = models.CharField(max_length=150, blank=True, default="")
+    next_check_at = models.DateTimeField(null=True, blank=True)
+    open_question = models.TextField(blank=True, default="")
+    last_action = models.TextField(blank=True, default="")
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_by = models.CharField(max_length=150, blank=True, default="")
+    cancel_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "entity_deletion_requests"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["entity_type", "target"],
+                condition=Q(status__in=OPEN_STATUSES),
+                name="one_open_deletion_per_target",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="deletion_status_due")]
+        permissions = [
+            ("approve_deletionrequest", "Can approve a deletion request"),
+            ("cancel_deletionrequest", "Can cancel a deletion request"),
+            ("run_deletionrequest", "Can run or resume a deletion request"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.target} ({self.status})"
+
+    # Lifecycle: transitions change only the row; callers lock it first.
+    @transition(field=status, source=Status.SUBMITTED, target=Status.APPROVED)
+    def approve(self) -> None:
+        pass
+
+    @transition(field=status, source=Status.APPROVED, target=Status.RUNNING)
+    def start(self) -> None:
+        pass
+
+    @transition(field=status, source=[Status.RUNNING, Status.RETRY_WAIT], target=Status.RETRY_WAIT)
+    def wait_for_retry(self) -> None:
+        pass
+
+    @transition(field=status, source=[Status.RUNNING, Status.RETRY_WAIT], target=Status.NEEDS_ATTENTION)
+    def escalate(self) -> None:
+        pass
+
+    @transition(field=status, source=Status.RETRY_WAIT, target=Status.RUNNING)
+    def retry(self) -> None:
+        pass
+
+    @transition(field=status, source=Status.NEEDS_ATTENTION, target=Status.RETRY_WAIT)
+    def operator_resume(self) -> None:
+        pass
+
+    @transition(field=status, source=Status.RUNNING, target=Status.COMPLETED)
+    def complete(self) -> None:
+        pass
+
+    @transition(field=status, source=OPEN_STATUSES, target=Status.CANCELLED)
+    def cancel(self) -> None:
+        pass
+
+
+class DeletionApproval(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="approvals")
+    approved_by = models.CharField(max_length=150)
+    approved_at = models.DateTimeField()
+    inventory_digest = models.CharField(max_length=64)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "entity_deletion_approvals"
+
+    def __str__(self) -> str:
+        return f"approval by {self.approved_by} of {self.inventory_digest[:12]}"
+
+
+class StageStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class StageHistory(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="stages")
+    stage = models.CharField(max_length=64)
+    target_community_id = models.UUIDField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=StageStatus.choices, default=StageStatus.PENDING)
+    is_current = models.BooleanField(default=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    metadata_json = models.JSONField(default=dict)
+    last_error = models.TextField(null=True, blank=True)
+    # Saved before the effect is first submitted; every retry of this row reuses it.
+    operation_id = models.UUIDField(default=uuid.uuid4, unique=True)
+    attempts = models.IntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "entity_deletion_stage_history"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request"], condition=Q(is_current=True), name="one_current_stage_per_request"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stage} {self.target_community_id or ''} ({self.status})"
+
+
+class DemoTargetFence(models.Model):
+    """The demo target system's highest fencing token seen per request."""
+
+    request_id = models.UUIDField(primary_key=True)
+    generation = models.BigIntegerField()
+
+    class Meta:
+        db_table = "demo_target_fences"
+
+
+class DemoTargetEffect(models.Model):
+    """An effect applied by the demo target system, one per operation id."""
+
+    operation_id = models.UUIDField(primary_key=True)
+    request_id = models.UUIDField()
+    action = models.CharField(max_length=64)
+    community_id = models.UUIDField(null=True, blank=True)
+    generation = models.BigIntegerField()
+    executor = models.CharField(max_length=200)
+    outcome = models.JSONField()
+    applied_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "demo_target_effects"

@@ -1,0 +1,1 @@
+"""The common deletion store: no stage names, no user policy."""

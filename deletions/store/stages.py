@@ -1,0 +1,239 @@
+"""Handler outcomes and atomic stage transitions. Knows no stage names.
+
+`transition_stage(lease, decide)` locks the parent, loads the history, calls
+the pure `decide` while holding the lock, checks the returned operation
+against the lifecycle, applies it and commits. An error from `decide` rolls
+the whole transaction back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+
+from deletions.errors import RetryNotDue, StaleLease, WorkflowError
+from deletions.models import DeletionRequest, StageHistory, StageStatus, Status
+from deletions.store.leases import lock_owned
+from deletions.store.requests import load_history, request_snapshot, stage_snapshot
+from deletions.store.types import (
+    Advance,
+    AlreadyFinished,
+    Finished,
+    Initialize,
+    Lease,
+    NewStage,
+    NextStage,
+    Operation,
+    RequestSnapshot,
+    Resume,
+    RetryDecision,
+    StageSnapshot,
+    WaitUntil,
+)
+
+MAX_STAGES = 10_000
+
+Decide = Callable[[RequestSnapshot, list[StageSnapshot], datetime], Operation]
+RetryPolicy = Callable[[int, datetime], RetryDecision]
+
+
+def _lock_current_row(req: DeletionRequest, stage_id: UUID) -> StageHistory:
+    row = StageHistory.objects.select_for_update().filter(id=stage_id, request=req).first()
+    if row is None:
+        raise WorkflowError(f"stage {stage_id} does not belong to request {req.id}")
+    if not row.is_current:
+        raise StaleLease(f"stage {stage_id} ({row.stage}) is no longer the current stage of request {req.id}")
+    return row
+
+
+def mark_running(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapshot:
+    """Mark the current row running; a retried row keeps its first started_at."""
+    with transaction.atomic():
+        req = lock_owned(lease)
+        row = _lock_current_row(req, stage_id)
+        if row.status == StageStatus.COMPLETED:
+            raise WorkflowError(f"stage {row.id} ({row.stage}) already completed; its handler is not run again")
+        row.status = StageStatus.RUNNING
+        row.started_at = row.started_at or now
+        row.attempts += 1
+        row.save(update_fields=["status", "started_at", "attempts"])
+        if req.status == Status.RETRY_WAIT:
+            req.retry()
+        req.last_action = f"{lease.owner} (generation {lease.generation}) started {row.stage}"
+        req.updated_at = now
+        req.save(update_fields=["status", "last_action", "updated_at"])
+        return stage_snapshot(row)
+
+
+def save_success(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: datetime) -> StageSnapshot:
+    """completed + current: the handler finished; the transition is still to come."""
+    with transaction.atomic():
+        req = lock_owned(lease)
+        row = _lock_current_row(req, stage_id)
+        if row.status != StageStatus.RUNNING:
+            raise WorkflowError(f"stage {row.id} is {row.status}, not running: its result cannot be saved")
+        row.status = StageStatus.COMPLETED
+        row.finished_at = now
+        row.last_error = None
+        row.metadata_json = {**row.metadata_json, "result": result}
+        row.save(update_fields=["status", "finished_at", "last_error", "metadata_json"])
+        req.last_action = f"{lease.owner} (generation {lease.generation}) completed {row.stage}"
+        req.updated_at = now
+        req.save(update_fields=["last_action", "updated_at"])
+        return stage_snapshot(row)
+
+
+def save_failure(
+    lease: Lease, stage_id: UUID, error: str, *, now: datetime, retry_policy: RetryPolicy
+) -> RetryDecision:
+    """Row failed + current; parent retry_wait (or needs_attention) with a saved deadline."""
+    with transaction.atomic():
+        req = lock_owned(lease)
+        row = _lock_current_row(req, stage_id)
+        row.status = StageStatus.FAILED
+        row.last_error = error
+        row.save(update_fields=["status", "last_error"])
+        failures = req.retry_count + 1
+        decision = retry_policy(failures, now)
+        if decision.needs_attention:
+            req.escalate()
+            req.owner = req.owner or req.requested_by
+            req.open_question = f"{row.stage} failed {failures} times in a row: {error}; resume or cancel"
+            req.next_check_at = None
+        else:
+            req.wait_for_retry()
+            req.next_check_at = decision.next_attempt_at
+        req.retry_count = failures
+        req.next_attempt_at = decision.next_attempt_at
+        req.last_error = error
+        req.last_action = f"{lease.owner} (generation {lease.generation}) failed {row.stage}: {error}"
+        req.updated_at = now
+        req.save(
+            update_fields=[
+                "status",
+                "retry_count",
+                "next_attempt_at",
+                "last_error",
+                "owner",
+                "open_question",
+                "next_check_at",
+                "last_action",
+                "updated_at",
+            ]
+        )
+        return decision
+
+
+def transition_stage(lease: Lease, decide: Decide, *, now: datetime) -> NextStage:
+    with transaction.atomic():
+        req = lock_owned(lease)
+        history = load_history(req.id, MAX_STAGES)
+        if len(history) > MAX_STAGES:
+            raise WorkflowError(f"request {req.id} has more than {MAX_STAGES:,} stages; refusing to reconstruct")
+        snapshot = request_snapshot(req)
+        if snapshot.status in (Status.COMPLETED, Status.CANCELLED):
+            return Finished(status=snapshot.status, completed_stages=_completed(history))
+        if snapshot.cancel_requested:
+            return _finish_cancelled(req, history, now)
+        operation = decide(snapshot, history, now)
+        return _apply(req, history, operation, now)
+
+
+def _completed(history: list[StageSnapshot]) -> int:
+    return sum(1 for s in history if s.status == StageStatus.COMPLETED)
+
+
+def _finish_cancelled(req: DeletionRequest, history: list[StageSnapshot], now: datetime) -> Finished:
+    """Stop at a transition: completed stages stay completed and are reported as done."""
+    req.cancel()
+    req.next_attempt_at = None
+    req.next_check_at = None
+    req.open_question = ""
+    req.last_action = f"cancelled at a stage boundary; {_completed(history)} stage(s) had completed"
+    req.updated_at = now
+    req.save(update_fields=["status", "next_attempt_at", "next_check_at", "open_question", "last_action", "updated_at"])
+    return Finished(status=Status.CANCELLED, completed_stages=_completed(history))
+
+
+def _current(history: list[StageSnapshot]) -> StageSnapshot | None:
+    current = [s for s in history if s.is_current]
+    if len(current) > 1:
+        raise WorkflowError(f"{len(current)} current stages saved; expected at most one")
+    return current[0] if current else None
+
+
+def _apply(req: DeletionRequest, history: list[StageSnapshot], op: Operation, now: datetime) -> NextStage:
+    current = _current(history)
+    if isinstance(op, AlreadyFinished):
+        if req.status != Status.COMPLETED:
+            raise WorkflowError(f"decision says finished but request {req.id} is {req.status}")
+        return Finished(status=req.status, completed_stages=_completed(history))
+    if isinstance(op, WaitUntil):
+        if req.status != Status.RETRY_WAIT:
+            raise WorkflowError(f"decision says wait but request {req.id} is {req.status}")
+        return op
+    if isinstance(op, Initialize):
+        if history or req.status != Status.APPROVED:
+            raise WorkflowError(
+                f"request {req.id} ({req.status}) already has {len(history)} stage(s) but no current stage; "
+                "refusing to create a second initial stage"
+            )
+        row = _insert(req, op.first, previous=None, now=now)
+        req.start()
+        req.last_action = f"initialized with {op.first.stage}"
+        req.updated_at = now
+        req.save(update_fields=["status", "last_action", "updated_at"])
+        return row
+    if isinstance(op, Resume):
+        if current is None or current.id != op.stage_id or current.status == StageStatus.COMPLETED:
+            raise WorkflowError(f"cannot resume stage {op.stage_id}: it is not the unfinished current stage")
+        if current.status == StageStatus.FAILED and req.next_attempt_at and req.next_attempt_at > now:
+            raise RetryNotDue(f"retry of stage {current.id} is not due until {req.next_attempt_at.isoformat()}")
+        return current
+    if isinstance(op, Advance):
+        if current is None or current.id != op.completed_stage_id or current.status != StageStatus.COMPLETED:
+            raise WorkflowError(f"cannot advance from stage {op.completed_stage_id}: it is not the completed current stage")
+        if req.status != Status.RUNNING:
+            raise WorkflowError(f"cannot advance request {req.id} in status {req.status}")
+        old = StageHistory.objects.get(id=current.id)
+        old.is_current = False
+        old.metadata_json = {**old.metadata_json, "decision": op.decision}
+        old.save(update_fields=["is_current", "metadata_json"])
+        retry_cleared = {"retry_count": 0, "next_attempt_at": None, "last_error": None}
+        for name, value in retry_cleared.items():
+            setattr(req, name, value)
+        fields = ["retry_count", "next_attempt_at", "last_error", "last_action", "updated_at", "next_check_at"]
+        result: NextStage
+        if op.successor is None:
+            req.complete()
+            req.completed_at = now
+            req.next_check_at = None
+            req.open_question = ""
+            req.last_action = f"completed after {current.stage}"
+            fields += ["status", "completed_at", "open_question"]
+            result = Finished(status=Status.COMPLETED, completed_stages=_completed(history))
+        else:
+            result = _insert(req, op.successor, previous=current.id, now=now)
+            req.next_check_at = now
+            req.last_action = f"{current.stage} → {op.successor.stage}"
+        req.updated_at = now
+        req.save(update_fields=fields)
+        return result
+    raise WorkflowError(f"unknown operation {op!r}")
+
+
+def _insert(req: DeletionRequest, new: NewStage, *, previous: UUID | None, now: datetime) -> StageSnapshot:
+    row = StageHistory.objects.create(
+        request=req,
+        stage=new.stage,
+        target_community_id=new.community_id,
+        status=StageStatus.PENDING,
+        is_current=True,
+        metadata_json={"inputs": new.inputs, "previous_stage_id": str(previous) if previous else None},
+        created_at=now,
+    )
+    return stage_snapshot(row)

@@ -1,0 +1,120 @@
+"""Plain, frozen snapshots passed between the store and pure policy.
+
+Nothing here touches the database; `decide` functions receive and return
+these values only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Union
+from uuid import UUID
+
+
+@dataclass(frozen=True)
+class Lease:
+    request_id: UUID
+    owner: str
+    generation: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class StageSnapshot:
+    id: UUID
+    stage: str
+    community_id: str | None
+    status: str
+    is_current: bool
+    metadata: dict[str, Any]
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    operation_id: UUID
+    attempts: int
+
+    @property
+    def inputs(self) -> Any:
+        return self.metadata.get("inputs")
+
+    @property
+    def result(self) -> Any:
+        return self.metadata.get("result")
+
+    @property
+    def decision(self) -> Any:
+        return self.metadata.get("decision")
+
+    @property
+    def previous_stage_id(self) -> str | None:
+        return self.metadata.get("previous_stage_id")
+
+
+@dataclass(frozen=True)
+class RequestSnapshot:
+    id: UUID
+    status: str
+    inventory: dict[str, Any]
+    inventory_version: int
+    retry_count: int
+    next_attempt_at: datetime | None
+    cancel_requested: bool
+
+
+# Operations a decide function may return.
+@dataclass(frozen=True)
+class NewStage:
+    stage: str
+    community_id: str | None
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Initialize:
+    first: NewStage
+
+
+@dataclass(frozen=True)
+class Resume:
+    stage_id: UUID
+
+
+@dataclass(frozen=True)
+class Advance:
+    completed_stage_id: UUID
+    decision: dict[str, Any]
+    successor: NewStage | None
+
+
+@dataclass(frozen=True)
+class AlreadyFinished:
+    pass
+
+
+@dataclass(frozen=True)
+class WaitUntil:
+    at: datetime
+
+
+Operation = Union[Initialize, Resume, Advance, AlreadyFinished, WaitUntil]
+
+
+# What transition_stage hands back to the worker.
+@dataclass(frozen=True)
+class Finished:
+    status: str
+    completed_stages: int = 0
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    """What a failed attempt does to the request (from the pure retry policy)."""
+
+    next_attempt_at: datetime | None
+    needs_attention: bool
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+NextStage = Union[StageSnapshot, Finished, WaitUntil]

@@ -1,0 +1,78 @@
+"""The demo target system: the receiving side of every deletion effect.
+
+It applies an effect and checks the fencing token (lease generation) and the
+operation id in one indivisible step: a stale owner is rejected, a repeated
+operation returns its first outcome. Nothing real is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connection, transaction
+
+from deletions.errors import StaleLease
+
+
+class FencedOut(StaleLease):
+    pass
+
+
+def apply(
+    *,
+    operation_id: UUID,
+    request_id: UUID,
+    generation: int,
+    executor: str,
+    action: str,
+    community_id: str | None,
+    outcome: dict[str, Any],
+    now: datetime,
+) -> dict[str, Any]:
+    """Apply once per operation id, only for the highest generation seen."""
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(
+            """
+            INSERT INTO demo_target_fences (request_id, generation) VALUES (%s, %s)
+            ON CONFLICT (request_id)
+            DO UPDATE SET generation = GREATEST(demo_target_fences.generation, EXCLUDED.generation)
+            RETURNING generation
+            """,
+            [request_id, generation],
+        )
+        highest = cur.fetchone()[0]
+        if highest > generation:
+            raise FencedOut(
+                f"target system rejected {executor} generation {generation}: generation {highest} owns request "
+                f"{request_id}"
+            )
+        cur.execute(
+            """
+            INSERT INTO demo_target_effects
+                (operation_id, request_id, action, community_id, generation, executor, outcome, applied_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)
+            ON CONFLICT (operation_id) DO NOTHING
+            RETURNING outcome
+            """,
+            [operation_id, request_id, action, community_id, generation, executor, json.dumps(outcome), now],
+        )
+        inserted = cur.fetchone()
+        if inserted is not None:
+            return _as_dict(inserted[0])
+        cur.execute("SELECT outcome FROM demo_target_effects WHERE operation_id = %s", [operation_id])
+        return _as_dict(cur.fetchone()[0])
+
+
+def lookup(operation_id: UUID) -> dict[str, Any] | None:
+    """What the target system recorded for an operation, or None when not found."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT outcome FROM demo_target_effects WHERE operation_id = %s", [operation_id])
+        row = cur.fetchone()
+    return _as_dict(row[0]) if row else None
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return json.loads(value) if isinstance(value, str) else dict(value)

@@ -1,0 +1,1 @@
+"""User-deletion policy: submission, inventory, workflow rules v1, transition, handlers."""

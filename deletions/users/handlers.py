@@ -1,0 +1,74 @@
+"""Dummy actions on real rows: save start, result or failure through the store.
+
+Each action computes its outcome, submits it to the demo target system under
+the row's operation id and the lease's fencing token, then saves what the
+target system recorded (its first outcome when the operation was already
+applied by an earlier attempt).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from deletions import clock, target_system
+from deletions.crashpoints import crash_point
+from deletions.errors import Interrupted, StaleLease
+from deletions.retry import decide_retry
+from deletions.store import stages
+from deletions.store.types import Lease, StageSnapshot
+from deletions.users.workflow import GATE_USER, PURGE_AGENTS, PURGE_DB
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    no_agents_in: frozenset[str] = frozenset()
+    fail_stage: str | None = None
+    stage_delay_ms: int = 0
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    lease: Lease
+    options: RunOptions
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def _outcome(ctx: HandlerContext, row: StageSnapshot) -> dict[str, Any]:
+    if row.stage == GATE_USER:
+        return {"gated": True, "target": row.inputs["target"]}
+    if row.stage == PURGE_DB:
+        return {"purged_rows": 0, "has_agents": row.community_id not in ctx.options.no_agents_in}
+    if row.stage == PURGE_AGENTS:
+        return {"agents_removed": 0}
+    raise ValueError(f"no handler for stage {row.stage!r}")
+
+
+def run_handler(ctx: HandlerContext, row: StageSnapshot) -> None:
+    """Returns once the outcome, success or retryable failure, is saved."""
+    stages.mark_running(ctx.lease, row.id, now=clock.now())
+    try:
+        if ctx.options.fail_stage == row.stage:
+            raise RuntimeError(f"injected failure in {row.stage} (--fail-stage)")
+        if ctx.options.stage_delay_ms and ctx.stop.wait(ctx.options.stage_delay_ms / 1000):
+            raise Interrupted(f"stopped during {row.stage}; the row stays current")
+        if ctx.stop.is_set():
+            raise Interrupted(f"stopped before {row.stage}; the row stays current")
+        applied = target_system.apply(
+            operation_id=row.operation_id,
+            request_id=ctx.lease.request_id,
+            generation=ctx.lease.generation,
+            executor=ctx.lease.owner,
+            action=row.stage,
+            community_id=row.community_id,
+            outcome=_outcome(ctx, row),
+            now=clock.now(),
+        )
+    except (Interrupted, StaleLease):
+        raise
+    except Exception as exc:
+        stages.save_failure(ctx.lease, row.id, f"{type(exc).__name__}: {exc}", now=clock.now(), retry_policy=decide_retry)
+        return
+    crash_point("after-effect")
+    stages.save_success(ctx.lease, row.id, applied, now=clock.now())

@@ -1,0 +1,73 @@
+"""Demo target checks, B/C inventory generation and user inventory validation. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from deletions.errors import BadInput, Refused
+
+TARGET_PREFIX = "demo:"
+MAX_TARGET_CHARS = 200
+MAX_COMMUNITIES = 1_000
+INVENTORY_VERSION = 1
+
+# The seed's fixed artificial communities: B (participant), then C (former participant).
+COMMUNITY_B = "00000000-0000-0000-0000-00000000000b"
+COMMUNITY_C = "00000000-0000-0000-0000-00000000000c"
+
+
+def validate_target(target: str) -> str:
+    """Only `demo:` targets with 1–200 printable characters after the prefix."""
+    if not isinstance(target, str) or not target.startswith(TARGET_PREFIX):
+        raise BadInput(f"target {target!r} is refused: only demo: targets are accepted")
+    name = target[len(TARGET_PREFIX) :]
+    if not 1 <= len(name) <= MAX_TARGET_CHARS:
+        raise BadInput(
+            f"target {target!r} is refused: 1–{MAX_TARGET_CHARS} characters must follow demo: (got {len(name)})"
+        )
+    if not name.isprintable() or name != name.strip():
+        raise BadInput(f"target {target!r} is refused: only printable characters without surrounding spaces")
+    return target
+
+
+def build_inventory(target: str) -> dict[str, Any]:
+    return {
+        "version": INVENTORY_VERSION,
+        "target": target,
+        "communities": [
+            {"id": COMMUNITY_B, "role": "participant"},
+            {"id": COMMUNITY_C, "role": "former_participant"},
+        ],
+    }
+
+
+def community_ids(inventory: dict[str, Any]) -> list[str]:
+    return [c["id"] for c in inventory.get("communities", [])]
+
+
+def validate_inventory(inventory: dict[str, Any]) -> None:
+    """Refuse an inventory the v1 rules cannot execute; runs inside the approval transaction."""
+    if not isinstance(inventory, dict):
+        raise Refused("inventory is not an object")
+    if inventory.get("version") != INVENTORY_VERSION:
+        raise Refused(f"inventory version {inventory.get('version')!r} is not supported (supported: {INVENTORY_VERSION})")
+    target = inventory.get("target")
+    validate_target(target if isinstance(target, str) else "")
+    communities = inventory.get("communities")
+    if not isinstance(communities, list) or not communities:
+        raise Refused("inventory lists no communities")
+    if len(communities) > MAX_COMMUNITIES:
+        raise Refused(f"inventory lists {len(communities):,} communities; the limit is {MAX_COMMUNITIES:,}")
+    seen: set[str] = set()
+    for entry in communities:
+        cid = entry.get("id") if isinstance(entry, dict) else None
+        try:
+            canonical = str(UUID(str(cid)))
+        except ValueError:
+            raise Refused(f"inventory community id {cid!r} is not a UUID") from None
+        if canonical != cid:
+            raise Refused(f"inventory community id {cid!r} is not in canonical form")
+        if cid in seen:
+            raise Refused(f"inventory lists community {cid} twice")
+        seen.add(cid)

@@ -1,0 +1,51 @@
+"""UserDeletionTransition.get_next_stage: recover or choose the next saved position."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from deletions.errors import WorkflowError
+from deletions.store import stages
+from deletions.store.types import (
+    Advance,
+    AlreadyFinished,
+    Initialize,
+    Lease,
+    NextStage,
+    Operation,
+    RequestSnapshot,
+    Resume,
+    StageSnapshot,
+    WaitUntil,
+)
+from deletions.users import workflow
+
+
+def decide(
+    request: RequestSnapshot, history: list[StageSnapshot], now: datetime, previous_stage_id: UUID | None = None
+) -> Operation:
+    """Pure: the operation that moves this request on from its saved history."""
+    if previous_stage_id is not None and previous_stage_id not in {s.id for s in history}:
+        raise WorkflowError(f"stage {previous_stage_id} does not belong to request {request.id}")
+    if request.status == "completed":
+        return AlreadyFinished()
+    progress = workflow.reconstruct(history, request.inventory, request.inventory_version)
+    current = progress.current
+    if current is None:
+        return Initialize(workflow.initial_stage(request.inventory))
+    if current.status == "completed":
+        chosen = workflow.decision(current.stage, current.result)
+        covered = progress.covered
+        if chosen["transition"] == workflow.COMMUNITY_COMPLETE and current.community_id:
+            covered = [*covered, current.community_id]
+        nxt = workflow.successor(chosen["transition"], current.community_id, request.inventory, covered)
+        return Advance(completed_stage_id=current.id, decision=chosen, successor=nxt)
+    if current.status == "failed" and request.next_attempt_at is not None and request.next_attempt_at > now:
+        return WaitUntil(request.next_attempt_at)
+    return Resume(current.id)
+
+
+def get_next_stage(lease: Lease, previous_stage_id: UUID | None, *, now: datetime) -> NextStage:
+    """The full next row to execute, Finished, or WaitUntil; one transaction."""
+    return stages.transition_stage(lease, lambda req, hist, at: decide(req, hist, at, previous_stage_id), now=now)

@@ -1,0 +1,142 @@
+"""User workflow rules v1 and community-progress reconstruction. Pure.
+
+| Stage          | Allowed outcome                        | Runtime choice                          |
+| gate_user      | enter communities                      | first uncovered community               |
+| purge_db       | purge_agents or community complete     | saved boolean result.has_agents         |
+| purge_agents   | community complete                     | mark this community covered             |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from deletions.errors import WorkflowError
+from deletions.store.types import NewStage, StageSnapshot
+from deletions.users.inventory import MAX_COMMUNITIES, community_ids
+
+GATE_USER = "gate_user"
+PURGE_DB = "purge_db"
+PURGE_AGENTS = "purge_agents"
+STAGES = (GATE_USER, PURGE_DB, PURGE_AGENTS)
+
+ENTER_COMMUNITIES = "enter_communities"
+COMMUNITY_COMPLETE = "community_complete"
+RULES_VERSION = 1
+SUPPORTED_INVENTORY_VERSIONS = (1,)
+
+
+def transition_for(stage: str, result: Any) -> str:
+    """The outcome a completed stage's saved result allows under rules v1."""
+    if stage == GATE_USER:
+        return ENTER_COMMUNITIES
+    if stage == PURGE_DB:
+        has_agents = result.get("has_agents") if isinstance(result, dict) else None
+        if not isinstance(has_agents, bool):
+            raise WorkflowError(f"purge_db result {result!r} has no boolean has_agents; refusing to guess a branch")
+        return PURGE_AGENTS if has_agents else COMMUNITY_COMPLETE
+    if stage == PURGE_AGENTS:
+        return COMMUNITY_COMPLETE
+    raise WorkflowError(f"unknown stage {stage!r} (rules v{RULES_VERSION} know {', '.join(STAGES)})")
+
+
+def decision(stage: str, result: Any) -> dict[str, Any]:
+    return {"transition": transition_for(stage, result), "rules_version": RULES_VERSION}
+
+
+def initial_stage(inventory: dict[str, Any]) -> NewStage:
+    return NewStage(stage=GATE_USER, community_id=None, inputs={"target": inventory["target"]})
+
+
+def successor(
+    transition: str, community_id: str | None, inventory: dict[str, Any], covered: list[str]
+) -> NewStage | None:
+    """The next stage after a transition; None when every community is covered."""
+    if transition == PURGE_AGENTS:
+        assert community_id is not None
+        return _community_stage(PURGE_AGENTS, community_id, inventory)
+    for cid in community_ids(inventory):
+        if cid not in covered:
+            return _community_stage(PURGE_DB, cid, inventory)
+    return None
+
+
+def _community_stage(stage: str, community_id: str, inventory: dict[str, Any]) -> NewStage:
+    return NewStage(
+        stage=stage, community_id=community_id, inputs={"target": inventory["target"], "community_id": community_id}
+    )
+
+
+@dataclass(frozen=True)
+class Progress:
+    chain: list[StageSnapshot]
+    covered: list[str]
+    current: StageSnapshot | None
+
+
+def reconstruct(history: list[StageSnapshot], inventory: dict[str, Any], inventory_version: int) -> Progress:
+    """Follow previous_stage_id from the current row back to the root and replay rules v1.
+
+    Checks every row's stage, community and inputs against the approved
+    inventory and every saved decision against its saved result. Unknown
+    stages, disconnected history and missing results fail; nothing is invented.
+    """
+    if inventory_version not in SUPPORTED_INVENTORY_VERSIONS:
+        raise WorkflowError(f"inventory version {inventory_version} has no workflow rules here")
+    if len(community_ids(inventory)) > MAX_COMMUNITIES:
+        raise WorkflowError(f"inventory has more than {MAX_COMMUNITIES:,} communities")
+    if not history:
+        return Progress(chain=[], covered=[], current=None)
+    current = [s for s in history if s.is_current]
+    if len(current) != 1:
+        raise WorkflowError(f"history has {len(history)} stage(s) and {len(current)} current; expected exactly one")
+    chain = _walk_back(current[0], {str(s.id): s for s in history})
+    if len(chain) != len(history):
+        raise WorkflowError(f"disconnected history: {len(history) - len(chain)} stage(s) are not on the chain")
+    covered: list[str] = []
+    expected: NewStage | None = initial_stage(inventory)
+    for row in chain:
+        _check_row(row, expected)
+        if row is chain[-1]:
+            break
+        if row.status != "completed" or row.result is None:
+            raise WorkflowError(f"stage {row.id} ({row.stage}) was transitioned without a saved result")
+        saved = row.decision.get("transition") if isinstance(row.decision, dict) else None
+        allowed = transition_for(row.stage, row.result)
+        if saved != allowed:
+            raise WorkflowError(f"stage {row.id} saved transition {saved!r} but its result allows {allowed!r}")
+        if saved == COMMUNITY_COMPLETE and row.community_id is not None:
+            covered.append(row.community_id)
+        expected = successor(saved, row.community_id, inventory, covered)
+    return Progress(chain=chain, covered=covered, current=chain[-1])
+
+
+def _walk_back(tip: StageSnapshot, by_id: dict[str, StageSnapshot]) -> list[StageSnapshot]:
+    chain = [tip]
+    seen = {str(tip.id)}
+    node = tip
+    while node.previous_stage_id is not None:
+        prev = str(node.previous_stage_id)
+        if prev not in by_id:
+            raise WorkflowError(f"disconnected history: stage {node.id} points to missing stage {prev}")
+        if prev in seen:
+            raise WorkflowError(f"disconnected history: a cycle through stage {prev}")
+        seen.add(prev)
+        node = by_id[prev]
+        chain.append(node)
+    chain.reverse()
+    return chain
+
+
+def _check_row(row: StageSnapshot, expected: NewStage | None) -> None:
+    if row.stage not in STAGES:
+        raise WorkflowError(f"unknown stage {row.stage!r} in stage {row.id}")
+    if expected is None:
+        raise WorkflowError(f"stage {row.id} ({row.stage}) follows a finished workflow")
+    if (row.stage, row.community_id) != (expected.stage, expected.community_id):
+        raise WorkflowError(
+            f"stage {row.id} is {row.stage} for {row.community_id}; rules v{RULES_VERSION} expected "
+            f"{expected.stage} for {expected.community_id}"
+        )
+    if row.inputs != expected.inputs:
+        raise WorkflowError(f"stage {row.id} inputs {row.inputs!r} disagree with the approved inventory")

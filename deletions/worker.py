@@ -1,0 +1,129 @@
+"""The worker: claim, heartbeat, dispatch, repeat, release. No branching.
+
+It never inspects handler results or chooses branches; `get_next_stage`
+decides. The heartbeat runs beside the handler on its own connection, renews
+the lease every ten seconds and is joined before the lease is released, so it
+never outlives the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from uuid import UUID
+
+from django.conf import settings
+from django.db import connections
+
+from deletions import clock
+from deletions.crashpoints import crash_point
+from deletions.errors import DeletionError, StaleLease
+from deletions.models import Status
+from deletions.store import leases
+from deletions.store.requests import get_request
+from deletions.store.types import Finished, Lease, StageSnapshot, WaitUntil
+from deletions.users.handlers import HandlerContext, RunOptions, run_handler
+from deletions.users.transition import get_next_stage
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    exit_code: int
+    message: str
+    handlers_run: int
+
+
+class Heartbeat(threading.Thread):
+    """Renews the lease on its own connection; sets `lost` if ownership is gone."""
+
+    def __init__(self, lease: Lease, stop: threading.Event, interval: float, lease_seconds: int) -> None:
+        super().__init__(name=f"heartbeat-{lease.request_id}", daemon=True)
+        self.lease = lease
+        self.run_stop = stop
+        self.interval = interval
+        self.lease_seconds = lease_seconds
+        self.finished = threading.Event()
+        self.lost = threading.Event()
+        self.beats = 0
+
+    def run(self) -> None:
+        try:
+            while not self.finished.wait(self.interval):
+                if not leases.heartbeat(self.lease, now=clock.now(), lease_seconds=self.lease_seconds):
+                    logger.warning("lease lost request=%s generation=%s", self.lease.request_id, self.lease.generation)
+                    self.lost.set()
+                    self.run_stop.set()
+                    return
+                self.beats += 1
+        except Exception:
+            logger.exception("heartbeat failed request=%s", self.lease.request_id)
+            self.lost.set()
+            self.run_stop.set()
+        finally:
+            connections.close_all()
+
+    def stop(self) -> None:
+        self.finished.set()
+        self.join()
+
+
+def run(
+    request_id: UUID,
+    *,
+    executor_id: str,
+    next_step: bool = False,
+    options: RunOptions | None = None,
+    budget: int | None = None,
+    stop: threading.Event | None = None,
+) -> RunOutcome:
+    options = options or RunOptions()
+    budget = settings.DELETION_HANDLER_BUDGET if budget is None else budget
+    stop = stop or threading.Event()
+    req = get_request(request_id)
+    if req.status == Status.COMPLETED:
+        return RunOutcome(0, f"request {req.id} already completed at {req.completed_at}; nothing changed", 0)
+    lease = leases.claim(
+        request_id=req.id, owner=executor_id, now=clock.now(), lease_seconds=settings.DELETION_LEASE_SECONDS
+    )
+    logger.info("claimed request=%s executor=%s generation=%s", req.id, executor_id, lease.generation)
+    crash_point("after-claim")
+    heartbeat = Heartbeat(lease, stop, settings.DELETION_HEARTBEAT_SECONDS, settings.DELETION_LEASE_SECONDS)
+    heartbeat.start()
+    handled = 0
+    try:
+        nxt = get_next_stage(lease, None, now=clock.now())
+        while isinstance(nxt, StageSnapshot):
+            if handled >= budget:
+                return RunOutcome(0, f"budget of {budget} handler calls used; {nxt.stage} is next", handled)
+            run_handler(HandlerContext(lease=lease, options=options, stop=stop), nxt)
+            handled += 1
+            crash_point("after-handler")
+            nxt = get_next_stage(lease, nxt.id, now=clock.now())
+            crash_point("after-transition")
+            if next_step:
+                break
+        return _outcome(nxt, handled)
+    except DeletionError as exc:
+        if heartbeat.lost.is_set() and not isinstance(exc, StaleLease):
+            raise StaleLease(f"lease of {executor_id} generation {lease.generation} was lost: {exc.message}") from exc
+        raise
+    finally:
+        heartbeat.stop()
+        if not leases.release(lease, now=clock.now()):
+            logger.warning("release refused: lease of %s generation %s is stale", executor_id, lease.generation)
+
+
+def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutcome:
+    if isinstance(nxt, StageSnapshot):
+        where = f" for community {nxt.community_id}" if nxt.community_id else ""
+        return RunOutcome(0, f"ran {handled} handler(s); next: {nxt.stage}{where}, {nxt.status}", handled)
+    if isinstance(nxt, WaitUntil):
+        return RunOutcome(1, f"stage failed; retry not before {nxt.at.isoformat()}", handled)
+    if nxt.status == Status.CANCELLED:
+        return RunOutcome(
+            1, f"request cancelled; {nxt.completed_stages} completed stage(s) are done and were not undone", handled
+        )
+    return RunOutcome(0, f"request completed ({nxt.completed_stages} stages)", handled)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RetirementsConfig(AppConfig):
+    name = "retirements"
+    verbose_name = "Workspace retirements"

@@ -1,0 +1,76 @@
+"""Shared fixtures: commands with exit codes, approved requests, subprocess env."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+def run_command(name: str, *args: str) -> Ran:
+    """Run a management command in-process and return its exit code and output."""
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command(name, *args, stdout=out, stderr=err)
+        code = 0
+    except CommandError as exc:
+        code = exc.returncode
+        err.write(str(exc))
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cmd():
+    return run_command
+
+
+def database_url() -> str:
+    s = connection.settings_dict
+    host = s["HOST"] or ""
+    if host.startswith("/"):
+        return f"postgresql://{s['USER']}@/{s['NAME']}?host={host}"
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    return f"postgresql://{auth}@{host}:{s.get('PORT') or 5432}/{s['NAME']}"
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a child `manage.py` that talks to this test database."""
+    connection.ensure_connection()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
+    env.update(DJANGO_SETTINGS_MODULE="config.settings", DATABASE_URL=database_url(), PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def manage_argv(*args: str) -> list[str]:
+    return [sys.executable, str(ROOT / "manage.py"), *args]
+
+
+def submit_and_approve(target: str = "demo:alice") -> Any:
+    from deletions.users.service import deletion_approve, deletion_submit
+
+    req = deletion_submit(target=target, requested_by="operator-a")
+    deletion_approve(request_id=req.id, approved_by="operator-b", digest=req.inventory_digest)
+    return req
+
+
+@pytest.fixture
+def approved(db):
+    return submit_and_approve()
