@@ -122,6 +122,8 @@ def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutc
         return RunOutcome(0, f"ran {handled} handler(s); next: {nxt.stage}{where}, {nxt.status}", handled)
     if isinstance(nxt, WaitUntil):
         return RunOutcome(1, f"stage failed; retry not before {nxt.at.isoformat()}", handled)
+    if nxt.status == Status.NEEDS_ATTENTION:
+        return RunOutcome(1, "stage failed too many times in a row; the request needs an operator to resume it", handled)
     if nxt.status == Status.CANCELLED:
         return RunOutcome(
             1, f"request cancelled; {nxt.completed_stages} completed stage(s) are done and were not undone", handled

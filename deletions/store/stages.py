@@ -135,7 +135,8 @@ def transition_stage(lease: Lease, decide: Decide, *, now: datetime) -> NextStag
         if len(history) > MAX_STAGES:
             raise WorkflowError(f"request {req.id} has more than {MAX_STAGES:,} stages; refusing to reconstruct")
         snapshot = request_snapshot(req)
-        if snapshot.status in (Status.COMPLETED, Status.CANCELLED):
+        if snapshot.status in (Status.COMPLETED, Status.CANCELLED, Status.NEEDS_ATTENTION):
+            # Terminal, or parked for an operator: nothing runs until a person acts.
             return Finished(status=snapshot.status, completed_stages=_completed(history))
         if snapshot.cancel_requested:
             return _finish_cancelled(req, history, now)
@@ -191,6 +192,8 @@ def _apply(req: DeletionRequest, history: list[StageSnapshot], op: Operation, no
     if isinstance(op, Resume):
         if current is None or current.id != op.stage_id or current.status == StageStatus.COMPLETED:
             raise WorkflowError(f"cannot resume stage {op.stage_id}: it is not the unfinished current stage")
+        if req.status not in (Status.RUNNING, Status.RETRY_WAIT):
+            raise WorkflowError(f"cannot resume a stage of request {req.id} in status {req.status}")
         if current.status == StageStatus.FAILED and req.next_attempt_at and req.next_attempt_at > now:
             raise RetryNotDue(f"retry of stage {current.id} is not due until {req.next_attempt_at.isoformat()}")
         return current

@@ -1,0 +1,147 @@
+"""Every refusal: one line naming the rule and values, non-zero exit, nothing written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+import pytest
+
+from tests.conftest import ROOT, manage_argv, subprocess_env
+from tests.deletions.helpers import all_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def submitted(cmd, target: str = "demo:bob", by: str = "operator-a") -> dict:
+    ran = cmd("submit_deletion", "--target", target, "--requested-by", by)
+    assert ran.code == 0, ran.err
+    return json.loads(ran.out)
+
+
+def refused(cmd, code: int, message: str, *args: str) -> None:
+    before = all_rows()
+    ran = cmd(*args)
+    assert ran.code == code, (ran.code, ran.err)
+    assert message in ran.err, ran.err
+    assert len(ran.err.strip().splitlines()) == 1, ran.err
+    assert all_rows() == before
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("user:bob", "only demo: targets are accepted"),
+        ("bob", "only demo: targets are accepted"),
+        ("demo:", "1–200 characters must follow demo: (got 0)"),
+        ("demo:" + "x" * 201, "(got 201)"),
+        ("demo:bad\nname", "only printable characters"),
+        ("demo: padded ", "only printable characters"),
+    ],
+)
+def test_malformed_targets_are_refused_before_any_row(cmd, target: str, message: str) -> None:
+    refused(cmd, 2, message, "submit_deletion", "--target", target, "--requested-by", "operator-a")
+
+
+def test_second_open_request_for_a_target_is_refused(cmd) -> None:
+    first = submitted(cmd)
+    refused(cmd, 1, f"an open deletion request already exists for demo:bob ({first['id']}", "submit_deletion",
+            "--target", "demo:bob", "--requested-by", "operator-c")
+
+
+def test_empty_requester_is_refused(cmd) -> None:
+    refused(cmd, 2, "requested-by '' is refused", "submit_deletion", "--target", "demo:bob", "--requested-by", " ")
+
+
+@pytest.mark.parametrize("command", ["approve_deletion", "run_deletion", "show_deletion", "cancel_deletion"])
+def test_unknown_request_ids_exit_2(cmd, command: str) -> None:
+    extra = {
+        "approve_deletion": ["--approved-by", "b", "--inventory-digest", "a" * 64],
+        "cancel_deletion": ["--by", "b", "--reason", "r"],
+    }.get(command, [])
+    missing = str(uuid.uuid4())
+    refused(cmd, 2, f"no deletion request with id {missing}", command, missing, *extra)
+    refused(cmd, 2, "request id 'not-a-uuid' is not a UUID", command, "not-a-uuid", *extra)
+
+
+def test_wrong_digest_is_refused_showing_both(cmd) -> None:
+    sub = submitted(cmd)
+    wrong = "0" * 64
+    refused(
+        cmd, 1, f"approval digest {wrong} does not match inventory {sub['inventory_digest']}",
+        "approve_deletion", sub["id"], "--approved-by", "operator-b", "--inventory-digest", wrong,
+    )
+
+
+def test_malformed_digest_is_bad_usage(cmd) -> None:
+    sub = submitted(cmd)
+    refused(cmd, 2, "expected 64 hexadecimal characters", "approve_deletion", sub["id"], "--approved-by", "operator-b",
+            "--inventory-digest", "xyz")
+
+
+def test_missing_digest_exits_2_from_the_command_line(cmd) -> None:
+    sub = submitted(cmd)
+    before = all_rows()
+    proc = subprocess.run(
+        manage_argv("approve_deletion", sub["id"], "--approved-by", "operator-b"),
+        env=subprocess_env(), cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--inventory-digest" in proc.stderr
+    assert all_rows() == before
+
+
+def test_approver_equal_to_requester_is_refused(cmd) -> None:
+    sub = submitted(cmd)
+    refused(cmd, 1, "four eyes: operator-a submitted request", "approve_deletion", sub["id"],
+            "--approved-by", "operator-a", "--inventory-digest", sub["inventory_digest"])
+
+
+def test_approving_twice_is_refused(cmd) -> None:
+    sub = submitted(cmd)
+    args = ("approve_deletion", sub["id"], "--approved-by", "operator-b", "--inventory-digest", sub["inventory_digest"])
+    assert cmd(*args).code == 0
+    refused(cmd, 1, "is approved, not submitted: it cannot be approved again (approved by operator-b", *args)
+
+
+def test_running_an_unapproved_request_is_refused(cmd) -> None:
+    sub = submitted(cmd)
+    refused(cmd, 1, "is not approved (status submitted)", "run_deletion", sub["id"])
+
+
+def test_running_a_cancelled_request_is_refused(cmd) -> None:
+    sub = submitted(cmd)
+    assert cmd("cancel_deletion", sub["id"], "--by", "operator-b", "--reason", "customer withdrew").code == 0
+    refused(cmd, 1, "is cancelled (by operator-b)", "run_deletion", sub["id"])
+    refused(cmd, 1, "is already cancelled; nothing to cancel", "cancel_deletion", sub["id"], "--by", "x", "--reason", "r")
+
+
+def test_cancel_needs_a_reason(cmd) -> None:
+    sub = submitted(cmd)
+    refused(cmd, 2, "a cancellation needs a reason", "cancel_deletion", sub["id"], "--by", "operator-b", "--reason", "")
+
+
+def _approved(cmd) -> str:
+    sub = submitted(cmd)
+    args = ("approve_deletion", sub["id"], "--approved-by", "operator-b", "--inventory-digest", sub["inventory_digest"])
+    assert cmd(*args).code == 0
+    return sub["id"]
+
+
+def test_unknown_fail_stage_is_bad_usage(cmd) -> None:
+    rid = _approved(cmd)
+    refused(cmd, 2, "--fail-stage 'purge_everything' is not a stage (gate_user, purge_db, purge_agents)",
+            "run_deletion", rid, "--fail-stage", "purge_everything")
+
+
+@pytest.mark.parametrize("community", ["00000000-0000-0000-0000-00000000000f", "not-a-uuid"])
+def test_no_agents_flag_outside_the_inventory_is_bad_usage(cmd, community: str) -> None:
+    rid = _approved(cmd)
+    refused(cmd, 2, f"--demo-no-agents-in {community} is not a community of this request's inventory",
+            "run_deletion", rid, "--demo-no-agents-in", community)
+
+
+def test_resume_of_a_request_not_needing_attention_is_refused(cmd) -> None:
+    rid = _approved(cmd)
+    refused(cmd, 1, "only a request that needs attention can be resumed", "resume_deletion", rid, "--by", "operator-c")
