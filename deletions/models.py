@@ -171,6 +171,9 @@ class DemoTargetFence(models.Model):
     class Meta:
         db_table = "demo_target_fences"
 
+    def __str__(self) -> str:
+        return f"fence {self.request_id} at generation {self.generation}"
+
 
 class DemoTargetEffect(models.Model):
     """An effect applied by the demo target system, one per operation id."""
@@ -186,3 +189,6 @@ class DemoTargetEffect(models.Model):
 
     class Meta:
         db_table = "demo_target_effects"
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.operation_id}"

@@ -123,7 +123,9 @@ def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutc
     if isinstance(nxt, WaitUntil):
         return RunOutcome(1, f"stage failed; retry not before {nxt.at.isoformat()}", handled)
     if nxt.status == Status.NEEDS_ATTENTION:
-        return RunOutcome(1, "stage failed too many times in a row; the request needs an operator to resume it", handled)
+        return RunOutcome(
+            1, "stage failed too many times in a row; the request needs an operator to resume it", handled
+        )
     if nxt.status == Status.CANCELLED:
         return RunOutcome(
             1, f"request cancelled; {nxt.completed_stages} completed stage(s) are done and were not undone", handled

@@ -1,9 +1,10 @@
-"""PostgreSQL backend that starts the embedded server on first connection.
+"""PostgreSQL backend: starts the embedded server (when configured) on first connection.
 
 Keeps settings free of side effects (mypy, `check` and imports never start a
 server); the first real connection does.
 """
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from config import embedded
 
 
 def _ensure(settings_dict: dict[str, Any]) -> None:
+    if "EMBEDDED_DATADIR" not in settings_dict:
+        return  # DATABASE_URL: an external server
     settings_dict["HOST"] = embedded.ensure_running(
         Path(settings_dict["EMBEDDED_DATADIR"]),
         cleanup_mode=settings_dict.get("EMBEDDED_CLEANUP"),
@@ -20,7 +23,15 @@ def _ensure(settings_dict: dict[str, Any]) -> None:
 
 
 class DatabaseClient(client.DatabaseClient):
-    def runshell(self, parameters: list[str]) -> None:
+    """dbshell with the psql shipped in the wheel, so no system client is needed."""
+
+    @classmethod
+    def settings_to_cmd_args_env(cls, settings_dict: dict[str, Any], parameters: Iterable[str]) -> tuple[Any, Any]:
+        args, env = super().settings_to_cmd_args_env(settings_dict, parameters)
+        args[0] = str(embedded.bin_path() / "psql")
+        return args, env
+
+    def runshell(self, parameters: Iterable[str]) -> None:
         _ensure(self.connection.settings_dict)
         super().runshell(parameters)
 

@@ -42,7 +42,9 @@ def insert_request(
     """Insert a submitted request; refuse a second open request for the target."""
     try:
         with transaction.atomic():
-            if DeletionRequest.objects.filter(entity_type=entity_type, target=target, status__in=OPEN_STATUSES).exists():
+            if DeletionRequest.objects.filter(
+                entity_type=entity_type, target=target, status__in=OPEN_STATUSES
+            ).exists():
                 raise IntegrityError("open request exists")
             return DeletionRequest.objects.create(
                 entity_type=entity_type,
@@ -59,7 +61,9 @@ def insert_request(
                 updated_at=now,
             )
     except IntegrityError:
-        existing = DeletionRequest.objects.filter(entity_type=entity_type, target=target, status__in=OPEN_STATUSES).first()
+        existing = DeletionRequest.objects.filter(
+            entity_type=entity_type, target=target, status__in=OPEN_STATUSES
+        ).first()
         where = f" ({existing.id}, {existing.status})" if existing else ""
         raise Refused(f"an open deletion request already exists for {target}{where}") from None
 

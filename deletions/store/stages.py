@@ -199,7 +199,9 @@ def _apply(req: DeletionRequest, history: list[StageSnapshot], op: Operation, no
         return current
     if isinstance(op, Advance):
         if current is None or current.id != op.completed_stage_id or current.status != StageStatus.COMPLETED:
-            raise WorkflowError(f"cannot advance from stage {op.completed_stage_id}: it is not the completed current stage")
+            raise WorkflowError(
+                f"cannot advance from stage {op.completed_stage_id}: it is not the completed current stage"
+            )
         if req.status != Status.RUNNING:
             raise WorkflowError(f"cannot advance request {req.id} in status {req.status}")
         old = StageHistory.objects.get(id=current.id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Union
+from typing import Any
 from uuid import UUID
 
 
@@ -97,7 +97,7 @@ class WaitUntil:
     at: datetime
 
 
-Operation = Union[Initialize, Resume, Advance, AlreadyFinished, WaitUntil]
+Operation = Initialize | Resume | Advance | AlreadyFinished | WaitUntil
 
 
 # What transition_stage hands back to the worker.
@@ -117,4 +117,4 @@ class RetryDecision:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-NextStage = Union[StageSnapshot, Finished, WaitUntil]
+NextStage = StageSnapshot | Finished | WaitUntil

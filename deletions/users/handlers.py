@@ -68,7 +68,9 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> None:
     except (Interrupted, StaleLease):
         raise
     except Exception as exc:
-        stages.save_failure(ctx.lease, row.id, f"{type(exc).__name__}: {exc}", now=clock.now(), retry_policy=decide_retry)
+        stages.save_failure(
+            ctx.lease, row.id, f"{type(exc).__name__}: {exc}", now=clock.now(), retry_policy=decide_retry
+        )
         return
     crash_point("after-effect")
     stages.save_success(ctx.lease, row.id, applied, now=clock.now())

@@ -18,13 +18,13 @@ COMMUNITY_C = "00000000-0000-0000-0000-00000000000c"
 
 
 def validate_target(target: str) -> str:
-    """Only `demo:` targets with 1–200 printable characters after the prefix."""
+    """Only `demo:` targets with 1-200 printable characters after the prefix."""
     if not isinstance(target, str) or not target.startswith(TARGET_PREFIX):
         raise BadInput(f"target {target!r} is refused: only demo: targets are accepted")
     name = target[len(TARGET_PREFIX) :]
     if not 1 <= len(name) <= MAX_TARGET_CHARS:
         raise BadInput(
-            f"target {target!r} is refused: 1–{MAX_TARGET_CHARS} characters must follow demo: (got {len(name)})"
+            f"target {target!r} is refused: 1-{MAX_TARGET_CHARS} characters must follow demo: (got {len(name)})"
         )
     if not name.isprintable() or name != name.strip():
         raise BadInput(f"target {target!r} is refused: only printable characters without surrounding spaces")
@@ -51,7 +51,9 @@ def validate_inventory(inventory: dict[str, Any]) -> None:
     if not isinstance(inventory, dict):
         raise Refused("inventory is not an object")
     if inventory.get("version") != INVENTORY_VERSION:
-        raise Refused(f"inventory version {inventory.get('version')!r} is not supported (supported: {INVENTORY_VERSION})")
+        raise Refused(
+            f"inventory version {inventory.get('version')!r} is not supported (supported: {INVENTORY_VERSION})"
+        )
     target = inventory.get("target")
     validate_target(target if isinstance(target, str) else "")
     communities = inventory.get("communities")

@@ -23,7 +23,7 @@ HEX = set("0123456789abcdef")
 def _actor(name: str, role: str) -> str:
     name = (name or "").strip()
     if not name or len(name) > 150 or not name.isprintable():
-        raise BadInput(f"{role} {name!r} is refused: give an operator name of 1–150 printable characters")
+        raise BadInput(f"{role} {name!r} is refused: give an operator name of 1-150 printable characters")
     return name
 
 
@@ -144,7 +144,9 @@ def run_options(
     known = inventory.community_ids(req.inventory_json)
     for cid in no_agents_in:
         if cid not in known:
-            raise BadInput(f"--demo-no-agents-in {cid} is not a community of this request's inventory ({', '.join(known)})")
+            raise BadInput(
+                f"--demo-no-agents-in {cid} is not a community of this request's inventory ({', '.join(known)})"
+            )
     if stage_delay_ms < 0:
         raise BadInput(f"--stage-delay-ms {stage_delay_ms} must not be negative")
     return RunOptions(no_agents_in=frozenset(no_agents_in), fail_stage=fail_stage, stage_delay_ms=stage_delay_ms)

@@ -47,7 +47,7 @@ def all_rows() -> dict[str, list[tuple[Any, ...]]]:
     out = {}
     with connection.cursor() as cur:
         for table in ("entity_deletion_requests", "entity_deletion_approvals", "entity_deletion_stage_history"):
-            cur.execute(f"SELECT * FROM {table} ORDER BY 1")  # noqa: S608 - fixed table names
+            cur.execute(f"SELECT * FROM {table} ORDER BY 1")
             out[table] = cur.fetchall()
     return out
 

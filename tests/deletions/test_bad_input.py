@@ -34,7 +34,7 @@ def refused(cmd, code: int, message: str, *args: str) -> None:
     [
         ("user:bob", "only demo: targets are accepted"),
         ("bob", "only demo: targets are accepted"),
-        ("demo:", "1–200 characters must follow demo: (got 0)"),
+        ("demo:", "1-200 characters must follow demo: (got 0)"),
         ("demo:" + "x" * 201, "(got 201)"),
         ("demo:bad\nname", "only printable characters"),
         ("demo: padded ", "only printable characters"),
@@ -46,8 +46,16 @@ def test_malformed_targets_are_refused_before_any_row(cmd, target: str, message:
 
 def test_second_open_request_for_a_target_is_refused(cmd) -> None:
     first = submitted(cmd)
-    refused(cmd, 1, f"an open deletion request already exists for demo:bob ({first['id']}", "submit_deletion",
-            "--target", "demo:bob", "--requested-by", "operator-c")
+    refused(
+        cmd,
+        1,
+        f"an open deletion request already exists for demo:bob ({first['id']}",
+        "submit_deletion",
+        "--target",
+        "demo:bob",
+        "--requested-by",
+        "operator-c",
+    )
 
 
 def test_empty_requester_is_refused(cmd) -> None:
@@ -69,15 +77,31 @@ def test_wrong_digest_is_refused_showing_both(cmd) -> None:
     sub = submitted(cmd)
     wrong = "0" * 64
     refused(
-        cmd, 1, f"approval digest {wrong} does not match inventory {sub['inventory_digest']}",
-        "approve_deletion", sub["id"], "--approved-by", "operator-b", "--inventory-digest", wrong,
+        cmd,
+        1,
+        f"approval digest {wrong} does not match inventory {sub['inventory_digest']}",
+        "approve_deletion",
+        sub["id"],
+        "--approved-by",
+        "operator-b",
+        "--inventory-digest",
+        wrong,
     )
 
 
 def test_malformed_digest_is_bad_usage(cmd) -> None:
     sub = submitted(cmd)
-    refused(cmd, 2, "expected 64 hexadecimal characters", "approve_deletion", sub["id"], "--approved-by", "operator-b",
-            "--inventory-digest", "xyz")
+    refused(
+        cmd,
+        2,
+        "expected 64 hexadecimal characters",
+        "approve_deletion",
+        sub["id"],
+        "--approved-by",
+        "operator-b",
+        "--inventory-digest",
+        "xyz",
+    )
 
 
 def test_missing_digest_exits_2_from_the_command_line(cmd) -> None:
@@ -85,7 +109,11 @@ def test_missing_digest_exits_2_from_the_command_line(cmd) -> None:
     before = all_rows()
     proc = subprocess.run(
         manage_argv("approve_deletion", sub["id"], "--approved-by", "operator-b"),
-        env=subprocess_env(), cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env=subprocess_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert "--inventory-digest" in proc.stderr
@@ -94,8 +122,17 @@ def test_missing_digest_exits_2_from_the_command_line(cmd) -> None:
 
 def test_approver_equal_to_requester_is_refused(cmd) -> None:
     sub = submitted(cmd)
-    refused(cmd, 1, "four eyes: operator-a submitted request", "approve_deletion", sub["id"],
-            "--approved-by", "operator-a", "--inventory-digest", sub["inventory_digest"])
+    refused(
+        cmd,
+        1,
+        "four eyes: operator-a submitted request",
+        "approve_deletion",
+        sub["id"],
+        "--approved-by",
+        "operator-a",
+        "--inventory-digest",
+        sub["inventory_digest"],
+    )
 
 
 def test_approving_twice_is_refused(cmd) -> None:
@@ -114,7 +151,9 @@ def test_running_a_cancelled_request_is_refused(cmd) -> None:
     sub = submitted(cmd)
     assert cmd("cancel_deletion", sub["id"], "--by", "operator-b", "--reason", "customer withdrew").code == 0
     refused(cmd, 1, "is cancelled (by operator-b)", "run_deletion", sub["id"])
-    refused(cmd, 1, "is already cancelled; nothing to cancel", "cancel_deletion", sub["id"], "--by", "x", "--reason", "r")
+    refused(
+        cmd, 1, "is already cancelled; nothing to cancel", "cancel_deletion", sub["id"], "--by", "x", "--reason", "r"
+    )
 
 
 def test_cancel_needs_a_reason(cmd) -> None:
@@ -131,15 +170,29 @@ def _approved(cmd) -> str:
 
 def test_unknown_fail_stage_is_bad_usage(cmd) -> None:
     rid = _approved(cmd)
-    refused(cmd, 2, "--fail-stage 'purge_everything' is not a stage (gate_user, purge_db, purge_agents)",
-            "run_deletion", rid, "--fail-stage", "purge_everything")
+    refused(
+        cmd,
+        2,
+        "--fail-stage 'purge_everything' is not a stage (gate_user, purge_db, purge_agents)",
+        "run_deletion",
+        rid,
+        "--fail-stage",
+        "purge_everything",
+    )
 
 
 @pytest.mark.parametrize("community", ["00000000-0000-0000-0000-00000000000f", "not-a-uuid"])
 def test_no_agents_flag_outside_the_inventory_is_bad_usage(cmd, community: str) -> None:
     rid = _approved(cmd)
-    refused(cmd, 2, f"--demo-no-agents-in {community} is not a community of this request's inventory",
-            "run_deletion", rid, "--demo-no-agents-in", community)
+    refused(
+        cmd,
+        2,
+        f"--demo-no-agents-in {community} is not a community of this request's inventory",
+        "run_deletion",
+        rid,
+        "--demo-no-agents-in",
+        community,
+    )
 
 
 def test_resume_of_a_request_not_needing_attention_is_refused(cmd) -> None:

@@ -223,7 +223,9 @@ def _broken_histories() -> list[tuple[str, list[StageSnapshot], str]]:
     ]
 
 
-@pytest.mark.parametrize(("name", "history", "message"), _broken_histories(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    ("name", "history", "message"), _broken_histories(), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_reconstruction_refuses_broken_history(name: str, history: list[StageSnapshot], message: str) -> None:
     with pytest.raises(WorkflowError, match=message):
         decide(snapshot(), history, NOW)

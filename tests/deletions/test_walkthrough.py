@@ -24,7 +24,9 @@ def submit(cmd, target: str = "demo:workflow-1") -> dict:
 
 def submit_approve(cmd, target: str = "demo:workflow-1") -> str:
     sub = submit(cmd, target)
-    ran = cmd("approve_deletion", sub["id"], "--approved-by", "operator-b", "--inventory-digest", sub["inventory_digest"])
+    ran = cmd(
+        "approve_deletion", sub["id"], "--approved-by", "operator-b", "--inventory-digest", sub["inventory_digest"]
+    )
     assert ran.code == 0, ran.err
     return sub["id"]
 

@@ -14,7 +14,7 @@ class Command(BaseCommand):
         parser.add_argument("action", choices=["start", "stop", "status", "repair"])
 
     def handle(self, *args: Any, **options: Any) -> None:
-        db = settings.DATABASES["default"]
+        db: dict[str, Any] = dict(settings.DATABASES["default"])
         if "EMBEDDED_DATADIR" not in db:
             raise CommandError("DATABASE_URL is set: there is no embedded server to manage", returncode=2)
         datadir = Path(db["EMBEDDED_DATADIR"])

@@ -34,7 +34,9 @@ class Command(ServiceCommand):
         stop = threading.Event()
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            outcome = worker.run(rid, executor_id=options["executor_id"], next_step=options["next_step"], options=opts, stop=stop)
+            outcome = worker.run(
+                rid, executor_id=options["executor_id"], next_step=options["next_step"], options=opts, stop=stop
+            )
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -30,7 +30,10 @@ class Command(ServiceCommand):
             f"lease     owner={r['lease_owner'] or '-'} generation={r['lease_generation']} "
             f"expires={r['lease_expires_at'] or '-'} heartbeat={r['heartbeat_at'] or '-'}"
         )
-        w(f"retry     count={r['retry_count']} next_attempt={r['next_attempt_at'] or '-'} error={r['last_error'] or '-'}")
+        w(
+            f"retry     count={r['retry_count']} next_attempt={r['next_attempt_at'] or '-'} "
+            f"error={r['last_error'] or '-'}"
+        )
         if r["cancel_requested_at"]:
             w(f"cancel    by {r['cancel_requested_by']} at {r['cancel_requested_at']}: {r['cancel_reason']}")
         w(f"approvals ({len(data['approvals'])})")

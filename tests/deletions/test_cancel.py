@@ -1,0 +1,88 @@
+"""Cancellation: outright before the first stage, at a stage boundary once running."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from deletions import worker
+from deletions.errors import Refused
+from deletions.models import DeletionRequest, StageHistory
+from deletions.store import leases
+from deletions.users.handlers import RunOptions
+from deletions.users.service import deletion_cancel
+from tests.conftest import submit_and_approve
+from tests.deletions.test_worker import race, running_row, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_cancel_before_first_stage_cancels_outright(cmd) -> None:
+    req = submit_and_approve()
+    ran = cmd("cancel_deletion", str(req.id), "--by", "operator-c", "--reason", "customer withdrew")
+    assert ran.code == 0, ran.err
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.status == "cancelled" and after.cancel_reason == "customer withdrew"
+    assert after.cancel_requested_by == "operator-c"
+    assert not StageHistory.objects.filter(request_id=req.id).exists()
+
+
+def test_cancel_while_a_worker_runs_stops_at_the_next_transition(settings) -> None:
+    settings.DELETION_HEARTBEAT_SECONDS = 0.2
+    req = submit_and_approve()
+    stop = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["r"] = worker.run(req.id, executor_id="worker-a", options=RunOptions(stage_delay_ms=600), stop=stop)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_for(lambda: running_row(req.id), what="gate running")
+    recorded = deletion_cancel(request_id=req.id, cancelled_by="operator-c", reason="legal asked to stop")
+    assert recorded.status == "running" and "stops at its next transition" in recorded.last_action
+    thread.join(timeout=30)
+    assert outcome["r"].exit_code == 1
+    assert "1 completed stage(s) are done and were not undone" in outcome["r"].message
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.status == "cancelled" and after.lease_owner is None
+    rows = list(StageHistory.objects.filter(request_id=req.id))
+    assert [(r.stage, r.status) for r in rows] == [("gate_user", "completed")]
+
+
+def test_cancel_during_retry_wait_keeps_completed_stages(cmd) -> None:
+    req = submit_and_approve()
+    assert cmd("run_deletion", str(req.id), "--fail-stage", "purge_db").code == 1
+    ran = cmd("cancel_deletion", str(req.id), "--by", "operator-c", "--reason", "duplicate request")
+    assert ran.code == 0, ran.err
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.status == "cancelled" and "1 completed stage(s) stay done" in after.last_action
+    assert StageHistory.objects.get(request_id=req.id, stage="gate_user").status == "completed"
+
+
+def test_cancellation_and_claim_race_exactly_one_wins() -> None:
+    for n in range(5):
+        req = submit_and_approve(f"demo:race-{n}")
+
+        def contender(i: int, rid: Any = req.id) -> Any:
+            if i == 0:
+                return deletion_cancel(request_id=rid, cancelled_by="operator-c", reason="race")
+            return leases.claim(request_id=rid, owner="worker-a", now=timezone.now(), lease_seconds=60)
+
+        cancel_result, claim_result = race(2, contender)
+        after = DeletionRequest.objects.get(id=req.id)
+        if isinstance(claim_result, Refused):
+            # Cancellation won: the request is cancelled and the claim was refused.
+            assert after.status == "cancelled" and after.lease_owner is None
+        else:
+            # The worker won: cancellation is only recorded; the worker stops at its next transition.
+            assert after.status == "approved" and after.lease_owner == "worker-a"
+            assert after.cancel_requested_at is not None
+            assert not isinstance(cancel_result, Exception)

@@ -1,0 +1,297 @@
+"""Leases, heartbeats, crashes and races, with real processes, threads and connections."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import time_machine
+from django.db import connection, connections
+from django.utils import timezone
+
+from deletions import target_system, worker
+from deletions.errors import LeaseHeld, StaleLease
+from deletions.models import DeletionRequest, StageHistory
+from deletions.retry import decide_retry
+from deletions.store import leases, stages
+from deletions.store.types import StageSnapshot
+from deletions.users.handlers import RunOptions
+from deletions.users.transition import get_next_stage
+from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
+from tests.deletions.helpers import current, show_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def running_row(request_id: Any) -> StageHistory | None:
+    return StageHistory.objects.filter(request_id=request_id, is_current=True, status="running").first()
+
+
+def start_worker(request_id: Any, *args: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        manage_argv("run_deletion", str(request_id), *args),
+        env=subprocess_env(**env),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def effects(request_id: Any) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT operation_id, action, generation FROM demo_target_effects "
+            "WHERE request_id = %s ORDER BY applied_at",
+            [request_id],
+        )
+        return cur.fetchall()
+
+
+def test_crash_during_handler_resumes_same_row_after_lease_expiry(cmd) -> None:
+    req = submit_and_approve()
+    proc = start_worker(req.id, "--executor-id", "worker-a", "--stage-delay-ms", "60000")
+    row = wait_for(lambda: running_row(req.id), what="gate_user running")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=10)
+    killed = DeletionRequest.objects.get(id=req.id)
+    assert killed.lease_owner == "worker-a" and killed.lease_generation == 1
+    assert killed.status == "running"
+
+    early = cmd("run_deletion", str(req.id), "--executor-id", "worker-b")
+    assert early.code == 1 and "is leased by worker-a (generation 1)" in early.err
+
+    assert killed.lease_expires_at is not None
+    with time_machine.travel(killed.lease_expires_at + timedelta(seconds=1), tick=False):
+        ran = cmd("run_deletion", str(req.id), "--executor-id", "worker-b")
+    assert ran.code == 0, ran.err
+    request, rows, _ = show_rows(req.id)
+    assert request["status"] == "completed" and request["lease_generation"] == 2
+    resumed = StageHistory.objects.get(id=row.id)
+    assert resumed.status == "completed" and resumed.started_at == row.started_at and resumed.attempts == 2
+    assert len(rows) == 5 and sum(r["stage"] == "gate_user" for r in rows) == 1
+    assert {g for _, _, g in effects(req.id)} == {2}
+
+
+def crash_at(point: str, request_id: Any, *args: str) -> DeletionRequest:
+    proc = start_worker(request_id, "--executor-id", "worker-a", *args, DELETION_CRASH_AT=point)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, err
+    return DeletionRequest.objects.get(id=request_id)
+
+
+def take_over(cmd, crashed: DeletionRequest, *args: str) -> Any:
+    at = (crashed.lease_expires_at or timezone.now()) + timedelta(seconds=1)
+    with time_machine.travel(at, tick=False):
+        return cmd("run_deletion", str(crashed.id), "--executor-id", "worker-b", *args)
+
+
+def test_crash_before_first_transition_initializes_on_takeover(cmd) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-claim", req.id)
+    assert crashed.status == "approved" and not StageHistory.objects.filter(request_id=req.id).exists()
+    ran = take_over(cmd, crashed, "--next-step")
+    assert ran.code == 0, ran.err
+    _, rows, _ = show_rows(req.id)
+    assert [r["stage"] for r in rows if not r["is_current"]] == ["gate_user"]
+
+
+def test_crash_after_saved_success_does_not_rerun_the_handler(cmd) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-handler", req.id)
+    _, rows, _ = show_rows(req.id)
+    assert current(rows) == [("gate_user", None, "completed")]
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert len(effects(req.id)) == 1
+    ran = take_over(cmd, crashed, "--next-step")
+    assert ran.code == 0, ran.err
+    gate_after = StageHistory.objects.get(id=gate.id)
+    assert gate_after.attempts == 1 and gate_after.metadata_json["result"] == gate.metadata_json["result"]
+    assert not gate_after.is_current and gate_after.metadata_json["decision"]["transition"] == "enter_communities"
+    # The next run executed B's purge_db, not the gate again.
+    assert [a for _, a, _ in effects(req.id)] == ["gate_user", "purge_db"]
+
+
+def test_crash_after_effect_before_save_settles_from_the_target_system(cmd) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-effect", req.id, "--demo-no-agents-in", "00000000-0000-0000-0000-00000000000b")
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert gate.status == "running" and gate.is_current
+    assert len(effects(req.id)) == 1
+    ran = take_over(cmd, crashed)
+    assert ran.code == 0, ran.err
+    gate_after = StageHistory.objects.get(id=gate.id)
+    assert gate_after.status == "completed" and gate_after.attempts == 2
+    ops = [op for op, _, _ in effects(req.id)]
+    assert len(ops) == len(set(ops)) == StageHistory.objects.filter(request_id=req.id).count()
+    assert target_system.lookup(gate.operation_id) == gate_after.metadata_json["result"]
+
+
+def test_crash_after_transition_commit_returns_the_saved_successor(cmd) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-transition", req.id)
+    _, rows, _ = show_rows(req.id)
+    assert current(rows) == [("purge_db", "00000000-0000-0000-0000-00000000000b", "pending")]
+    successor_id = next(r["id"] for r in rows if r["is_current"])
+    ran = take_over(cmd, crashed, "--next-step")
+    assert ran.code == 0, ran.err
+    assert StageHistory.objects.get(id=successor_id).status == "completed"
+    assert StageHistory.objects.filter(request_id=req.id, stage="gate_user").count() == 1
+
+
+def test_heartbeat_advances_during_a_long_handler_and_competitor_is_refused(settings, cmd) -> None:
+    settings.DELETION_HEARTBEAT_SECONDS = 0.2
+    req = submit_and_approve()
+    outcome: dict[str, Any] = {}
+
+    def long_run() -> None:
+        try:
+            outcome["result"] = worker.run(
+                req.id, executor_id="worker-a", next_step=True, options=RunOptions(stage_delay_ms=1500)
+            )
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=long_run)
+    thread.start()
+    wait_for(lambda: running_row(req.id), what="gate_user running")
+    seen = set()
+    deadline = time.monotonic() + 1.2
+    while time.monotonic() < deadline:
+        seen.add(DeletionRequest.objects.values_list("heartbeat_at", flat=True).get(id=req.id))
+        time.sleep(0.05)
+    with pytest.raises(LeaseHeld, match="leased by worker-a"):
+        worker.run(req.id, executor_id="worker-b")
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert outcome["result"].exit_code == 0
+    assert len(seen) >= 3, f"heartbeat_at took only {len(seen)} values"
+    assert DeletionRequest.objects.get(id=req.id).lease_owner is None
+    assert not [t for t in threading.enumerate() if t.name.startswith("heartbeat-")]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_handler_releases_lease_and_keeps_row_current(sig: signal.Signals) -> None:
+    req = submit_and_approve()
+    proc = start_worker(req.id, "--executor-id", "worker-a", "--stage-delay-ms", "60000")
+    row = wait_for(lambda: running_row(req.id), what="gate_user running")
+    started = time.monotonic()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 1, err
+    assert "stopped during gate_user" in err
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.lease_owner is None and after.lease_expires_at is None
+    kept = StageHistory.objects.get(id=row.id)
+    assert kept.is_current and kept.status == "running"
+
+
+def test_stale_generation_writes_are_rejected() -> None:
+    req = submit_and_approve()
+    t0 = timezone.now()
+    old = leases.claim(request_id=req.id, owner="worker-a", now=t0, lease_seconds=60)
+    row = get_next_stage(old, None, now=t0)
+    assert isinstance(row, StageSnapshot)
+    later = t0 + timedelta(seconds=61)
+    new = leases.claim(request_id=req.id, owner="worker-b", now=later, lease_seconds=60)
+    assert new.generation == old.generation + 1
+    target_system.apply(
+        operation_id=row.id,
+        request_id=req.id,
+        generation=new.generation,
+        executor="worker-b",
+        action="probe",
+        community_id=None,
+        outcome={},
+        now=later,
+    )
+    snapshot = show_rows(req.id)
+
+    assert leases.heartbeat(old, now=later, lease_seconds=60) is False
+    assert leases.release(old, now=later) is False
+    for write in (
+        lambda: stages.mark_running(old, row.id, now=later),
+        lambda: stages.save_success(old, row.id, {"gated": True}, now=later),
+        lambda: stages.save_failure(old, row.id, "boom", now=later, retry_policy=decide_retry),
+        lambda: get_next_stage(old, row.id, now=later),
+    ):
+        with pytest.raises(StaleLease, match="generation 1 is stale"):
+            write()
+    with pytest.raises(target_system.FencedOut, match="generation 2 owns request"):
+        target_system.apply(
+            operation_id=row.operation_id,
+            request_id=req.id,
+            generation=old.generation,
+            executor="worker-a",
+            action="gate_user",
+            community_id=None,
+            outcome={},
+            now=later,
+        )
+    assert show_rows(req.id) == snapshot
+    assert leases.heartbeat(new, now=later, lease_seconds=60) is True
+
+
+def race(n: int, fn: Callable[[int], Any], timeout: float = 60) -> list[Any]:
+    """Run fn(i) in n threads released together; each on its own connection."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            results[i] = fn(i)
+        except Exception as exc:
+            results[i] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), "a racing thread deadlocked"
+    return results
+
+
+def test_two_workers_at_the_same_instant_only_one_runs_handlers() -> None:
+    req = submit_and_approve()
+    results = race(2, lambda i: worker.run(req.id, executor_id=f"worker-{i}"))
+    winners = [r for r in results if isinstance(r, worker.RunOutcome)]
+    losers = [r for r in results if isinstance(r, LeaseHeld)]
+    assert len(winners) == 1 and len(losers) == 1, results
+    assert winners[0].handlers_run == 5
+    ops = effects(req.id)
+    assert len(ops) == 5 and len({op for op, _, _ in ops}) == 5
+    assert DeletionRequest.objects.get(id=req.id).lease_generation == 1
+
+
+def test_two_worker_processes_at_the_same_instant_only_one_runs_handlers() -> None:
+    req = submit_and_approve()
+    procs = [start_worker(req.id, "--executor-id", f"proc-{i}") for i in range(2)]
+    errs = " ".join(p.communicate(timeout=60)[1] for p in procs)
+    codes = sorted(p.returncode for p in procs)
+    assert DeletionRequest.objects.get(id=req.id).status == "completed"
+    ops = effects(req.id)
+    assert len(ops) == len({op for op, _, _ in ops}) == 5
+    # Either the second arrived while the lease was live (refused, exit 1) or after the
+    # first finished (read-only rerun, exit 0); never a second execution.
+    assert codes in ([0, 0], [0, 1]), errs
