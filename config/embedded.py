@@ -16,6 +16,7 @@ server; an inter-process lock on the data folder serialises repair and start.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -95,9 +96,12 @@ def ensure_running(datadir: Path, cleanup_mode: str | None = None) -> str:
     datadir.mkdir(parents=True, exist_ok=True)
     get_server = _wrapper().get_server
 
-    with fasteners.InterProcessLock(str(datadir) + ".lock"):
+    lock_file = Path(str(datadir) + ".lock")
+    with fasteners.InterProcessLock(str(lock_file)):
         repair(datadir)
         server = get_server(datadir, cleanup_mode=cleanup_mode)
+    if cleanup_mode == "delete":
+        atexit.register(lock_file.unlink, missing_ok=True)
     info = server.get_postmaster_info()
     socket_dir = str(info.socket_dir)
     _started[datadir] = socket_dir

@@ -4,7 +4,8 @@ import os
 import tempfile
 
 if not os.environ.get("DATABASE_URL"):
-    os.environ.setdefault("EMBEDDED_PGDATA", tempfile.mkdtemp(prefix="backoffice-test-pg-"))
+    # Created (and deleted again) only if a test connects.
+    os.environ.setdefault("EMBEDDED_PGDATA", os.path.join(tempfile.gettempdir(), f"backoffice-test-pg-{os.getpid()}"))
     os.environ.setdefault("EMBEDDED_PG_CLEANUP", "delete")
 
 from config.settings import *  # noqa: F403
