@@ -83,6 +83,10 @@ class DeletionRequest(FSMModelMixin, models.Model):
     def approve(self) -> None:
         pass
 
+    @transition(field=status, source=Status.APPROVED, target=Status.SUBMITTED)
+    def return_to_review(self) -> None:
+        pass
+
     @transition(field=status, source=Status.APPROVED, target=Status.RUNNING)
     def start(self) -> None:
         pass

@@ -18,9 +18,9 @@ from django.db import connections
 
 from deletions import clock
 from deletions.crashpoints import crash_point
-from deletions.errors import DeletionError, StaleLease
+from deletions.errors import DeletionError, Refused, StaleLease
 from deletions.models import Status
-from deletions.store import leases
+from deletions.store import approvals, leases
 from deletions.store.requests import get_request
 from deletions.store.types import Finished, Lease, StageSnapshot, WaitUntil
 from deletions.users.handlers import HandlerContext, RunOptions, run_handler
@@ -85,6 +85,9 @@ def run(
     req = get_request(request_id)
     if req.status == Status.COMPLETED:
         return RunOutcome(0, f"request {req.id} already completed at {req.completed_at}; nothing changed", 0)
+    expired = approvals.expire_if_due(request_id=req.id, now=clock.now())
+    if expired:
+        raise Refused(expired)
     lease = leases.claim(
         request_id=req.id, owner=executor_id, now=clock.now(), lease_seconds=settings.DELETION_LEASE_SECONDS
     )

@@ -16,6 +16,33 @@ from deletions.store.requests import inventory_digest
 InventoryValidator = Callable[[dict[str, Any]], None]
 
 
+def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:
+    """An approved, unstarted request whose approval expired goes back to review.
+
+    Returns the refusal to report, or None when the approval still holds.
+    """
+    with transaction.atomic():
+        req = DeletionRequest.objects.select_for_update().filter(id=request_id, status=Status.APPROVED).first()
+        if req is None:
+            return None
+        approval = req.approvals.order_by("-approved_at").first()
+        if approval is None or approval.expires_at is None or approval.expires_at > now:
+            return None
+        req.return_to_review()
+        req.owner = approval.approved_by
+        req.open_question = (
+            f"approval by {approval.approved_by} expired at {approval.expires_at.isoformat()}; approve again"
+        )
+        req.next_check_at = now
+        req.last_action = "approval expired; back in review"
+        req.updated_at = now
+        req.save(update_fields=["status", "owner", "open_question", "next_check_at", "last_action", "updated_at"])
+        return (
+            f"approval of request {req.id} by {approval.approved_by} expired at {approval.expires_at.isoformat()}; "
+            "the request is back in review and nothing was applied"
+        )
+
+
 def approve(
     *,
     request_id: UUID,

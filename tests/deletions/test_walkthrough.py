@@ -190,3 +190,19 @@ def test_show_deletion_prints_chain_and_json(cmd) -> None:
     data = json.loads(cmd("show_deletion", rid, "--json").out)
     assert [s["stage"] for s in data["stages"]] == ["gate_user", "purge_db", "purge_agents", "purge_db"]
     assert data["approvals"][0]["approved_by"] == "operator-b"
+
+
+def test_expired_approval_sends_the_request_back_to_review(cmd) -> None:
+    rid = submit_approve(cmd)
+    with time_machine.travel(timezone.now() + timedelta(days=7, seconds=1), tick=False):
+        ran = cmd("run_deletion", rid)
+        assert ran.code == 1 and "expired at" in ran.err and "back in review" in ran.err
+        request, stages, approvals = show_rows(rid)
+        assert request["status"] == "submitted" and request["lease_generation"] == 0
+        assert stages == [] and len(approvals) == 1
+        digest = json.loads(cmd("show_deletion", rid, "--json").out)["request"]["inventory_digest"]
+        again = cmd("approve_deletion", rid, "--approved-by", "operator-c", "--inventory-digest", digest)
+        assert again.code == 0, again.err
+        assert cmd("run_deletion", rid).code == 0
+    request, _, approvals = show_rows(rid)
+    assert request["status"] == "completed" and [a["approved_by"] for a in approvals] == ["operator-b", "operator-c"]
