@@ -164,7 +164,16 @@ LOGGING = {
     "loggers": {
         "deletions": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
         "config": {"handlers": ["console"], "level": "WARNING"},
+        "retirements": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     },
 }
 
 TEST_RUNNER = "config.test_runner.PytestRunner"
+
+# Workspace retirement (SPEC 4).
+RETIREMENT_DISPOSABLE_WAIT_SECONDS = int(os.environ.get("RETIREMENT_DISPOSABLE_WAIT_SECONDS", "600"))
+RETIREMENT_NOTICE_RECIPIENTS = [
+    e.strip()
+    for e in os.environ.get("RETIREMENT_NOTICE_RECIPIENTS", "" if PRODUCTION else "hq-staff@localhost").split(",")
+    if e.strip()
+]

@@ -1,30 +1,23 @@
-"""Refusals as types; each message names the rule and the values involved.
+"""Deletion refusals; the base types live in core.errors."""
 
-`exit_code` follows SPEC 3.4: 1 for a saved failure or refusal, 2 for bad
-usage or an unknown request.
-"""
+from core.errors import BadInput, DomainError, NotFound, Refused
 
-
-class DeletionError(Exception):
-    exit_code = 1
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class BadInput(DeletionError):
-    """Malformed input, refused before any row is written."""
-
-    exit_code = 2
+DeletionError = DomainError
+__all__ = [
+    "BadInput",
+    "DeletionError",
+    "Interrupted",
+    "LeaseHeld",
+    "Refused",
+    "RetryNotDue",
+    "StaleLease",
+    "UnknownRequest",
+    "WorkflowError",
+]
 
 
-class UnknownRequest(DeletionError):
-    exit_code = 2
-
-
-class Refused(DeletionError):
-    """The request's saved state does not allow this."""
+class UnknownRequest(NotFound):
+    pass
 
 
 class LeaseHeld(Refused):

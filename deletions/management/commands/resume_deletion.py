@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from deletions.management.base import ServiceCommand
+from core.commands import ServiceCommand
 from deletions.users.service import deletion_resume
 
 

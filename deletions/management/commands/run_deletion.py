@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from core.commands import ServiceCommand
 from deletions import worker
-from deletions.management.base import ServiceCommand
 from deletions.store.requests import parse_request_id
 from deletions.users.service import run_options
 

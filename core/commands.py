@@ -7,14 +7,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from deletions.errors import DeletionError
+from core.errors import DomainError
 
 
 class ServiceCommand(BaseCommand):
     def execute(self, *args: Any, **options: Any) -> str | None:
         try:
             return super().execute(*args, **options)
-        except DeletionError as exc:
+        except DomainError as exc:
             raise CommandError(exc.message, returncode=exc.exit_code) from exc
 
     def print_json(self, data: Any) -> None:

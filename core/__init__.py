@@ -1,0 +1,1 @@
+"""Pieces shared by both workflows: refusal types and the thin command base."""

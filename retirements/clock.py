@@ -1,0 +1,5 @@
+"""The one clock for retirements (timezone-aware; moved with time-machine in tests)."""
+
+from deletions.clock import now
+
+__all__ = ["now"]

@@ -1,0 +1,27 @@
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from core.commands import ServiceCommand
+from retirements.inspect import describe
+from retirements.services import retirement_request, user_named
+
+
+class Command(ServiceCommand):
+    help = "Request retirement of a disabled workspace; prints the request as JSON."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--workspace", required=True, metavar="SLUG")
+        parser.add_argument("--requested-by", required=True, metavar="USER")
+        parser.add_argument("--reason", required=True)
+        parser.add_argument("--confirm", required=True, metavar="SLUG", help="type the workspace slug again")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        request = retirement_request(
+            actor=user_named(options["requested_by"]),
+            slug=options["workspace"],
+            reason=options["reason"],
+            confirmation=options["confirm"],
+        )
+        data = describe(request)
+        self.print_json({k: data[k] for k in ("id", "status", "eligible_at", "eligibility_policy", "notices")})

@@ -1,0 +1,254 @@
+"""Workspaces and their retirement: requests, notice slots, watchers, purge jobs, decisions."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django_fsm import FSMField, FSMModelMixin, transition
+
+
+class Lifecycle(models.TextChoices):
+    ACTIVE = "active"
+    DISABLED = "disabled"
+    DELETION_PENDING = "deletion_pending"
+    DELETING = "deleting"
+    DELETED = "deleted"
+
+
+class Workspace(FSMModelMixin, models.Model):
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    lifecycle = FSMField(default=Lifecycle.ACTIVE, choices=Lifecycle.choices, protected=True, max_length=32)
+    activated_at = models.DateTimeField(null=True, blank=True, help_text="null when never activated")
+    legal_hold = models.BooleanField(default=False)
+    protected_reason = models.CharField(max_length=200, blank=True, default="")
+    is_disposable_test = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @transition(field=lifecycle, source=Lifecycle.DISABLED, target=Lifecycle.DELETION_PENDING)
+    def mark_deletion_pending(self) -> None:
+        pass
+
+    @transition(field=lifecycle, source=Lifecycle.DELETION_PENDING, target=Lifecycle.DISABLED)
+    def restore_disabled(self) -> None:
+        pass
+
+    @transition(field=lifecycle, source=Lifecycle.DELETION_PENDING, target=Lifecycle.DELETING)
+    def begin_deleting(self) -> None:
+        pass
+
+    @transition(field=lifecycle, source=Lifecycle.DELETING, target=Lifecycle.DELETED)
+    def mark_deleted(self) -> None:
+        pass
+
+
+class RequestStatus(models.TextChoices):
+    WAITING = "waiting", "Waiting period"
+    HELD = "held", "On hold"
+    EXECUTING = "executing", "Executing purge"
+    COMPLETED = "completed", "Completed (workspace deleted)"
+    CANCELLED = "cancelled", "Cancelled"
+    CLOSED = "closed", "Closed without purge"
+
+
+OPEN_REQUEST_STATUSES = [RequestStatus.WAITING, RequestStatus.HELD, RequestStatus.EXECUTING]
+
+
+class RetirementRequest(FSMModelMixin, models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="retirements")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField()
+    confirmation = models.CharField(max_length=100)
+    status = FSMField(default=RequestStatus.WAITING, choices=RequestStatus.choices, protected=True, max_length=32)
+    requested_at = models.DateTimeField()
+    eligible_at = models.DateTimeField()
+    eligibility_policy = models.CharField(max_length=32)
+    watcher = models.ForeignKey(
+        "RetirementWatcher",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="the authoritative watcher",
+    )
+    next_wake_at = models.DateTimeField(null=True, blank=True)
+    held_at = models.DateTimeField(null=True, blank=True)
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    hold_reason = models.TextField(blank=True, default="")
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    cancel_reason = models.TextField(blank=True, default="")
+    concluded_at = models.DateTimeField(null=True, blank=True)
+    conclusion = models.TextField(blank=True, default="")
+    blocker = models.TextField(blank=True, default="")
+    blocked_until = models.DateTimeField(null=True, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    last_action = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace"],
+                condition=Q(status__in=OPEN_REQUEST_STATUSES),
+                name="one_open_retirement_per_workspace",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "next_wake_at"], name="retirement_status_wake")]
+        permissions = [
+            ("request_retirement", "Can request a workspace retirement"),
+            ("hold_retirementrequest", "Can hold or release a retirement"),
+            ("cancel_retirementrequest", "Can cancel a retirement"),
+            ("resume_retirementrequest", "Can resume a retirement watcher"),
+        ]
+
+    def __str__(self) -> str:
+        return f"retire {self.workspace_id} ({self.status})"
+
+    @transition(field=status, source=RequestStatus.WAITING, target=RequestStatus.HELD)
+    def hold(self) -> None:
+        pass
+
+    @transition(field=status, source=RequestStatus.HELD, target=RequestStatus.WAITING)
+    def release(self) -> None:
+        pass
+
+    @transition(field=status, source=[RequestStatus.WAITING, RequestStatus.HELD], target=RequestStatus.CANCELLED)
+    def cancel(self) -> None:
+        pass
+
+    @transition(field=status, source=RequestStatus.WAITING, target=RequestStatus.EXECUTING)
+    def begin_execution(self) -> None:
+        pass
+
+    @transition(field=status, source=RequestStatus.EXECUTING, target=RequestStatus.COMPLETED)
+    def complete(self) -> None:
+        pass
+
+    @transition(field=status, source=[RequestStatus.WAITING, RequestStatus.HELD], target=RequestStatus.CLOSED)
+    def close(self) -> None:
+        pass
+
+
+class NoticeStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    SUPPRESSED = "suppressed"
+    FAILED = "failed"
+
+
+class NoticeSlot(models.Model):
+    request = models.ForeignKey(RetirementRequest, on_delete=models.PROTECT, related_name="notices")
+    kind = models.CharField(max_length=32)
+    due_at = models.DateTimeField()
+    gating = models.BooleanField()
+    status = models.CharField(max_length=16, choices=NoticeStatus.choices, default=NoticeStatus.PENDING)
+    attempts = models.IntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["due_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "kind", "due_at"], name="one_notice_slot_per_kind_and_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.due_at:%Y-%m-%d %H:%M} ({self.status})"
+
+
+class WatcherStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    SETTLED = "settled"
+    SUPERSEDED = "superseded"
+
+
+class RetirementWatcher(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    request = models.ForeignKey(RetirementRequest, on_delete=models.PROTECT, related_name="watchers")
+    status = models.CharField(max_length=16, choices=WatcherStatus.choices, default=WatcherStatus.PENDING)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    concluded_at = models.DateTimeField(null=True, blank=True)
+    conclusion = models.TextField(blank=True, default="")
+    replaces = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"watcher {self.id} ({self.status})"
+
+
+class PurgeStatus(models.TextChoices):
+    QUEUED = "queued"
+    DONE = "done"
+
+
+class PurgeJob(models.Model):
+    request = models.OneToOneField(RetirementRequest, on_delete=models.PROTECT, related_name="purge_job")
+    operation_id = models.UUIDField(default=uuid.uuid4, unique=True)
+    status = models.CharField(max_length=16, choices=PurgeStatus.choices, default=PurgeStatus.QUEUED)
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"purge {self.operation_id} ({self.status})"
+
+
+class Decision(models.Model):
+    """Who decided what, why and when: every staff decision and boundary outcome."""
+
+    request = models.ForeignKey(RetirementRequest, null=True, on_delete=models.PROTECT, related_name="decisions")
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="decisions")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    actor_label = models.CharField(max_length=150, help_text="username, or the system component")
+    action = models.CharField(max_length=64)
+    reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label}: {self.action}"
+
+
+class Alarm(models.Model):
+    """An alarm an operator must see: failed notices, stalled watchers."""
+
+    kind = models.CharField(max_length=32)
+    request = models.ForeignKey(RetirementRequest, on_delete=models.PROTECT, related_name="alarms")
+    message = models.TextField()
+    created_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "request"], condition=Q(resolved_at__isnull=True), name="one_open_alarm_per_kind"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"

@@ -1,0 +1,202 @@
+"""Retirement policy: eligibility, notice plan, wake times, re-planning, notice
+retries and the point-of-no-return verdict. Pure: no ORM, no I/O; `now` is an
+argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from core.errors import Refused
+
+STANDARD_WAIT = timedelta(days=30)
+NEVER_ACTIVATED_WAIT = timedelta(days=1)
+BLOCKER_REVISIT = timedelta(hours=6)
+STALL_GRACE = timedelta(minutes=15)
+MAX_NOTICE_ATTEMPTS = 6
+NOTICE_FIRST_RETRY = timedelta(minutes=1)
+NOTICE_MAX_RETRY = timedelta(hours=1)
+
+REQUEST_RECEIVED = "request_received"
+REMINDER_7_DAYS = "reminder_7_days"
+FINAL_WARNING = "final_warning"
+DESTRUCTION_STARTED = "destruction_started"
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    policy: str
+    eligible_at: datetime
+
+
+def eligibility(
+    *, never_activated: bool, disposable: bool, production: bool, disposable_wait: timedelta, now: datetime
+) -> Eligibility:
+    """30 days; 1 day when never activated; disposable test workspaces a short wait outside production."""
+    if disposable:
+        if production:
+            raise Refused("disposable test workspaces cannot be retired with the short policy in production")
+        return Eligibility("disposable_test", now + disposable_wait)
+    if never_activated:
+        return Eligibility("never_activated_1_day", now + NEVER_ACTIVATED_WAIT)
+    return Eligibility("standard_30_days", now + STANDARD_WAIT)
+
+
+@dataclass(frozen=True)
+class PlannedNotice:
+    kind: str
+    due_at: datetime
+    gating: bool
+
+
+def notice_plan(requested_at: datetime, eligible_at: datetime) -> list[PlannedNotice]:
+    """The staff notices of a waiting period, in due order."""
+    plan = [PlannedNotice(REQUEST_RECEIVED, requested_at, gating=True)]
+    reminder = eligible_at - timedelta(days=7)
+    if reminder > requested_at:
+        plan.append(PlannedNotice(REMINDER_7_DAYS, reminder, gating=False))
+    plan.append(PlannedNotice(FINAL_WARNING, max(eligible_at - timedelta(hours=24), requested_at), gating=True))
+    return plan
+
+
+@dataclass(frozen=True)
+class SlotView:
+    id: int
+    kind: str
+    due_at: datetime
+    status: str
+    next_attempt_at: datetime | None = None
+
+
+def next_wake(*, eligible_at: datetime, pending: Iterable[SlotView], blocked_until: datetime | None) -> datetime:
+    """The earliest instant the watcher has something to do."""
+    candidates = [s.next_attempt_at or s.due_at for s in pending if s.status == "pending"]
+    candidates.append(max(eligible_at, blocked_until) if blocked_until else eligible_at)
+    return min(candidates)
+
+
+@dataclass(frozen=True)
+class Replan:
+    eligible_at: datetime
+    moved: list[tuple[int, datetime]]  # (slot id, new due time)
+    added: list[PlannedNotice]
+    suppressed: list[int]
+
+
+def replan_on_release(
+    *, requested_at: datetime, eligible_at: datetime, held_for: timedelta, slots: Iterable[SlotView]
+) -> Replan:
+    """Eligibility moves by the time on hold; pending notices follow the new plan."""
+    new_eligible = eligible_at + held_for
+    plan = {p.kind: p for p in notice_plan(requested_at, new_eligible)}
+    moved: list[tuple[int, datetime]] = []
+    suppressed: list[int] = []
+    present = set()
+    for slot in slots:
+        present.add(slot.kind)
+        if slot.status != "pending":
+            continue
+        target = plan.get(slot.kind)
+        if target is None:
+            suppressed.append(slot.id)
+        elif target.due_at != slot.due_at:
+            moved.append((slot.id, target.due_at))
+    added = [p for kind, p in plan.items() if kind not in present]
+    return Replan(new_eligible, moved, added, suppressed)
+
+
+@dataclass(frozen=True)
+class NoticeRetry:
+    exhausted: bool
+    next_attempt_at: datetime | None
+
+
+def notice_retry(attempts: int, now: datetime) -> NoticeRetry:
+    """Six attempts in all: 1 min, doubling, capped at 1 h; then the slot fails for good."""
+    if attempts >= MAX_NOTICE_ATTEMPTS:
+        return NoticeRetry(exhausted=True, next_attempt_at=None)
+    delay = min(NOTICE_FIRST_RETRY * 2 ** (attempts - 1), NOTICE_MAX_RETRY)
+    return NoticeRetry(exhausted=False, next_attempt_at=now + delay)
+
+
+@dataclass(frozen=True)
+class BoundaryFacts:
+    """What the point of no return rechecks, read under the request and workspace locks."""
+
+    now: datetime
+    request_status: str
+    eligible_at: datetime
+    watcher_is_authoritative: bool
+    workspace_lifecycle: str
+    legal_hold: bool
+    protected_reason: str
+    undelivered_gating: tuple[str, ...]
+    requester: str
+    requester_active: bool
+    requester_staff: bool
+    requester_permitted: bool
+
+
+PROCEED = "proceed"  # create the purge job: executing / deleting
+WAIT = "wait"  # temporary blocker or not yet eligible: wake again later
+HOLD = "hold"  # lost authority: put the request on hold with the reason
+CLOSE = "close"  # cannot proceed: close the request without purge
+SUPERSEDED = "superseded"  # this watcher is not authoritative: settle it, touch nothing
+CONCLUDE = "conclude"  # the request no longer waits (cancelled, completed...): settle the watcher
+SLEEP = "sleep"  # on hold: nothing to do until a release
+NOT_YET_ELIGIBLE = "not yet eligible"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: str
+    reason: str
+    wake_at: datetime | None = None
+
+
+def point_of_no_return(f: BoundaryFacts) -> Verdict:
+    if not f.watcher_is_authoritative:
+        return Verdict(SUPERSEDED, "superseded watcher woke; no action taken")
+    if f.request_status == "held":
+        return Verdict(SLEEP, "request is on hold")
+    if f.request_status != "waiting":
+        return Verdict(CONCLUDE, f"request is {f.request_status}")
+    if f.now < f.eligible_at:
+        return Verdict(WAIT, NOT_YET_ELIGIBLE, f.eligible_at)
+    if f.workspace_lifecycle != "deletion_pending":
+        return Verdict(CLOSE, f"workspace is {f.workspace_lifecycle}, not deletion_pending")
+    if f.legal_hold:
+        return Verdict(CLOSE, "workspace has a legal hold")
+    if f.protected_reason:
+        return Verdict(CLOSE, f"workspace is protected: {f.protected_reason}")
+    lost = [
+        what
+        for what, ok in (
+            ("is no longer active", f.requester_active),
+            ("is no longer staff", f.requester_staff),
+            ("lacks the request_retirement permission", f.requester_permitted),
+        )
+        if not ok
+    ]
+    if lost:
+        return Verdict(HOLD, f"requester {f.requester} {' and '.join(lost)}")
+    if f.undelivered_gating:
+        return Verdict(
+            WAIT, f"gating notice(s) not delivered: {', '.join(f.undelivered_gating)}", f.now + BLOCKER_REVISIT
+        )
+    return Verdict(PROCEED, "all rechecks passed")
+
+
+def is_stalled(
+    *, watcher_status: str, watcher_started: bool, created_at: datetime, next_wake_at: datetime | None, now: datetime
+) -> str | None:
+    """Why a watcher counts as stalled, or None."""
+    if watcher_status in ("settled", "superseded"):
+        return None
+    if not watcher_started and now - created_at > STALL_GRACE:
+        return f"watcher never started (created {created_at.isoformat()})"
+    if next_wake_at is not None and now - next_wake_at > STALL_GRACE:
+        return f"watcher missed its wake-up at {next_wake_at.isoformat()} by more than 15 minutes"
+    return None
