@@ -1,0 +1,136 @@
+"""Hop 5: hold, release, cancel; every inapplicable repeat is refused."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import time_machine
+from django.core import mail
+
+from core.errors import Refused
+from retirements.models import PurgeJob
+from retirements.services import retirement_cancel, retirement_hold, retirement_release
+from tests.retirements.conftest import make_staff, retirement_rows
+from tests.retirements.helpers import fresh, notice_states, request_at, run_at
+
+pytestmark = pytest.mark.django_db
+T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def at(when, fn, **kw):
+    with time_machine.travel(when, tick=False):
+        return fn(**kw)
+
+
+def test_hold_stops_destruction_and_release_extends_eligibility(hq, other_staff, make_workspace) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)
+    at(T + 10 * DAY, retirement_hold, actor=other_staff, request_id=req.id, reason="customer disputes")
+    held = fresh(req)
+    assert held.status == "held" and held.next_wake_at is None and held.owner == other_staff
+
+    run_at(T + 31 * DAY)  # well past the original eligibility: nothing happens
+    assert not PurgeJob.objects.exists() and fresh(req).status == "held"
+    assert len(mail.outbox) == 1  # the reminder is not sent while held
+
+    at(T + 31 * DAY, retirement_release, actor=other_staff, request_id=req.id)
+    released = fresh(req)
+    assert released.status == "waiting"
+    assert released.eligible_at == T + 51 * DAY  # extended by the 21 days on hold
+    due = dict(req.notices.values_list("kind", "due_at"))
+    assert due["reminder_7_days"] == T + 44 * DAY and due["final_warning"] == T + 50 * DAY
+    assert released.next_wake_at == T + 44 * DAY
+
+    run_at(T + 50 * DAY)
+    assert not PurgeJob.objects.exists()
+    run_at(T + 51 * DAY)
+    assert fresh(req).workspace.lifecycle == "deleted"
+    assert list(fresh(req).decisions.values_list("action", flat=True)) == [
+        "request", "hold", "release", "point_of_no_return", "purged"
+    ]
+
+
+def test_cancel_restores_disabled_and_suppresses_notices(hq, make_workspace, cmd) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)
+    with time_machine.travel(T + 2 * DAY, tick=False):
+        ran = cmd("cancel_retirement", str(req.id), "--by", "hq-alice", "--reason", "workspace sold instead")
+    assert ran.code == 0, ran.err
+    after = fresh(req)
+    assert after.status == "cancelled" and after.workspace.lifecycle == "disabled"
+    assert notice_states(req) == {
+        "request_received": "delivered", "reminder_7_days": "suppressed", "final_warning": "suppressed"
+    }
+    assert after.watchers.get().status == "settled"
+    run_at(T + 40 * DAY)
+    assert len(mail.outbox) == 1 and not PurgeJob.objects.exists()
+
+
+def test_inapplicable_repeats_are_refused_and_change_nothing(hq, make_workspace, cmd) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    rid = str(req.id)
+
+    def refused(message: str, *args: str) -> None:
+        before = retirement_rows()
+        ran = cmd(*args)
+        assert ran.code == 1, ran.err
+        assert message in ran.err
+        assert retirement_rows() == before
+
+    refused("not held: request", "release_retirement", rid, "--by", "hq-alice")
+    assert cmd("hold_retirement", rid, "--by", "hq-alice", "--reason", "check contract").code == 0
+    refused("already held by hq-alice", "hold_retirement", rid, "--by", "hq-alice", "--reason", "again")
+    assert cmd("cancel_retirement", rid, "--by", "hq-alice", "--reason", "not needed").code == 0
+    refused("is already cancelled", "cancel_retirement", rid, "--by", "hq-alice", "--reason", "again")
+    refused("is already cancelled", "hold_retirement", rid, "--by", "hq-alice", "--reason", "again")
+    refused("is already cancelled", "release_retirement", rid, "--by", "hq-alice")
+
+
+def test_decisions_after_the_point_of_no_return_are_refused(hq, make_workspace, cmd) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)
+    with time_machine.travel(T + 30 * DAY, tick=False):
+        from retirements.watcher import step
+
+        step(req.watcher_id, now=T + 30 * DAY)
+    assert fresh(req).status == "executing"
+    for args in (
+        ("hold_retirement", str(req.id), "--by", "hq-alice", "--reason", "stop!"),
+        ("cancel_retirement", str(req.id), "--by", "hq-alice", "--reason", "stop!"),
+    ):
+        ran = cmd(*args)
+        assert ran.code == 1 and "past the point of no return" in ran.err
+
+
+def test_decisions_need_their_permission_and_a_reason(hq, make_workspace, cmd) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    make_staff("hq-reader")
+    for args, perm in (
+        (("hold_retirement", str(req.id), "--by", "hq-reader", "--reason", "x"), "hold_retirementrequest"),
+        (("release_retirement", str(req.id), "--by", "hq-reader"), "hold_retirementrequest"),
+        (("cancel_retirement", str(req.id), "--by", "hq-reader", "--reason", "x"), "cancel_retirementrequest"),
+        (("resume_retirement", str(req.id), "--by", "hq-reader"), "resume_retirementrequest"),
+    ):
+        ran = cmd(*args)
+        assert ran.code == 1 and f"hq-reader lacks permission retirements.{perm}" in ran.err
+    for command in ("hold_retirement", "cancel_retirement"):
+        ran = cmd(command, str(req.id), "--by", "hq-alice", "--reason", "")
+        assert ran.code == 2 and "a reason is required" in ran.err
+    assert fresh(req).status == "waiting"
+
+
+def test_service_refusal_types(hq, make_workspace) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    with pytest.raises(Refused, match="not held"):
+        retirement_release(actor=hq, request_id=req.id)
+    retirement_cancel(actor=hq, request_id=req.id, reason="x")
+    with pytest.raises(Refused, match="already cancelled"):
+        retirement_cancel(actor=hq, request_id=req.id, reason="x")

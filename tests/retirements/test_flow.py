@@ -1,0 +1,94 @@
+"""Waiting periods run to the purge with notices on time (hops 2-4, 6, 7)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core import mail
+
+from retirements.models import PurgeJob
+from tests.retirements.helpers import fresh, notice_states, request_at, run_at, subjects
+
+pytestmark = pytest.mark.django_db
+T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def test_thirty_day_request_runs_to_the_purge_with_notices_on_time(hq, make_workspace) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    assert req.eligible_at == T + 30 * DAY
+
+    run_at(T)
+    assert subjects() == ["Retirement requested for workspace acme-old"]
+    assert mail.outbox[0].to == ["hq-alice@hq.example", "hq-staff@localhost"]
+    assert fresh(req).next_wake_at == T + 23 * DAY
+
+    run_at(T + 23 * DAY - timedelta(seconds=1))  # nothing due yet
+    assert len(mail.outbox) == 1
+    run_at(T + 23 * DAY)
+    assert subjects()[-1] == "Workspace acme-old becomes eligible for deletion in 7 days"
+    run_at(T + 29 * DAY)
+    assert subjects()[-1].startswith("Final warning: workspace acme-old")
+    assert not PurgeJob.objects.exists()
+    assert fresh(req).next_wake_at == T + 30 * DAY
+
+    run_at(T + 30 * DAY - timedelta(seconds=1))
+    assert not PurgeJob.objects.exists() and fresh(req).workspace.lifecycle == "deletion_pending"
+
+    summary = run_at(T + 30 * DAY)
+    after = fresh(req)
+    assert after.status == "completed" and after.workspace.lifecycle == "deleted"
+    job = PurgeJob.objects.get(request=req)
+    assert job.status == "done" and summary["purges"] == [f"purge {job.operation_id} done"]
+    assert subjects()[-1] == "Deletion of workspace acme-old has started"
+    assert notice_states(req) == {
+        "request_received": "delivered",
+        "reminder_7_days": "delivered",
+        "final_warning": "delivered",
+        "destruction_started": "delivered",
+    }
+    assert list(after.decisions.values_list("action", flat=True)) == ["request", "point_of_no_return", "purged"]
+    watcher = after.watchers.get()
+    assert watcher.status == "settled" and f"purge operation {job.operation_id}" in watcher.conclusion
+
+    run_at(T + 31 * DAY)  # nothing is sent or purged twice
+    assert len(mail.outbox) == 4 and PurgeJob.objects.count() == 1
+
+
+def test_never_activated_workspace_takes_one_day(hq, make_workspace) -> None:
+    make_workspace(activated=False)
+    req = request_at(T, hq)
+    assert (req.eligibility_policy, req.eligible_at) == ("never_activated_1_day", T + DAY)
+    run_at(T)
+    assert notice_states(req) == {"request_received": "delivered", "final_warning": "delivered"}
+    run_at(T + DAY - timedelta(seconds=1))
+    assert fresh(req).status == "waiting"
+    run_at(T + DAY)
+    assert fresh(req).workspace.lifecycle == "deleted"
+
+
+def test_disposable_workspace_takes_the_short_policy(hq, make_workspace, settings) -> None:
+    settings.RETIREMENT_DISPOSABLE_WAIT_SECONDS = 600
+    make_workspace(is_disposable_test=True)
+    req = request_at(T, hq)
+    assert (req.eligibility_policy, req.eligible_at) == ("disposable_test", T + timedelta(minutes=10))
+    run_at(T)
+    run_at(T + timedelta(minutes=10))
+    assert fresh(req).workspace.lifecycle == "deleted"
+
+
+def test_run_watchers_command_reports_what_it_did(cmd, hq, make_workspace) -> None:
+    import json
+
+    import time_machine
+
+    make_workspace()
+    req = request_at(T, hq)
+    with time_machine.travel(T, tick=False):
+        ran = cmd("run_watchers")
+    assert ran.code == 0
+    assert json.loads(ran.out)["steps"] == {str(req.id): f"wait until {(T + 23 * DAY).isoformat()}"}
+    shown = cmd("show_retirement", str(req.id))
+    assert shown.code == 0 and "request_received" in shown.out and "delivered" in shown.out

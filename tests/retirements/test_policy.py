@@ -1,0 +1,191 @@
+"""Pure retirement policy as commented tables. No database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from core.errors import Refused
+from retirements import policy
+from retirements.policy import SlotView
+
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("never_activated", "disposable", "production", "policy_name", "wait"),
+    [
+        (False, False, False, "standard_30_days", timedelta(days=30)),  # the default
+        (False, False, True, "standard_30_days", timedelta(days=30)),
+        (True, False, False, "never_activated_1_day", DAY),  # never activated: one day
+        (True, False, True, "never_activated_1_day", DAY),
+        (False, True, False, "disposable_test", timedelta(seconds=600)),  # short policy outside production
+        (True, True, False, "disposable_test", timedelta(seconds=600)),
+    ],
+)
+def test_eligibility(never_activated, disposable, production, policy_name, wait) -> None:
+    e = policy.eligibility(
+        never_activated=never_activated,
+        disposable=disposable,
+        production=production,
+        disposable_wait=timedelta(seconds=600),
+        now=NOW,
+    )
+    assert (e.policy, e.eligible_at) == (policy_name, NOW + wait)
+
+
+def test_disposable_marker_is_refused_in_production() -> None:
+    with pytest.raises(Refused, match="disposable test workspaces cannot be retired .* in production"):
+        policy.eligibility(
+            never_activated=False, disposable=True, production=True, disposable_wait=timedelta(seconds=600), now=NOW
+        )
+
+
+@pytest.mark.parametrize(
+    ("wait", "expected"),
+    [
+        # 30 days: received now, reminder at -7 d, final warning at -24 h
+        (
+            timedelta(days=30),
+            [("request_received", 0, True), ("reminder_7_days", 23 * 86400, False), ("final_warning", 29 * 86400, True)],
+        ),
+        # 1 day: no reminder (it would fall before the request); final warning at request time
+        (DAY, [("request_received", 0, True), ("final_warning", 0, True)]),
+        # 10 minutes: the same shape as 1 day
+        (timedelta(minutes=10), [("request_received", 0, True), ("final_warning", 0, True)]),
+        # 8 days: reminder one day after the request
+        (
+            timedelta(days=8),
+            [("request_received", 0, True), ("reminder_7_days", 86400, False), ("final_warning", 7 * 86400, True)],
+        ),
+    ],
+)
+def test_notice_plan(wait, expected) -> None:
+    plan = policy.notice_plan(NOW, NOW + wait)
+    assert [(p.kind, int((p.due_at - NOW).total_seconds()), p.gating) for p in plan] == expected
+
+
+def test_next_wake_is_the_earliest_pending_notice_or_eligibility() -> None:
+    eligible = NOW + 30 * DAY
+    pending = [
+        SlotView(1, "request_received", NOW, "delivered"),
+        SlotView(2, "reminder_7_days", NOW + 23 * DAY, "pending"),
+        SlotView(3, "final_warning", NOW + 29 * DAY, "pending", next_attempt_at=None),
+    ]
+    assert policy.next_wake(eligible_at=eligible, pending=pending, blocked_until=None) == NOW + 23 * DAY
+    # a failed attempt waits for its retry time
+    retry = [SlotView(2, "reminder_7_days", NOW, "pending", next_attempt_at=NOW + timedelta(minutes=2))]
+    assert policy.next_wake(eligible_at=eligible, pending=retry, blocked_until=None) == NOW + timedelta(minutes=2)
+    # a blocker pushes the boundary past eligibility
+    assert policy.next_wake(eligible_at=eligible, pending=[], blocked_until=eligible + timedelta(hours=6)) == (
+        eligible + timedelta(hours=6)
+    )
+
+
+def test_release_extends_eligibility_by_the_hold_and_replans_pending_notices() -> None:
+    eligible = NOW + 30 * DAY
+    slots = [
+        SlotView(1, "request_received", NOW, "delivered"),
+        SlotView(2, "reminder_7_days", NOW + 23 * DAY, "pending"),
+        SlotView(3, "final_warning", NOW + 29 * DAY, "pending"),
+    ]
+    plan = policy.replan_on_release(requested_at=NOW, eligible_at=eligible, held_for=5 * DAY, slots=slots)
+    assert plan.eligible_at == eligible + 5 * DAY
+    assert plan.moved == [(2, NOW + 28 * DAY), (3, NOW + 34 * DAY)]
+    assert plan.added == [] and plan.suppressed == []
+
+
+def test_release_adds_a_reminder_that_now_falls_after_the_request() -> None:
+    eligible = NOW + DAY  # never activated: no reminder planned
+    slots = [SlotView(1, "request_received", NOW, "delivered"), SlotView(2, "final_warning", NOW, "delivered")]
+    plan = policy.replan_on_release(requested_at=NOW, eligible_at=eligible, held_for=10 * DAY, slots=slots)
+    assert plan.eligible_at == NOW + 11 * DAY
+    assert [(p.kind, p.due_at) for p in plan.added] == [("reminder_7_days", NOW + 4 * DAY)]
+    assert plan.moved == []  # delivered notices are never re-planned
+
+
+@pytest.mark.parametrize(
+    ("attempts", "exhausted", "delay"),
+    [
+        (1, False, timedelta(minutes=1)),  # first failure: one minute
+        (2, False, timedelta(minutes=2)),
+        (5, False, timedelta(minutes=16)),
+        (6, True, None),  # six attempts in all, then the alarm
+    ],
+)
+def test_notice_retry(attempts, exhausted, delay) -> None:
+    r = policy.notice_retry(attempts, NOW)
+    assert r.exhausted is exhausted
+    assert r.next_attempt_at == (NOW + delay if delay else None)
+
+
+def facts(**overrides) -> policy.BoundaryFacts:
+    base = dict(
+        now=NOW,
+        request_status="waiting",
+        eligible_at=NOW,
+        watcher_is_authoritative=True,
+        workspace_lifecycle="deletion_pending",
+        legal_hold=False,
+        protected_reason="",
+        undelivered_gating=(),
+        requester="hq-alice",
+        requester_active=True,
+        requester_staff=True,
+        requester_permitted=True,
+    )
+    base.update(overrides)
+    return policy.BoundaryFacts(**base)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "action", "reason"),
+    [
+        ({}, "proceed", "all rechecks passed"),
+        ({"watcher_is_authoritative": False}, "superseded", "superseded watcher woke"),
+        ({"request_status": "held"}, "sleep", "on hold"),
+        ({"request_status": "cancelled"}, "conclude", "request is cancelled"),
+        ({"eligible_at": NOW + DAY}, "wait", "not yet eligible"),
+        ({"workspace_lifecycle": "active"}, "close", "workspace is active"),
+        ({"workspace_lifecycle": "deleted"}, "close", "workspace is deleted"),
+        ({"legal_hold": True}, "close", "workspace has a legal hold"),
+        ({"protected_reason": "key account"}, "close", "protected: key account"),
+        ({"requester_staff": False}, "hold", "requester hq-alice is no longer staff"),
+        ({"requester_active": False}, "hold", "is no longer active"),
+        ({"requester_permitted": False}, "hold", "lacks the request_retirement permission"),
+        ({"undelivered_gating": ("final_warning",)}, "wait", "gating notice(s) not delivered: final_warning"),
+    ],
+)
+def test_point_of_no_return(overrides, action, reason) -> None:
+    verdict = policy.point_of_no_return(facts(**overrides))
+    assert verdict.action == action
+    assert reason in verdict.reason
+
+
+def test_gating_blocker_is_revisited_after_six_hours() -> None:
+    verdict = policy.point_of_no_return(facts(undelivered_gating=("request_received",)))
+    assert verdict.wake_at == NOW + timedelta(hours=6)
+
+
+@pytest.mark.parametrize(
+    ("status", "started", "created_ago", "wake_ago", "stalled"),
+    [
+        ("pending", False, timedelta(minutes=16), None, "never started"),
+        ("pending", False, timedelta(minutes=14), None, None),
+        ("running", True, DAY, timedelta(minutes=16), "missed its wake-up"),
+        ("running", True, DAY, timedelta(minutes=14), None),
+        ("running", True, DAY, -DAY, None),  # waiting for a wake-up in the future
+        ("superseded", True, DAY, timedelta(days=3), None),
+    ],
+)
+def test_stall_detection(status, started, created_ago, wake_ago, stalled) -> None:
+    why = policy.is_stalled(
+        watcher_status=status,
+        watcher_started=started,
+        created_at=NOW - created_ago,
+        next_wake_at=NOW - wake_ago if wake_ago is not None else None,
+        now=NOW,
+    )
+    assert (why is None) if stalled is None else (stalled in why)
