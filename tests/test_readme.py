@@ -1,4 +1,4 @@
-"""The README's walkthrough runs exactly as written, against the test database."""
+"""The README's walkthroughs run exactly as written, against the test database."""
 
 from __future__ import annotations
 
@@ -12,20 +12,29 @@ from tests.conftest import ROOT, subprocess_env
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-def walkthrough() -> str:
+def section(name: str) -> str:
     text = (ROOT / "README.md").read_text()
-    section = text.split("<!-- walkthrough:start -->")[1].split("<!-- walkthrough:end -->")[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
-    assert len(blocks) >= 6
+    body = text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
+    blocks = re.findall(r"```bash\n(.*?)```", body, flags=re.S)
+    assert blocks
     return "\n".join(blocks)
 
 
-def test_readme_walkthrough_runs_as_written() -> None:
-    script = "set -euo pipefail\n" + walkthrough()
+def run(script: str) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        ["bash", "-c", script], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=300
+        ["bash", "-c", "set -euo pipefail\n" + script],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_deletion_walkthrough_runs_as_written() -> None:
+    proc = run(section("walkthrough"))
     out = proc.stdout
     assert out.count("(0 rows)") >= 1  # zero stage rows right after approval
     assert "request completed (5 stages)" in out
@@ -34,3 +43,12 @@ def test_readme_walkthrough_runs_as_written() -> None:
     assert "not due until" in proc.stderr
     assert "community_complete" in out
     assert out.rstrip().endswith("(1 row)")
+
+
+def test_retirement_walkthrough_runs_as_written() -> None:
+    proc = run(section("retirement-walkthrough"))
+    out = proc.stdout
+    assert "Exit code: 1 (already held)" in out and "already held by demo" in proc.stderr
+    assert "lifecycle=deleted" in out
+    assert "status=completed" in out
+    assert "point_of_no_return" in out and "purged" in out

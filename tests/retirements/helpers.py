@@ -23,7 +23,7 @@ def run_at(at: datetime) -> dict[str, Any]:
 
 
 def subjects() -> list[str]:
-    return [m.subject for m in mail.outbox]
+    return [str(m.subject) for m in mail.outbox]
 
 
 def fresh(request: RetirementRequest) -> RetirementRequest:

@@ -49,7 +49,11 @@ def test_hold_stops_destruction_and_release_extends_eligibility(hq, other_staff,
     run_at(T + 51 * DAY)
     assert fresh(req).workspace.lifecycle == "deleted"
     assert list(fresh(req).decisions.values_list("action", flat=True)) == [
-        "request", "hold", "release", "point_of_no_return", "purged"
+        "request",
+        "hold",
+        "release",
+        "point_of_no_return",
+        "purged",
     ]
 
 
@@ -63,7 +67,9 @@ def test_cancel_restores_disabled_and_suppresses_notices(hq, make_workspace, cmd
     after = fresh(req)
     assert after.status == "cancelled" and after.workspace.lifecycle == "disabled"
     assert notice_states(req) == {
-        "request_received": "delivered", "reminder_7_days": "suppressed", "final_warning": "suppressed"
+        "request_received": "delivered",
+        "reminder_7_days": "suppressed",
+        "final_warning": "suppressed",
     }
     assert after.watchers.get().status == "settled"
     run_at(T + 40 * DAY)
@@ -98,6 +104,7 @@ def test_decisions_after_the_point_of_no_return_are_refused(hq, make_workspace, 
     with time_machine.travel(T + 30 * DAY, tick=False):
         from retirements.watcher import step
 
+        assert req.watcher_id is not None
         step(req.watcher_id, now=T + 30 * DAY)
     assert fresh(req).status == "executing"
     for args in (

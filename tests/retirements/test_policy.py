@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ def test_eligibility(never_activated, disposable, production, policy_name, wait)
 
 
 def test_disposable_marker_is_refused_in_production() -> None:
-    with pytest.raises(Refused, match="disposable test workspaces cannot be retired .* in production"):
+    with pytest.raises(Refused, match=r"disposable test workspaces cannot be retired .* in production"):
         policy.eligibility(
             never_activated=False, disposable=True, production=True, disposable_wait=timedelta(seconds=600), now=NOW
         )
@@ -49,7 +50,11 @@ def test_disposable_marker_is_refused_in_production() -> None:
         # 30 days: received now, reminder at -7 d, final warning at -24 h
         (
             timedelta(days=30),
-            [("request_received", 0, True), ("reminder_7_days", 23 * 86400, False), ("final_warning", 29 * 86400, True)],
+            [
+                ("request_received", 0, True),
+                ("reminder_7_days", 23 * 86400, False),
+                ("final_warning", 29 * 86400, True),
+            ],
         ),
         # 1 day: no reminder (it would fall before the request); final warning at request time
         (DAY, [("request_received", 0, True), ("final_warning", 0, True)]),
@@ -122,7 +127,7 @@ def test_notice_retry(attempts, exhausted, delay) -> None:
 
 
 def facts(**overrides) -> policy.BoundaryFacts:
-    base = dict(
+    base: dict[str, Any] = dict(
         now=NOW,
         request_status="waiting",
         eligible_at=NOW,
@@ -188,4 +193,4 @@ def test_stall_detection(status, started, created_ago, wake_ago, stalled) -> Non
         next_wake_at=NOW - wake_ago if wake_ago is not None else None,
         now=NOW,
     )
-    assert (why is None) if stalled is None else (stalled in why)
+    assert (why is None) if stalled is None else (why is not None and stalled in why)

@@ -13,9 +13,20 @@ from tests.retirements.conftest import make_staff, retirement_rows
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def request_args(slug: str = "acme-old", user: str = "hq-alice", reason: str = "contract ended", confirm: str | None = None):
-    return ("request_retirement", "--workspace", slug, "--requested-by", user, "--reason", reason, "--confirm",
-            confirm if confirm is not None else slug)
+def request_args(
+    slug: str = "acme-old", user: str = "hq-alice", reason: str = "contract ended", confirm: str | None = None
+):
+    return (
+        "request_retirement",
+        "--workspace",
+        slug,
+        "--requested-by",
+        user,
+        "--reason",
+        reason,
+        "--confirm",
+        confirm if confirm is not None else slug,
+    )
 
 
 def test_request_commits_request_slots_watcher_and_pending_lifecycle(cmd, hq, make_workspace) -> None:

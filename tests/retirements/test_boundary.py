@@ -1,0 +1,145 @@
+"""Hop 6: the point of no return rechecks everything under locks."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth.models import Group
+
+from retirements import notices
+from retirements.models import NoticeSlot, PurgeJob, Workspace
+from tests.retirements.helpers import fresh, notice_states, request_at, run_at, subjects
+
+pytestmark = pytest.mark.django_db
+T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+ELIGIBLE = T + 30 * DAY
+
+
+@pytest.fixture
+def waiting(hq, make_workspace):
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)
+    run_at(T + 23 * DAY)
+    return req
+
+
+def fail_sends(monkeypatch, kinds: set[str]) -> list[str]:
+    attempts: list[str] = []
+    real = notices.send_notice
+
+    def send(slot):
+        attempts.append(slot.kind)
+        if slot.kind in kinds:
+            raise ConnectionError("SMTP server unavailable")
+        real(slot)
+
+    monkeypatch.setattr(notices, "send_notice", send)
+    return attempts
+
+
+def test_undelivered_gating_notice_blocks_then_the_retry_lets_it_proceed(waiting, monkeypatch) -> None:
+    attempts = fail_sends(monkeypatch, {"final_warning"})
+    run_at(ELIGIBLE)  # final warning (due at -24 h) is sent late and fails
+    req = fresh(waiting)
+    assert req.status == "waiting" and not PurgeJob.objects.exists()
+    assert req.blocker == "gating notice(s) not delivered: final_warning"
+    assert req.blocked_until == ELIGIBLE + timedelta(hours=6)
+    assert req.next_wake_at == ELIGIBLE + timedelta(minutes=1)  # the notice retry comes first
+    assert attempts == ["final_warning"]
+    monkeypatch.undo()
+    run_at(ELIGIBLE + timedelta(minutes=1))
+    assert fresh(waiting).workspace.lifecycle == "deleted"
+    assert "boundary_wait" in fresh(waiting).decisions.values_list("action", flat=True)
+
+
+def test_gating_notice_failed_for_good_is_revisited_every_six_hours(waiting) -> None:
+    NoticeSlot.objects.filter(request=waiting, kind="final_warning").update(status="failed", attempts=6)
+    run_at(ELIGIBLE)
+    req = fresh(waiting)
+    assert req.next_wake_at == ELIGIBLE + timedelta(hours=6) and not PurgeJob.objects.exists()
+    run_at(ELIGIBLE + timedelta(hours=6))
+    assert fresh(waiting).next_wake_at == ELIGIBLE + timedelta(hours=12)
+    assert not PurgeJob.objects.exists()
+
+
+def test_requester_who_lost_staff_status_puts_the_request_on_hold(waiting, hq) -> None:
+    run_at(T + 29 * DAY)
+    hq.is_staff = False
+    hq.save()
+    run_at(ELIGIBLE)
+    req = fresh(waiting)
+    assert req.status == "held" and req.hold_reason == "requester hq-alice is no longer staff"
+    assert req.workspace.lifecycle == "deletion_pending" and not PurgeJob.objects.exists()
+    assert req.decisions.filter(action="boundary_hold", actor_label="watcher").exists()
+
+
+def test_requester_who_lost_the_permission_puts_the_request_on_hold(waiting, hq) -> None:
+    run_at(T + 29 * DAY)
+    Group.objects.filter(user=hq).delete()
+    run_at(ELIGIBLE)
+    assert fresh(waiting).hold_reason == "requester hq-alice lacks the request_retirement permission"
+
+
+@pytest.mark.parametrize(
+    ("change", "lifecycle_after", "reason"),
+    [
+        ({"legal_hold": True}, "disabled", "workspace has a legal hold"),
+        ({"lifecycle": "active"}, "active", "workspace is active, not deletion_pending"),
+        ({"lifecycle": "deleted"}, "deleted", "workspace is deleted, not deletion_pending"),
+    ],
+)
+def test_workspace_changed_meanwhile_settles_without_purge(waiting, change, lifecycle_after, reason) -> None:
+    run_at(T + 29 * DAY)
+    Workspace.objects.filter(id=waiting.workspace_id).update(**change)
+    run_at(ELIGIBLE)
+    req = fresh(waiting)
+    assert req.status == "closed" and req.conclusion == f"closed without purge: {reason}"
+    assert req.workspace.lifecycle == lifecycle_after
+    assert not PurgeJob.objects.exists()
+    assert req.watchers.get().status == "settled"
+
+
+def test_notice_failing_six_times_raises_the_alarm_and_blocks(hq, make_workspace, monkeypatch, caplog) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    attempts = fail_sends(monkeypatch, {"request_received"})
+    at = T
+    with caplog.at_level(logging.ERROR, logger="retirements"):
+        for _ in range(6):
+            run_at(at)
+            slot = NoticeSlot.objects.get(request=req, kind="request_received")
+            at = slot.next_attempt_at or at
+    assert attempts == ["request_received"] * 6
+    assert slot.status == "failed" and slot.attempts == 6 and "SMTP server unavailable" in slot.last_error
+    alarm = req.alarms.get(kind="notice_failed")
+    assert "request_received notice failed 6 times" in alarm.message
+    assert any("alarm kind=notice_failed" in r.getMessage() for r in caplog.records)
+    run_at(ELIGIBLE)
+    assert not PurgeJob.objects.exists() and fresh(req).blocker.startswith("gating notice(s) not delivered")
+
+
+def test_send_followed_by_failed_save_is_sent_again(hq, make_workspace, monkeypatch) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    real = notices.record_delivered
+    calls = {"n": 0}
+
+    def flaky(slot_id, *, now):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("database went away after the send")
+        real(slot_id, now=now)
+
+    monkeypatch.setattr(notices, "record_delivered", flaky)
+    run_at(T)  # sent, outcome lost: the step errors and the slot stays pending
+    assert subjects() == ["Retirement requested for workspace acme-old"]
+    assert notice_states(req)["request_received"] == "pending"
+    run_at(T + timedelta(minutes=1))  # at least once: sent again, now saved
+    assert subjects() == ["Retirement requested for workspace acme-old"] * 2
+    assert notice_states(req)["request_received"] == "delivered"
+    run_at(T + timedelta(minutes=2))  # a delivered slot is never sent again
+    assert len(subjects()) == 2

@@ -1,0 +1,106 @@
+"""Resume replaces a stalled watcher; a superseded watcher never acts; stalls raise alarms."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import time_machine
+
+from retirements import watcher as watcher_module
+from retirements.models import NoticeSlot, PurgeJob, RetirementWatcher
+from retirements.services import retirement_hold, retirement_resume
+from retirements.watcher import detect_stalls, step
+from tests.retirements.helpers import fresh, request_at, run_at
+
+pytestmark = pytest.mark.django_db
+T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def test_resume_is_refused_while_the_watcher_runs(hq, make_workspace, cmd) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)  # the watcher starts and heartbeats
+    with time_machine.travel(T + timedelta(minutes=1), tick=False):
+        ran = cmd("resume_retirement", str(req.id), "--by", "hq-alice")
+    assert ran.code == 1 and "watcher still running" in ran.err
+    assert RetirementWatcher.objects.filter(request=req).count() == 1
+
+
+def test_never_started_watcher_is_stalled_and_resume_replaces_it(hq, make_workspace, cmd) -> None:
+    make_workspace()
+    req = request_at(T, hq)  # the enqueue was lost: nobody runs it
+    assert detect_stalls(now=T + timedelta(minutes=14)) == []
+    stalled = detect_stalls(now=T + timedelta(minutes=16))
+    assert [(r.id, why.split(" (")[0]) for r, why in stalled] == [(req.id, "watcher never started")]
+
+    old = req.watcher_id
+    with time_machine.travel(T + timedelta(minutes=16), tick=False):
+        ran = cmd("resume_retirement", str(req.id), "--by", "hq-alice")
+    assert ran.code == 0, ran.err
+    watchers = json.loads(ran.out)["watchers"]
+    assert [(w["status"], w["authoritative"]) for w in watchers] == [("superseded", False), ("pending", True)]
+    after = fresh(req)
+    assert after.watcher_id != old and after.eligible_at == req.eligible_at
+    assert after.watcher is not None and after.watcher.replaces_id == old
+
+
+def test_resume_keeps_holds_eligibility_and_gating_notices(hq, make_workspace) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    with time_machine.travel(T + DAY, tick=False):
+        retirement_hold(actor=hq, request_id=req.id, reason="legal review")
+    slots_before = list(NoticeSlot.objects.filter(request=req).values_list("kind", "status", "due_at"))
+    with time_machine.travel(T + 40 * DAY, tick=False):
+        retirement_resume(actor=hq, request_id=req.id)
+    after = fresh(req)
+    assert after.status == "held" and after.hold_reason == "legal review"
+    assert after.eligible_at == req.eligible_at
+    assert list(NoticeSlot.objects.filter(request=req).values_list("kind", "status", "due_at")) == slots_before
+    run_at(T + 40 * DAY)
+    assert not PurgeJob.objects.exists() and fresh(req).status == "held"
+
+
+def test_superseded_watcher_woken_later_does_nothing_destructive(hq, make_workspace) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    old = req.watcher_id
+    assert old is not None
+    with time_machine.travel(T + timedelta(minutes=20), tick=False):
+        retirement_resume(actor=hq, request_id=req.id)
+    new = fresh(req).watcher_id
+    assert step(old, now=T + 31 * DAY) == "watcher superseded"
+    assert not PurgeJob.objects.exists() and fresh(req).workspace.lifecycle == "deletion_pending"
+    # Even if it had not been marked yet, a non-authoritative watcher settles without action.
+    RetirementWatcher.objects.filter(id=old).update(status="running")
+    assert step(old, now=T + 31 * DAY) == "superseded"
+    assert not PurgeJob.objects.exists()
+    assert RetirementWatcher.objects.get(id=old).conclusion == "superseded watcher woke; no action taken"
+    # The authoritative watcher proceeds.
+    run_at(T + 31 * DAY)
+    assert fresh(req).watcher_id == new and fresh(req).workspace.lifecycle == "deleted"
+
+
+def test_watcher_that_keeps_failing_is_reported_stalled_with_an_alarm(hq, make_workspace, monkeypatch, caplog) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(watcher_module, "boundary", broken)
+    run_at(T)
+    assert not req.alarms.exists()
+    with caplog.at_level(logging.ERROR, logger="retirements"):
+        summary = run_at(T + timedelta(minutes=16))
+    assert summary["steps"] == {str(req.id): "error"}
+    assert [s["request"] for s in summary["stalled"]] == [str(req.id)]
+    alarm = req.alarms.get(kind="watcher_stalled")
+    assert "missed its wake-up" in alarm.message and alarm.resolved_at is None
+    assert any("alarm kind=watcher_stalled" in r.getMessage() for r in caplog.records)
+    monkeypatch.undo()
+    run_at(T + timedelta(minutes=17))
+    assert req.alarms.get(kind="watcher_stalled").resolved_at is not None
