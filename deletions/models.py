@@ -166,6 +166,23 @@ class StageHistory(models.Model):
         return f"{self.stage} {self.target_community_id or ''} ({self.status})"
 
 
+class DeletionDecision(models.Model):
+    """Who decided what about a request, why and when."""
+
+    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="decisions")
+    actor = models.CharField(max_length=150)
+    action = models.CharField(max_length=32)
+    reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "entity_deletion_decisions"
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.actor}: {self.action}"
+
+
 class DemoTargetFence(models.Model):
     """The demo target system's highest fencing token seen per request."""
 

@@ -12,7 +12,7 @@ from django.db import transaction
 from deletions import clock
 from deletions.errors import BadInput, Refused, UnknownRequest
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
-from deletions.store import approvals
+from deletions.store import approvals, decisions
 from deletions.store.requests import get_request, insert_request, parse_request_id
 from deletions.users import inventory, workflow
 from deletions.users.handlers import RunOptions
@@ -32,14 +32,18 @@ def deletion_submit(*, target: str, requested_by: str) -> DeletionRequest:
     inventory.validate_target(target)
     inv = inventory.build_inventory(target)
     inventory.validate_inventory(inv)
-    return insert_request(
-        entity_type="user",
-        target=target,
-        requested_by=requested_by,
-        inventory=inv,
-        version=inventory.INVENTORY_VERSION,
-        now=clock.now(),
-    )
+    now = clock.now()
+    with transaction.atomic():
+        req = insert_request(
+            entity_type="user",
+            target=target,
+            requested_by=requested_by,
+            inventory=inv,
+            version=inventory.INVENTORY_VERSION,
+            now=now,
+        )
+        decisions.record(request_id=req.id, actor=requested_by, action="submit", reason="", now=now)
+        return req
 
 
 def deletion_approve(*, request_id: str | UUID, approved_by: str, digest: str) -> DeletionApproval:
@@ -48,14 +52,18 @@ def deletion_approve(*, request_id: str | UUID, approved_by: str, digest: str) -
     digest = (digest or "").strip().lower()
     if len(digest) != 64 or not set(digest) <= HEX:
         raise BadInput(f"inventory digest {digest!r} is refused: expected 64 hexadecimal characters")
-    return approvals.approve(
-        request_id=rid,
-        approved_by=approved_by,
-        digest=digest,
-        validate_inventory=inventory.validate_inventory,
-        now=clock.now(),
-        ttl=timedelta(days=settings.DELETION_APPROVAL_TTL_DAYS),
-    )
+    now = clock.now()
+    with transaction.atomic():
+        approval = approvals.approve(
+            request_id=rid,
+            approved_by=approved_by,
+            digest=digest,
+            validate_inventory=inventory.validate_inventory,
+            now=now,
+            ttl=timedelta(days=settings.DELETION_APPROVAL_TTL_DAYS),
+        )
+        decisions.record(request_id=rid, actor=approved_by, action="approve", reason=f"digest {digest}", now=now)
+        return approval
 
 
 def deletion_cancel(*, request_id: str | UUID, cancelled_by: str, reason: str) -> DeletionRequest:
@@ -97,10 +105,11 @@ def deletion_cancel(*, request_id: str | UUID, cancelled_by: str, reason: str) -
             fields += ["status", "next_attempt_at", "next_check_at", "open_question"]
         req.updated_at = now
         req.save(update_fields=fields)
+        decisions.record(request_id=req.id, actor=cancelled_by, action="cancel", reason=reason, now=now)
         return req
 
 
-def deletion_resume(*, request_id: str | UUID, resumed_by: str) -> DeletionRequest:
+def deletion_resume(*, request_id: str | UUID, resumed_by: str, reason: str = "") -> DeletionRequest:
     """An operator sends a needs_attention request back to the retry queue, due now."""
     rid = parse_request_id(request_id)
     resumed_by = _actor(resumed_by, "by")
@@ -131,6 +140,25 @@ def deletion_resume(*, request_id: str | UUID, resumed_by: str) -> DeletionReque
                 "updated_at",
             ]
         )
+        decisions.record(request_id=req.id, actor=resumed_by, action="resume", reason=reason, now=now)
+        return req
+
+
+def deletion_run_now(*, request_id: str | UUID, requested_by: str) -> DeletionRequest:
+    """Enqueue a worker run on commit; the lease, not the queue, decides who executes."""
+    from deletions import tasks
+
+    rid = parse_request_id(request_id)
+    requested_by = _actor(requested_by, "by")
+    now = clock.now()
+    with transaction.atomic():
+        req = DeletionRequest.objects.select_for_update().filter(id=rid).first()
+        if req is None:
+            raise UnknownRequest(f"no deletion request with id {rid}")
+        if req.status not in (Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT):
+            raise Refused(f"request {req.id} is {req.status}; only an approved, running or retrying request can run")
+        decisions.record(request_id=req.id, actor=requested_by, action="run_now", reason="", now=now)
+        transaction.on_commit(lambda: tasks.enqueue_run(rid))
         return req
 
 

@@ -46,7 +46,12 @@ def all_rows() -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the deletion tables: compared before and after a refusal."""
     out = {}
     with connection.cursor() as cur:
-        for table in ("entity_deletion_requests", "entity_deletion_approvals", "entity_deletion_stage_history"):
+        for table in (
+            "entity_deletion_requests",
+            "entity_deletion_approvals",
+            "entity_deletion_stage_history",
+            "entity_deletion_decisions",
+        ):
             cur.execute(f"SELECT * FROM {table} ORDER BY 1")
             out[table] = cur.fetchall()
     return out

@@ -2,24 +2,32 @@ import os
 import secrets
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from core import demo
 
 
 class Command(BaseCommand):
-    help = "Create (or reset) the demo staff login and print it. Development only."
+    help = "Create (or reset) the demo staff logins, print them, and seed demo cases once. Development only."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--no-data", action="store_true", help="only the logins, no demo cases")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from django.conf import settings
-
         if settings.PRODUCTION:
-            self.stderr.write("demo_setup refuses to run with DEPLOYMENT_ENV=production")
-            raise SystemExit(1)
+            raise CommandError("demo_setup refuses to run with DEPLOYMENT_ENV=production", returncode=1)
         username = os.environ.get("DEMO_USERNAME", "demo")
         password = os.environ.get("DEMO_PASSWORD") or secrets.token_urlsafe(12)
         user, _ = get_user_model().objects.get_or_create(username=username)
         user.is_staff = True
         user.is_superuser = True
+        user.email = user.email or f"{username}@localhost"
         user.set_password(password)
         user.save()
+        others = demo.ensure_users(password)
         self.stdout.write(f"Demo staff login: username={username} password={password}")
+        self.stdout.write(f"Same password for: {', '.join(others)}")
+        if not options["no_data"] and demo.seed(user):
+            self.stdout.write("Demo cases created: deletions in each state, workspaces, one retirement waiting.")

@@ -1,0 +1,54 @@
+"""The operations overview: counts by state and everything that waits on a person.
+
+Each list is one query (bounded), so the page costs the same with 10 or 10,000 rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Count, Q
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+
+from deletions import clock
+from deletions.models import DeletionRequest, StageHistory, Status
+from retirements.models import Alarm, NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
+from retirements.watcher import detect_stalls
+
+LIMIT = 50
+
+
+def overview(now: datetime) -> dict[str, Any]:
+    deletion_counts = dict(DeletionRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
+    retirement_counts = dict(RetirementRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
+    effect_unknown = (
+        StageHistory.objects.filter(is_current=True, status="running")
+        .filter(Q(request__lease_owner__isnull=True) | Q(request__lease_expires_at__lte=now))
+        .select_related("request")[:LIMIT]
+    )
+    return {
+        "now": now,
+        "deletion_counts": [(s.label, deletion_counts.get(s.value, 0), s.value) for s in Status],
+        "retirement_counts": [(s.label, retirement_counts.get(s.value, 0), s.value) for s in RequestStatus],
+        "needs_attention": list(DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION)[:LIMIT]),
+        "awaiting_approval": list(
+            DeletionRequest.objects.filter(status=Status.SUBMITTED).order_by("created_at")[:LIMIT]
+        ),
+        "effect_unknown": list(effect_unknown),
+        "held": list(
+            RetirementRequest.objects.filter(status=RequestStatus.HELD).select_related("workspace", "owner")[:LIMIT]
+        ),
+        "stalled": detect_stalls(now=now)[:LIMIT],
+        "failed_notices": list(
+            NoticeSlot.objects.filter(status=NoticeStatus.FAILED).select_related("request__workspace")[:LIMIT]
+        ),
+        "alarms": list(Alarm.objects.filter(resolved_at__isnull=True).select_related("request__workspace")[:LIMIT]),
+    }
+
+
+def operations_view(request: HttpRequest) -> TemplateResponse:
+    context = {**admin.site.each_context(request), "title": "Operations overview", **overview(clock.now())}
+    return TemplateResponse(request, "admin/operations.html", context)

@@ -1,0 +1,235 @@
+"""Workspaces and retirements in the admin: request, hold, release, cancel, resume; case page.
+
+Thin: each view parses a form, calls one service and reports.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+
+from core.admin_helpers import ConfirmForm, ReasonForm, action_view
+from retirements import case, clock, services
+from retirements.models import RequestStatus, RetirementRequest, Workspace
+
+
+def staff(request: HttpRequest) -> User:
+    """The acting user; admin views only run for authenticated staff."""
+    assert isinstance(request.user, User)
+    return request.user
+
+
+class RequestRetirementForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
+    confirmation = forms.CharField(label="Type the workspace slug to confirm", max_length=100)
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("slug", "name", "lifecycle", "legal_hold", "protected_reason", "is_disposable_test", "retire")
+    list_filter = ("lifecycle", "legal_hold", "is_disposable_test")
+    search_fields = ("slug", "name")
+    readonly_fields = ("slug", "lifecycle", "activated_at", "created_at", "is_disposable_test")
+    fields = ("slug", "name", "lifecycle", "activated_at", "legal_hold", "protected_reason", "is_disposable_test")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="retirement")
+    def retire(self, ws: Workspace) -> str:
+        if ws.lifecycle != "disabled":
+            return "-"
+        url = reverse("admin:retirements_workspace_request_retirement", args=[ws.pk])
+        return format_html('<a href="{}">request retirement</a>', url)
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<int:pk>/request-retirement/",
+                self.admin_site.admin_view(self.request_retirement_view),
+                name="retirements_workspace_request_retirement",
+            ),
+            *super().get_urls(),
+        ]
+
+    def request_retirement_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        ws = get_object_or_404(Workspace, pk=pk)
+        return action_view(
+            request,
+            self,
+            perm="retirements.request_retirement",
+            obj=ws,
+            back=reverse("admin:retirements_workspace_changelist"),
+            title=f"Request retirement of {ws.slug}",
+            explanation="The workspace waits 30 days (1 day if never activated) with staff notices before it is "
+            "deleted. Hold, release or cancel until the point of no return.",
+            form_class=RequestRetirementForm,
+            call=lambda form: services.retirement_request(
+                actor=staff(request),
+                slug=ws.slug,
+                reason=form.cleaned_data["reason"],
+                confirmation=form.cleaned_data["confirmation"],
+            ),
+            success=f"Retirement of {ws.slug} requested.",
+        )
+
+
+@admin.register(RetirementRequest)
+class RetirementRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("workspace", "status", "requested_by", "eligible_at", "next_wake_at", "owner", "requested_at")
+    list_select_related = ("workspace", "requested_by", "owner")
+    list_filter = ("status", "eligibility_policy")
+    search_fields = ("workspace__slug", "workspace__name")
+    date_hierarchy = "requested_at"
+    ordering = ("-requested_at",)
+    list_per_page = 100
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[RetirementRequest], search_term: str
+    ) -> tuple[QuerySet[RetirementRequest], bool]:
+        try:
+            return queryset.filter(id=uuid.UUID(search_term.strip())), False
+        except ValueError:
+            return super().get_search_results(request, queryset, search_term)
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        return [
+            path(
+                f"<uuid:pk>/{name}/", view(getattr(self, f"{name}_view")), name=f"retirements_retirementrequest_{name}"
+            )
+            for name in ("hold", "release", "cancel", "resume")
+        ] + super().get_urls()
+
+    def _back(self, pk: Any) -> str:
+        return reverse("admin:retirements_retirementrequest_change", args=[pk])
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        req = get_object_or_404(
+            RetirementRequest.objects.select_related("workspace", "requested_by", "owner", "watcher", "held_by"),
+            pk=object_id,
+        )
+        if not self.has_view_permission(request, req):
+            raise PermissionDenied
+        now = clock.now()
+        notices = list(req.notices.order_by("due_at", "id"))
+        decisions = list(req.decisions.order_by("created_at", "id"))
+        stalled = case.stall_reason(req, now)
+        user = request.user
+        open_ = req.status in (RequestStatus.WAITING, RequestStatus.HELD)
+        can = {
+            "hold": req.status == RequestStatus.WAITING and user.has_perm("retirements.hold_retirementrequest"),
+            "release": req.status == RequestStatus.HELD and user.has_perm("retirements.hold_retirementrequest"),
+            "cancel": open_ and user.has_perm("retirements.cancel_retirementrequest"),
+            "resume": open_ and user.has_perm("retirements.resume_retirementrequest"),
+        }
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Retirement of {req.workspace.slug}",
+            "original": req,
+            "req": req,
+            "panel": case.panel(req, stalled),
+            "timeline": case.timeline(req, notices, decisions, now),
+            "notices": notices,
+            "decisions": decisions,
+            "watchers": list(req.watchers.order_by("created_at")),
+            "purge_job": getattr(req, "purge_job", None),
+            "alarms": list(req.alarms.all()),
+            "can": can,
+        }
+        return TemplateResponse(request, "admin/retirements/case.html", context)
+
+    def _decision(self, request: HttpRequest, pk: uuid.UUID, name: str, **kw: Any) -> HttpResponse:
+        req = get_object_or_404(RetirementRequest.objects.select_related("workspace"), pk=pk)
+        return action_view(request, self, obj=req, back=self._back(pk), **kw)
+
+    def hold_view(self, request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
+        return self._decision(
+            request,
+            pk,
+            "hold",
+            perm="retirements.hold_retirementrequest",
+            title="Hold this retirement",
+            explanation="Nothing is sent or deleted while held. Releasing extends eligibility by the time on hold.",
+            form_class=ReasonForm,
+            success="Retirement held.",
+            call=lambda form: services.retirement_hold(
+                actor=staff(request),
+                request_id=pk,
+                reason=form.cleaned_data["reason"],
+            ),
+        )
+
+    def release_view(self, request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
+        return self._decision(
+            request,
+            pk,
+            "release",
+            perm="retirements.hold_retirementrequest",
+            title="Release the hold",
+            explanation="Eligibility moves by the time spent on hold; pending notices are re-planned.",
+            form_class=ReasonForm,
+            success="Hold released; eligibility extended.",
+            call=lambda form: services.retirement_release(
+                actor=staff(request),
+                request_id=pk,
+                reason=form.cleaned_data["reason"],
+            ),
+        )
+
+    def cancel_view(self, request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
+        return self._decision(
+            request,
+            pk,
+            "cancel",
+            perm="retirements.cancel_retirementrequest",
+            title="Cancel this retirement",
+            explanation="The workspace returns to disabled and pending notices are suppressed.",
+            form_class=ReasonForm,
+            success="Retirement cancelled.",
+            call=lambda form: services.retirement_cancel(
+                actor=staff(request),
+                request_id=pk,
+                reason=form.cleaned_data["reason"],
+            ),
+        )
+
+    def resume_view(self, request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
+        return self._decision(
+            request,
+            pk,
+            "resume",
+            perm="retirements.resume_retirementrequest",
+            title="Resume the watcher",
+            explanation="A new watcher replaces the current one. Refused while the current watcher still runs. "
+            "It never releases a hold, shortens eligibility or satisfies a notice.",
+            form_class=ConfirmForm,
+            success="Watcher replaced.",
+            call=lambda form: services.retirement_resume(actor=staff(request), request_id=pk),
+        )
