@@ -46,10 +46,7 @@ def seed(demo_user: Any) -> bool:
     worker.run(carol.id, executor_id="demo-worker", options=RunOptions(no_agents_in=frozenset()))
     dave = deletions.deletion_submit(target="demo:dave", requested_by="operator-1")
     approve(dave)
-    try:
-        worker.run(dave.id, executor_id="demo-worker", options=RunOptions(fail_stage="purge_db"))
-    except Exception:
-        pass
+    worker.run(dave.id, executor_id="demo-worker", options=RunOptions(fail_stage="purge_db"))  # a saved failure
     erin = deletions.deletion_submit(target="demo:erin", requested_by="operator-1")
     deletions.deletion_cancel(request_id=erin.id, cancelled_by="operator-1", reason="duplicate of another ticket")
 
