@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import Q
 
 from retirements import notices, policy, tasks
 from retirements.models import (
@@ -191,8 +192,18 @@ def boundary(watcher_id: UUID, *, now: datetime) -> str:
 def detect_stalls(*, now: datetime) -> list[tuple[RetirementRequest, str]]:
     """Waiting requests whose watcher never started or missed its wake-up by 15 minutes."""
     stalled = []
-    waiting = RetirementRequest.objects.filter(status=RequestStatus.WAITING).select_related("watcher", "workspace")
-    for request in waiting:
+    cutoff = now - policy.STALL_GRACE
+    # The database narrows to candidates; the pure policy says why each one is stalled.
+    candidates = (
+        RetirementRequest.objects.filter(status=RequestStatus.WAITING)
+        .filter(
+            Q(watcher__isnull=True)
+            | Q(next_wake_at__lt=cutoff)
+            | Q(watcher__started_at__isnull=True, watcher__created_at__lt=cutoff)
+        )
+        .select_related("watcher", "workspace")
+    )
+    for request in candidates:
         w = request.watcher
         why = (
             "no watcher"

@@ -1,0 +1,168 @@
+"""Deletion admin: every action allowed with its permission, refused without, nothing changed."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+from django_q.models import OrmQ
+
+from deletions.models import DeletionRequest, Status
+from deletions.users.service import deletion_approve, deletion_submit
+from tests.deletions.helpers import all_rows
+
+pytestmark = pytest.mark.django_db
+
+
+def url(name: str, req: DeletionRequest) -> str:
+    return reverse(f"admin:deletions_deletionrequest_{name}", args=[req.pk])
+
+
+@pytest.fixture
+def submitted(staff) -> DeletionRequest:
+    return deletion_submit(target="demo:alice", requested_by="operator-1")
+
+
+@pytest.fixture
+def approved(submitted) -> DeletionRequest:
+    deletion_approve(request_id=submitted.id, approved_by="approver-1", digest=submitted.inventory_digest)
+    return DeletionRequest.objects.get(id=submitted.id)
+
+
+def test_anonymous_is_sent_to_login(client, submitted) -> None:
+    response = client.get(url("change", submitted))
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_non_staff_cannot_open_the_admin(client, staff, submitted) -> None:
+    staff["plain"].is_staff = False
+    staff["plain"].save()
+    client.force_login(staff["plain"])
+    assert client.get(url("change", submitted)).status_code == 302
+
+
+def test_support_reads_list_and_case_but_sees_no_actions(login, submitted) -> None:
+    client = login("support")
+    listing = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"q": "alice"})
+    assert listing.status_code == 200 and b"demo:alice" in listing.content
+    by_id = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"q": str(submitted.id)})
+    assert b"demo:alice" in by_id.content
+    filtered = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"status__exact": "completed"})
+    assert b"demo:alice" not in filtered.content
+    page = client.get(url("change", submitted))
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "What is being changed" in body and "waiting for a second operator to approve" in body
+    assert "Responsible person" in body and "operator-1" in body
+    assert 'id="action-approve"' not in body and 'id="action-cancel"' not in body
+
+
+def test_approver_approves_through_the_confirmation_page(login, submitted) -> None:
+    client = login("approver")
+    page = client.get(url("approve", submitted))
+    assert page.status_code == 200
+    assert submitted.inventory_digest in page.content.decode()
+    assert b"00000000-0000-0000-0000-00000000000b" in page.content
+    response = client.post(
+        url("approve", submitted), {"inventory_digest": submitted.inventory_digest, "confirm": "on"}, follow=True
+    )
+    assert "Approved the deletion of demo:alice." in [str(m) for m in response.context["messages"]]
+    req = DeletionRequest.objects.get(id=submitted.id)
+    assert req.status == Status.APPROVED
+    assert list(req.approvals.values_list("approved_by", flat=True)) == ["approver-1"]
+    assert list(req.decisions.values_list("actor", "action")) == [("operator-1", "submit"), ("approver-1", "approve")]
+
+
+def test_four_eyes_the_requester_cannot_approve(login, staff) -> None:
+    mine = deletion_submit(target="demo:own", requested_by="approver-1")
+    client = login("approver")
+    page = client.get(url("change", mine))
+    assert b"You submitted this request" in page.content and b'id="action-approve"' not in page.content
+    before = all_rows()
+    response = client.post(
+        url("approve", mine), {"inventory_digest": mine.inventory_digest, "confirm": "on"}, follow=True
+    )
+    assert response.status_code == 200
+    assert any("four eyes: approver-1 submitted request" in str(m) for m in response.context["messages"])
+    assert all_rows() == before
+    other = login("approver2").post(url("approve", mine), {"inventory_digest": mine.inventory_digest, "confirm": "on"})
+    assert other.status_code == 302
+    assert DeletionRequest.objects.get(id=mine.id).status == Status.APPROVED
+
+
+def test_stale_digest_is_refused_with_both_digests(login, submitted) -> None:
+    response = login("approver").post(
+        url("approve", submitted), {"inventory_digest": "f" * 64, "confirm": "on"}, follow=True
+    )
+    messages = [str(m) for m in response.context["messages"]]
+    assert any(f"does not match inventory {submitted.inventory_digest}" in m for m in messages)
+    assert DeletionRequest.objects.get(id=submitted.id).status == Status.SUBMITTED
+
+
+@pytest.mark.parametrize(
+    ("who", "action", "data"),
+    [
+        ("operator", "approve", {"confirm": "on"}),  # operators cannot approve
+        ("support", "approve", {"confirm": "on"}),
+        ("support", "cancel", {"reason": "x"}),
+        ("approver", "cancel", {"reason": "x"}),
+        ("support", "run", {}),
+        ("approver", "run", {}),
+        ("support", "resume", {"reason": "x"}),
+        ("plain", "cancel", {"reason": "x"}),
+    ],
+)
+def test_hand_crafted_posts_without_permission_are_forbidden(login, submitted, who, action, data) -> None:
+    data = {"inventory_digest": submitted.inventory_digest, **data}
+    before = all_rows()
+    response = login(who).post(url(action, submitted), data)
+    assert response.status_code == 403
+    assert login(who).get(url(action, submitted)).status_code == 403
+    assert all_rows() == before
+
+
+def test_operator_cancels_with_a_reason(login, submitted) -> None:
+    client = login("operator")
+    missing = client.post(url("cancel", submitted), {"reason": ""})
+    assert missing.status_code == 200 and b"This field is required" in missing.content
+    response = client.post(url("cancel", submitted), {"reason": "customer withdrew"}, follow=True)
+    assert "Cancellation of demo:alice recorded." in [str(m) for m in response.context["messages"]]
+    req = DeletionRequest.objects.get(id=submitted.id)
+    assert req.status == Status.CANCELLED and req.cancel_requested_by == "operator-1"
+    assert req.decisions.filter(action="cancel", actor="operator-1", reason="customer withdrew").exists()
+    again = client.post(url("cancel", submitted), {"reason": "again"}, follow=True)
+    assert any("already cancelled" in str(m) for m in again.context["messages"])
+
+
+def test_operator_runs_now_and_the_run_is_enqueued_on_commit(
+    login, approved, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        response = login("operator").post(url("run", approved), follow=True)
+    assert "Run of demo:alice enqueued." in [str(m) for m in response.context["messages"]]
+    assert OrmQ.objects.count() == 1
+    refused = login("operator").post(
+        url(
+            "run",
+            DeletionRequest.objects.create(
+                target="demo:z",
+                requested_by="x",
+                inventory_json={},
+                inventory_version=1,
+                inventory_digest="0" * 64,
+                created_at=approved.created_at,
+                updated_at=approved.created_at,
+            ),
+        ),
+        follow=True,
+    )
+    assert any("only an approved, running or retrying request can run" in str(m) for m in refused.context["messages"])
+
+
+def test_operator_resumes_a_request_that_needs_attention(login, approved) -> None:
+    DeletionRequest.objects.filter(id=approved.id).update(status=Status.NEEDS_ATTENTION, retry_count=10)
+    client = login("operator")
+    assert b'id="action-resume"' in client.get(url("change", approved)).content
+    client.post(url("resume", approved), {"reason": "target system fixed"})
+    req = DeletionRequest.objects.get(id=approved.id)
+    assert req.status == Status.RETRY_WAIT and req.retry_count == 0 and req.owner == "operator-1"
+    assert req.decisions.filter(action="resume", reason="target system fixed").exists()

@@ -1,0 +1,177 @@
+"""Lists and case pages cost a constant number of queries, measured with 200 rows."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from deletions.models import DeletionDecision, DeletionRequest, StageHistory
+from retirements import clock
+from retirements.models import (
+    Alarm,
+    Decision,
+    NoticeSlot,
+    RetirementRequest,
+    RetirementWatcher,
+    Workspace,
+)
+
+pytestmark = pytest.mark.django_db
+N = 200
+
+
+def count(client, path: str) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(path)
+    assert response.status_code == 200, path
+    return len(ctx.captured_queries)
+
+
+def deletions(n: int, status: str = "submitted") -> list[DeletionRequest]:
+    now = clock.now()
+    return DeletionRequest.objects.bulk_create(
+        DeletionRequest(
+            target=f"demo:bulk-{uuid.uuid4().hex[:8]}",
+            requested_by="operator-1",
+            inventory_json={"communities": []},
+            inventory_version=1,
+            inventory_digest="0" * 64,
+            status=status,
+            created_at=now,
+            updated_at=now,
+            owner="operator-1",
+        )
+        for _ in range(n)
+    )
+
+
+def retirements(n: int, requester: User, status: str = "waiting") -> list[RetirementRequest]:
+    now = clock.now()
+    tag = uuid.uuid4().hex[:6]
+    spaces = Workspace.objects.bulk_create(
+        Workspace(slug=f"ws-{tag}-{i}", name=f"W{i}", lifecycle="deletion_pending", created_at=now) for i in range(n)
+    )
+    requests = RetirementRequest.objects.bulk_create(
+        RetirementRequest(
+            workspace=w,
+            requested_by=requester,
+            owner=requester,
+            reason="r",
+            confirmation=w.slug,
+            status=status,
+            requested_at=now,
+            eligible_at=now,
+            eligibility_policy="standard_30_days",
+            updated_at=now,
+            next_wake_at=now,
+            hold_reason="legal" if status == "held" else "",
+        )
+        for w in spaces
+    )
+    watchers = RetirementWatcher.objects.bulk_create(RetirementWatcher(request=r, created_at=now) for r in requests)
+    for r, w in zip(requests, watchers, strict=True):
+        r.watcher = w
+    RetirementRequest.objects.bulk_update(requests, ["watcher"])
+    return requests
+
+
+def grows(client, path: str, grow: Callable[[], object]) -> tuple[int, int]:
+    small = count(client, path)
+    grow()
+    return small, count(client, path)
+
+
+def test_deletion_list(login, staff) -> None:
+    deletions(2)
+    small, large = grows(login("support"), reverse("admin:deletions_deletionrequest_changelist"), lambda: deletions(N))
+    assert large <= small
+
+
+def test_deletion_case_page_with_200_stages_and_decisions(login, staff) -> None:
+    (req,) = deletions(1, status="running")
+    now = clock.now()
+    previous = None
+    rows = []
+    for i in range(N):
+        row = StageHistory(
+            request=req,
+            stage="purge_db",
+            status="completed",
+            is_current=(i == N - 1),
+            created_at=now,
+            metadata_json={"previous_stage_id": str(previous) if previous else None, "result": {"has_agents": False}},
+        )
+        previous = row.id
+        rows.append(row)
+    path = reverse("admin:deletions_deletionrequest_change", args=[req.pk])
+    small, large = grows(
+        login("support"),
+        path,
+        lambda: (
+            StageHistory.objects.bulk_create(rows),
+            DeletionDecision.objects.bulk_create(
+                DeletionDecision(request=req, actor="x", action="note", created_at=now) for _ in range(N)
+            ),
+        ),
+    )
+    assert large <= small
+
+
+def test_retirement_list(login, staff) -> None:
+    retirements(2, staff["operator"])
+    path = reverse("admin:retirements_retirementrequest_changelist")
+    small, large = grows(login("support"), path, lambda: retirements(N, staff["operator"]))
+    assert large <= small
+
+
+def test_workspace_list(login, staff) -> None:
+    retirements(2, staff["operator"])
+    small, large = grows(
+        login("support"), reverse("admin:retirements_workspace_changelist"), lambda: retirements(N, staff["operator"])
+    )
+    assert large <= small
+
+
+def test_retirement_case_page_with_200_notices_watchers_and_decisions(login, staff) -> None:
+    (req,) = retirements(1, staff["operator"])
+    now = clock.now()
+    from datetime import timedelta
+
+    def grow() -> None:
+        NoticeSlot.objects.bulk_create(
+            NoticeSlot(request=req, kind="final_warning", due_at=now + timedelta(minutes=i), gating=True)
+            for i in range(N)
+        )
+        RetirementWatcher.objects.bulk_create(RetirementWatcher(request=req, created_at=now) for _ in range(N))
+        Decision.objects.bulk_create(
+            Decision(request=req, workspace=req.workspace, actor_label="x", action="note", created_at=now)
+            for _ in range(N)
+        )
+
+    path = reverse("admin:retirements_retirementrequest_change", args=[req.pk])
+    small, large = grows(login("support"), path, grow)
+    assert large <= small
+
+
+def test_operations_overview(login, staff) -> None:
+    def grow() -> None:
+        deletions(N, status="needs_attention")
+        deletions(N, status="submitted")
+        held = retirements(N, staff["operator"], status="held")
+        waiting = retirements(N, staff["operator"])  # never-started watchers: stalled after 15 min
+        now = clock.now()
+        NoticeSlot.objects.bulk_create(
+            NoticeSlot(request=r, kind="final_warning", due_at=now, gating=True, status="failed") for r in held
+        )
+        Alarm.objects.bulk_create(
+            Alarm(kind="watcher_stalled", request=r, message="m", created_at=now) for r in waiting
+        )
+
+    small, large = grows(login("support"), reverse("operations"), grow)
+    assert large <= small

@@ -1,0 +1,125 @@
+"""Retirement admin: request, hold, release, cancel, resume with permissions checked on the server."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.urls import reverse
+
+from retirements import clock
+from retirements.models import Lifecycle, RetirementRequest, Workspace
+from retirements.services import retirement_request
+from tests.retirements.conftest import retirement_rows
+
+pytestmark = pytest.mark.django_db
+
+
+def url(name: str, req: RetirementRequest) -> str:
+    return reverse(f"admin:retirements_retirementrequest_{name}", args=[req.pk])
+
+
+@pytest.fixture
+def workspace(staff) -> Workspace:
+    return Workspace.objects.create(
+        slug="globex-old", name="Globex", lifecycle=Lifecycle.DISABLED, activated_at=clock.now(), created_at=clock.now()
+    )
+
+
+@pytest.fixture
+def waiting(staff, workspace) -> RetirementRequest:
+    return retirement_request(
+        actor=staff["operator"], slug="globex-old", reason="contract ended", confirmation="globex-old"
+    )
+
+
+def test_operator_requests_retirement_through_the_form(login, workspace) -> None:
+    client = login("operator")
+    listing = client.get(reverse("admin:retirements_workspace_changelist"))
+    assert b"request retirement" in listing.content
+    target = reverse("admin:retirements_workspace_request_retirement", args=[workspace.pk])
+    wrong = client.post(target, {"reason": "old", "confirmation": "globex"}, follow=True)
+    assert any("confirmation does not match slug" in str(m) for m in wrong.context["messages"])
+    assert not RetirementRequest.objects.exists()
+    client.post(target, {"reason": "contract ended", "confirmation": "globex-old"})
+    req = RetirementRequest.objects.get()
+    assert req.requested_by.username == "operator-1" and req.workspace.lifecycle == "deletion_pending"
+
+
+@pytest.mark.parametrize("who", ["support", "approver", "plain"])
+def test_request_retirement_is_forbidden_without_permission(login, workspace, who) -> None:
+    target = reverse("admin:retirements_workspace_request_retirement", args=[workspace.pk])
+    before = retirement_rows()
+    assert login(who).post(target, {"reason": "x", "confirmation": "globex-old"}).status_code == 403
+    assert retirement_rows() == before
+
+
+def test_hold_and_release_from_the_case_page(login, waiting) -> None:
+    client = login("operator")
+    page = client.get(url("change", waiting)).content.decode()
+    assert 'id="action-hold"' in page and 'id="timeline"' in page and "request_received" in page
+    response = client.post(url("hold", waiting), {"reason": "owner disputes"}, follow=True)
+    assert "Retirement held." in [str(m) for m in response.context["messages"]]
+    assert "on hold: owner disputes" in response.content.decode()
+    again = client.post(url("hold", waiting), {"reason": "again"}, follow=True)
+    assert any("already held by operator-1" in str(m) for m in again.context["messages"])
+    with time_machine.travel(clock.now() + timedelta(days=3), tick=False):
+        client.post(url("release", waiting), {"reason": "owner agreed"})
+    req = RetirementRequest.objects.get(id=waiting.id)
+    assert req.status == "waiting" and req.eligible_at >= waiting.eligible_at + timedelta(days=3)
+    assert list(req.decisions.order_by("id").values_list("actor_label", "action")) == [
+        ("operator-1", "request"),
+        ("operator-1", "hold"),
+        ("operator-1", "release"),
+    ]
+
+
+def test_cancel_and_resume_from_the_case_page(login, waiting) -> None:
+    client = login("operator")
+    with time_machine.travel(clock.now() + timedelta(minutes=20), tick=False):
+        client.post(url("resume", waiting), {})
+    assert RetirementRequest.objects.get(id=waiting.id).watcher_id != waiting.watcher_id
+    client.post(url("cancel", waiting), {"reason": "sold instead"})
+    req = RetirementRequest.objects.get(id=waiting.id)
+    assert req.status == "cancelled" and req.workspace.lifecycle == "disabled"
+    after = client.post(url("cancel", waiting), {"reason": "again"}, follow=True)
+    assert any("already cancelled" in str(m) for m in after.context["messages"])
+
+
+@pytest.mark.parametrize(
+    ("who", "action", "data"),
+    [
+        ("support", "hold", {"reason": "x"}),
+        ("approver", "hold", {"reason": "x"}),
+        ("support", "release", {"reason": "x"}),
+        ("support", "cancel", {"reason": "x"}),
+        ("approver", "cancel", {"reason": "x"}),
+        ("support", "resume", {}),
+        ("plain", "resume", {}),
+    ],
+)
+def test_hand_crafted_posts_without_permission_are_forbidden(login, waiting, who, action, data) -> None:
+    before = retirement_rows()
+    assert login(who).post(url(action, waiting), data).status_code == 403
+    assert retirement_rows() == before
+
+
+def test_support_reads_the_case_without_actions(login, waiting) -> None:
+    page = login("support").get(url("change", waiting)).content.decode()
+    assert "Retire workspace globex-old" in page and "Responsible person" in page
+    assert 'id="action-' not in page
+
+
+def test_operations_overview_lists_what_waits_on_people(login, waiting, staff) -> None:
+    from deletions.users.service import deletion_submit
+
+    deletion_submit(target="demo:alice", requested_by="operator-1")
+    from retirements.services import retirement_hold
+
+    retirement_hold(actor=staff["operator"], request_id=waiting.id, reason="legal review")
+    index = login("support").get(reverse("admin:index"))
+    assert reverse("operations").encode() in index.content
+    page = login("support").get(reverse("operations")).content.decode()
+    assert "deletion demo:alice" in page and "waiting for approval" in page
+    assert "retirement globex-old" in page and "on hold: legal review" in page
