@@ -133,22 +133,29 @@ if PRODUCTION:
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-# Deletion workflow (SPEC 3).
-DELETION_LEASE_SECONDS = 60
-DELETION_HEARTBEAT_SECONDS = 10
+# Deletion workflow (SPEC 3). The lease is a setting so tests can shorten real waits.
+DELETION_LEASE_SECONDS = int(os.environ.get("DELETION_LEASE_SECONDS", "60"))
+DELETION_HEARTBEAT_SECONDS = max(1, DELETION_LEASE_SECONDS // 6)
 DELETION_HANDLER_BUDGET = 100
+# A queued run stops starting new stages after this long and re-enqueues itself, so a
+# cluster asked to stop (SIGTERM) waits at most this plus one stage, well inside the lease.
+DELETION_TASK_SECONDS = int(os.environ.get("DELETION_TASK_SECONDS", "30"))
+# Development/test knob: a dummy delay in every queued stage, to watch or interrupt work.
+DELETION_DEMO_STAGE_DELAY_MS = int(os.environ.get("DELETION_DEMO_STAGE_DELAY_MS", "0"))
 DELETION_APPROVAL_TTL_DAYS = int(os.environ.get("DELETION_APPROVAL_TTL_DAYS", "7"))
 
 # django-q2: our leases, never the queue, decide who executes a stage, so the
 # queue's own retries stay off (max_attempts 1) and timeout stays below retry.
 Q_CLUSTER = {
-    "name": os.environ.get("Q_CLUSTER_NAME", "backoffice"),
+    "name": "backoffice",  # the queue every cluster of this site shares
     "workers": int(os.environ.get("Q_WORKERS", "2")),
+    # timeout: a run stops itself after DELETION_TASK_SECONDS plus one stage; retry far above.
     "timeout": 300,
-    "retry": 600,
+    "retry": 900,
     "max_attempts": 1,
     "ack_failures": True,
-    "queue_limit": 4,
+    "queue_limit": int(os.environ.get("Q_WORKERS", "2")),
+    "save_limit": 1000,
     "orm": "default",
     "catch_up": False,
 }
@@ -159,10 +166,21 @@ if os.environ.get("REDIS_URL"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"()": "core.logs.ReadableFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "core.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": os.environ.get("LOG_FORMAT", "json" if PRODUCTION else "plain"),
+        }
+    },
     "loggers": {
-        "deletions": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+        "deletions": {
+            "handlers": ["console"],
+            "level": os.environ.get("LOG_LEVEL", "INFO" if PRODUCTION else "WARNING"),
+        },
         "config": {"handlers": ["console"], "level": "WARNING"},
         "retirements": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     },

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import path
 
+from core.health import healthz
 from core.operations import operations_view
 
 admin.site.site_header = "Deletion back-office"
@@ -10,4 +11,5 @@ admin.site.index_title = "Cases"
 urlpatterns = [
     path("admin/operations/", admin.site.admin_view(operations_view), name="operations"),
     path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
 ]

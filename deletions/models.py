@@ -183,6 +183,38 @@ class DeletionDecision(models.Model):
         return f"{self.actor}: {self.action}"
 
 
+class LeaseEvent(models.Model):
+    """Every claim and release: the lease generation history of a request."""
+
+    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="lease_events")
+    event = models.CharField(max_length=16)  # claim | takeover | release
+    owner = models.CharField(max_length=200)
+    generation = models.BigIntegerField()
+    previous_owner = models.CharField(max_length=200, null=True, blank=True)
+    previous_expires_at = models.DateTimeField(null=True, blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        db_table = "entity_deletion_lease_events"
+        indexes = [models.Index(fields=["request", "generation"], name="lease_event_request_gen")]
+
+    def __str__(self) -> str:
+        return f"{self.event} by {self.owner} (generation {self.generation})"
+
+
+class ClusterHeartbeat(models.Model):
+    """Written by the periodic dispatcher: proof that a django-q2 cluster is alive."""
+
+    name = models.CharField(max_length=200, primary_key=True)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ops_cluster_heartbeats"
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.seen_at}"
+
+
 class DemoTargetFence(models.Model):
     """The demo target system's highest fencing token seen per request."""
 

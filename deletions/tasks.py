@@ -22,13 +22,31 @@ def enqueue_run(request_id: UUID) -> None:
 
 
 def run_deletion(request_id: str) -> str:
-    """Run to the end or the next wait; a refusal (lease held, not due) is a normal outcome."""
+    """Run until done, a wait, or the time budget; a refusal (lease held, not due) is normal.
+
+    A run that stopped on its time budget re-enqueues itself; the dispatcher
+    would pick it up anyway.
+    """
+    from django.conf import settings
+
     from deletions import worker
+    from deletions.users.handlers import RunOptions
 
     executor = f"q:{socket.gethostname()}:{os.getpid()}"
+    options = RunOptions(stage_delay_ms=settings.DELETION_DEMO_STAGE_DELAY_MS)
     try:
-        outcome = worker.run(UUID(request_id), executor_id=executor)
+        outcome = worker.run(
+            UUID(request_id), executor_id=executor, options=options, time_budget=settings.DELETION_TASK_SECONDS
+        )
     except DomainError as exc:
-        logger.info("run refused request=%s executor=%s: %s", request_id, executor, exc.message)
         return f"refused: {exc.message}"
+    if outcome.more_to_do:
+        enqueue_run(UUID(request_id))
     return outcome.message
+
+
+def dispatch() -> int:
+    from deletions import clock
+    from deletions.dispatch import dispatch as run_dispatch
+
+    return len(run_dispatch(clock.now()))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -18,7 +19,7 @@ from django.db import connections
 
 from deletions import clock
 from deletions.crashpoints import crash_point
-from deletions.errors import DeletionError, Refused, StaleLease
+from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
 from deletions.models import Status
 from deletions.store import approvals, leases
 from deletions.store.requests import get_request
@@ -34,6 +35,7 @@ class RunOutcome:
     exit_code: int
     message: str
     handlers_run: int
+    more_to_do: bool = False
 
 
 class Heartbeat(threading.Thread):
@@ -78,6 +80,7 @@ def run(
     options: RunOptions | None = None,
     budget: int | None = None,
     stop: threading.Event | None = None,
+    time_budget: float | None = None,
 ) -> RunOutcome:
     options = options or RunOptions()
     budget = settings.DELETION_HANDLER_BUDGET if budget is None else budget
@@ -96,11 +99,16 @@ def run(
     heartbeat = Heartbeat(lease, stop, settings.DELETION_HEARTBEAT_SECONDS, settings.DELETION_LEASE_SECONDS)
     heartbeat.start()
     handled = 0
+    started = time.monotonic()
     try:
         nxt = get_next_stage(lease, None, now=clock.now())
         while isinstance(nxt, StageSnapshot):
             if handled >= budget:
-                return RunOutcome(0, f"budget of {budget} handler calls used; {nxt.stage} is next", handled)
+                return RunOutcome(0, f"budget of {budget} handler calls used; {nxt.stage} is next", handled, True)
+            if time_budget is not None and time.monotonic() - started >= time_budget:
+                return RunOutcome(0, f"time budget of {time_budget:g} s used; {nxt.stage} is next", handled, True)
+            if stop.is_set():
+                raise Interrupted(f"stopped before {nxt.stage}; the row stays current")
             run_handler(HandlerContext(lease=lease, options=options, stop=stop), nxt)
             handled += 1
             crash_point("after-handler")

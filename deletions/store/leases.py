@@ -6,25 +6,41 @@ the row count says whether the caller still owns the request.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.db import transaction
 from django.db.models import F, Q
 
+from core.errors import DomainError
+from core.logs import event
 from deletions.errors import LeaseHeld, Refused, RetryNotDue, StaleLease, UnknownRequest
-from deletions.models import RUNNABLE_STATUSES, DeletionApproval, DeletionRequest, Status
+from deletions.models import RUNNABLE_STATUSES, DeletionApproval, DeletionRequest, LeaseEvent, Status
 from deletions.store.types import Lease
+
+logger = logging.getLogger("deletions")
 
 
 def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) -> Lease:
-    """Take ownership with a new generation; the lifecycle status is preserved."""
+    """Take ownership with a new generation; the lifecycle status is preserved.
+
+    A cancellation recorded while running does not block the claim: the first
+    transition of the new owner finishes the request as cancelled.
+    """
     expires = now + timedelta(seconds=lease_seconds)
     with transaction.atomic():
+        previous = (
+            DeletionRequest.objects.select_for_update()
+            .filter(id=request_id)
+            .values("lease_owner", "lease_expires_at")
+            .first()
+        )
         claimable = (
-            Q(id=request_id, status__in=RUNNABLE_STATUSES, cancel_requested_at__isnull=True)
+            Q(id=request_id, status__in=RUNNABLE_STATUSES)
             & (Q(lease_owner__isnull=True) | Q(lease_expires_at__lte=now))
             & ~Q(status=Status.RETRY_WAIT, next_attempt_at__gt=now)
+            & ~Q(status=Status.APPROVED, cancel_requested_at__isnull=False)
         )
         updated = DeletionRequest.objects.filter(claimable).update(
             lease_owner=owner,
@@ -33,19 +49,39 @@ def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) ->
             heartbeat_at=now,
             updated_at=now,
         )
-        if updated == 1:
+        if updated == 1 and previous is not None:
             generation = DeletionRequest.objects.values_list("lease_generation", flat=True).get(id=request_id)
+            takeover = previous["lease_owner"] is not None
+            LeaseEvent.objects.create(
+                request_id=request_id,
+                event="takeover" if takeover else "claim",
+                owner=owner,
+                generation=generation,
+                previous_owner=previous["lease_owner"],
+                previous_expires_at=previous["lease_expires_at"],
+                at=now,
+            )
+            event(
+                logger,
+                "takeover" if takeover else "claim",
+                request_id=request_id,
+                executor=owner,
+                generation=generation,
+                reason=f"previous owner {previous['lease_owner']}" if takeover else None,
+            )
             return Lease(request_id=request_id, owner=owner, generation=generation, expires_at=expires)
-    raise _claim_refusal(request_id, now)
+    refusal = _claim_refusal(request_id, now)
+    event(logger, "refusal", request_id=request_id, executor=owner, reason=refusal.message)
+    raise refusal
 
 
-def _claim_refusal(request_id: UUID, now: datetime) -> Exception:
+def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:
     req = DeletionRequest.objects.filter(id=request_id).first()
     if req is None:
         return UnknownRequest(f"no deletion request with id {request_id}")
     if req.status == Status.SUBMITTED:
         return Refused(f"request {req.id} is not approved (status submitted)")
-    if req.cancel_requested_at is not None or req.status == Status.CANCELLED:
+    if req.status == Status.CANCELLED or (req.status == Status.APPROVED and req.cancel_requested_at is not None):
         return Refused(f"request {req.id} is cancelled (by {req.cancel_requested_by or 'an operator'})")
     if req.status == Status.NEEDS_ATTENTION:
         return Refused(f"request {req.id} needs attention after {req.retry_count} failures; an operator must resume it")
@@ -71,12 +107,26 @@ def heartbeat(lease: Lease, *, now: datetime, lease_seconds: int) -> bool:
 
 def release(lease: Lease, *, now: datetime) -> bool:
     """Give up ownership; False when a newer owner already holds the request."""
-    return (
-        DeletionRequest.objects.filter(
-            id=lease.request_id, lease_owner=lease.owner, lease_generation=lease.generation
-        ).update(lease_owner=None, lease_expires_at=None, updated_at=now)
-        == 1
+    with transaction.atomic():
+        released = (
+            DeletionRequest.objects.filter(
+                id=lease.request_id, lease_owner=lease.owner, lease_generation=lease.generation
+            ).update(lease_owner=None, lease_expires_at=None, updated_at=now)
+            == 1
+        )
+        if released:
+            LeaseEvent.objects.create(
+                request_id=lease.request_id, event="release", owner=lease.owner, generation=lease.generation, at=now
+            )
+    event(
+        logger,
+        "release" if released else "refusal",
+        request_id=lease.request_id,
+        executor=lease.owner,
+        generation=lease.generation,
+        reason=None if released else "release of a stale lease",
     )
+    return released
 
 
 def lock_owned(lease: Lease) -> DeletionRequest:

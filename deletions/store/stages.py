@@ -8,6 +8,7 @@ the whole transaction back.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from uuid import UUID
 
 from django.db import transaction
 
+from core.logs import event
 from deletions.errors import RetryNotDue, StaleLease, WorkflowError
 from deletions.models import DeletionRequest, StageHistory, StageStatus, Status
 from deletions.store.leases import lock_owned
@@ -36,6 +38,7 @@ from deletions.store.types import (
 )
 
 MAX_STAGES = 10_000
+logger = logging.getLogger("deletions")
 
 Decide = Callable[[RequestSnapshot, list[StageSnapshot], datetime], Operation]
 RetryPolicy = Callable[[int, datetime], RetryDecision]
@@ -112,6 +115,17 @@ def save_failure(
         req.last_error = error
         req.last_action = f"{lease.owner} (generation {lease.generation}) failed {row.stage}: {error}"
         req.updated_at = now
+        event(
+            logger,
+            "needs_attention" if decision.needs_attention else "retry",
+            logging.WARNING,
+            request_id=req.id,
+            stage_id=row.id,
+            stage=row.stage,
+            executor=lease.owner,
+            generation=lease.generation,
+            reason=f"failure {failures}: {error}",
+        )
         req.save(
             update_fields=[
                 "status",
@@ -141,7 +155,18 @@ def transition_stage(lease: Lease, decide: Decide, *, now: datetime) -> NextStag
         if snapshot.cancel_requested:
             return _finish_cancelled(req, history, now)
         operation = decide(snapshot, history, now)
-        return _apply(req, history, operation, now)
+        result = _apply(req, history, operation, now)
+    event(
+        logger,
+        "transition",
+        request_id=lease.request_id,
+        executor=lease.owner,
+        generation=lease.generation,
+        stage_id=getattr(result, "id", None),
+        stage=getattr(result, "stage", None),
+        reason=type(operation).__name__ if not isinstance(result, Finished) else f"finished {result.status}",
+    )
+    return result
 
 
 def _completed(history: list[StageSnapshot]) -> int:

@@ -9,7 +9,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from deletions import clock
+from deletions import clock, tasks
 from deletions.errors import BadInput, Refused, UnknownRequest
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
 from deletions.store import approvals, decisions
@@ -63,6 +63,7 @@ def deletion_approve(*, request_id: str | UUID, approved_by: str, digest: str) -
             ttl=timedelta(days=settings.DELETION_APPROVAL_TTL_DAYS),
         )
         decisions.record(request_id=rid, actor=approved_by, action="approve", reason=f"digest {digest}", now=now)
+        transaction.on_commit(lambda: tasks.enqueue_run(rid))
         return approval
 
 
@@ -146,8 +147,6 @@ def deletion_resume(*, request_id: str | UUID, resumed_by: str, reason: str = ""
 
 def deletion_run_now(*, request_id: str | UUID, requested_by: str) -> DeletionRequest:
     """Enqueue a worker run on commit; the lease, not the queue, decides who executes."""
-    from deletions import tasks
-
     rid = parse_request_id(request_id)
     requested_by = _actor(requested_by, "by")
     now = clock.now()

@@ -9,8 +9,8 @@ import time
 import pytest
 from django.utils import timezone
 
+from core.schedules import ensure_schedules
 from retirements.models import PurgeJob, Workspace
-from retirements.schedules import ensure_schedules
 from retirements.services import retirement_request
 from tests.conftest import ROOT, manage_argv, subprocess_env
 
@@ -19,15 +19,15 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 def test_qcluster_runs_a_disposable_retirement_to_deleted(hq, make_workspace, settings) -> None:
     settings.RETIREMENT_DISPOSABLE_WAIT_SECONDS = 3
-    schedule = ensure_schedules()
-    schedule.next_run = timezone.now()
-    schedule.save()
+    for schedule in ensure_schedules():
+        schedule.next_run = timezone.now()
+        schedule.save()
     make_workspace("scratch-ws", is_disposable_test=True)
     request = retirement_request(actor=hq, slug="scratch-ws", reason="test data", confirmation="scratch-ws")
     cluster = subprocess.Popen(
         manage_argv("qcluster"),
         cwd=ROOT,
-        env=subprocess_env(Q_CLUSTER_NAME="backoffice", RETIREMENT_DISPOSABLE_WAIT_SECONDS="3"),
+        env=subprocess_env(RETIREMENT_DISPOSABLE_WAIT_SECONDS="3"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -2,12 +2,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from retirements.schedules import ensure_schedules
+from core.schedules import ensure_schedules
 
 
 class Command(BaseCommand):
     help = "Register the periodic django-q2 schedules (safe to run again)."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        schedule = ensure_schedules()
-        self.stdout.write(f"schedule {schedule.name!r}: {schedule.func} every {schedule.minutes} minute(s)")
+        for schedule in ensure_schedules():
+            self.stdout.write(f"schedule {schedule.name!r}: {schedule.func} every {schedule.minutes} minute(s)")

@@ -1,0 +1,56 @@
+"""Operations signals: one report for `manage.py health` and `/healthz`.
+
+Counts and ages only: no secrets, no personal data.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import Max
+from django.http import HttpRequest, JsonResponse
+
+from deletions import clock
+
+CLUSTER_STALE = timedelta(minutes=3)
+
+
+def report(now: datetime) -> dict[str, Any]:
+    checks: dict[str, dict[str, Any]] = {}
+    try:
+        with connection.cursor() as cur:
+            cur.execute("SELECT 1")
+        checks["database"] = {"ok": True, "detail": "reachable"}
+    except Exception as exc:  # any driver error means unreachable here
+        checks["database"] = {"ok": False, "detail": f"unreachable ({type(exc).__name__})"}
+        return {"status": "red", "at": now.isoformat(), "checks": checks}
+
+    from deletions.models import ClusterHeartbeat, DeletionRequest, Status
+    from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
+    from retirements.watcher import detect_stalls
+
+    last = ClusterHeartbeat.objects.aggregate(last=Max("seen_at"))["last"]
+    fresh = last is not None and now - last <= CLUSTER_STALE
+    checks["cluster"] = {
+        "ok": fresh,
+        "detail": f"last heartbeat {int((now - last).total_seconds())} s ago" if last else "no cluster heartbeat yet",
+    }
+    stalled = len(detect_stalls(now=now))
+    checks["stalled_watchers"] = {"ok": stalled == 0, "count": stalled}
+    failed = NoticeSlot.objects.filter(
+        status=NoticeStatus.FAILED, request__status__in=[RequestStatus.WAITING, RequestStatus.HELD]
+    ).count()
+    checks["failed_notices"] = {"ok": failed == 0, "count": failed}
+    attention = DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION).count()
+    checks["needs_attention"] = {"ok": attention == 0, "count": attention}
+    status = "green" if all(c["ok"] for c in checks.values()) else "red"
+    return {"status": status, "at": now.isoformat(), "checks": checks}
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """For a load balancer: 503 only when this instance cannot reach its database;
+    the body carries the full operations status for dashboards."""
+    data = report(clock.now())
+    return JsonResponse(data, status=200 if data["checks"]["database"]["ok"] else 503)

@@ -1,0 +1,23 @@
+"""The periodic django-q2 schedules, registered idempotently (migration or `setup_schedules`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEDULES = {
+    "deletions: dispatch due runs": "deletions.tasks.dispatch",
+    "retirements: run due watcher steps": "retirements.tasks.run_due",
+}
+
+
+def ensure_schedules(schedule_model: Any = None) -> list[Any]:
+    if schedule_model is None:
+        from django_q.models import Schedule
+
+        schedule_model = Schedule
+    return [
+        schedule_model.objects.update_or_create(
+            name=name, defaults={"func": func, "schedule_type": "I", "minutes": 1, "repeats": -1}
+        )[0]
+        for name, func in SCHEDULES.items()
+    ]

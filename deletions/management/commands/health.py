@@ -1,0 +1,28 @@
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from core.health import report
+from deletions import clock
+
+
+class Command(BaseCommand):
+    help = (
+        "Operations health: database, cluster heartbeat, stalled work, failed notices, needs_attention; exit 1 if red."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        data = report(clock.now())
+        if options["json"]:
+            self.stdout.write(json.dumps(data, indent=2))
+        else:
+            self.stdout.write(f"health: {data['status'].upper()}")
+            for name, check in data["checks"].items():
+                detail = check.get("detail", f"count {check.get('count')}")
+                self.stdout.write(f"  {'ok  ' if check['ok'] else 'FAIL'} {name}: {detail}")
+        if data["status"] != "green":
+            raise CommandError("health is red", returncode=1)

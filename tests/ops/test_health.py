@@ -1,0 +1,99 @@
+"""`manage.py health` and /healthz turn red for stalled work, needs_attention and a lost database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from deletions.models import ClusterHeartbeat, DeletionRequest, Status
+from deletions.users.service import deletion_resume
+from retirements.services import retirement_request, retirement_resume
+from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
+from tests.retirements.conftest import ALL_PERMS, make_staff
+
+pytestmark = pytest.mark.django_db
+
+
+def health(cmd) -> tuple[int, dict]:
+    ran = cmd("health", "--json")
+    return ran.code, json.loads(ran.out)
+
+
+def beat() -> None:
+    ClusterHeartbeat.objects.update_or_create(name="test-cluster", defaults={"seen_at": timezone.now()})
+
+
+def test_green_when_everything_is_fine(cmd) -> None:
+    beat()
+    code, data = health(cmd)
+    assert code == 0 and data["status"] == "green"
+    assert set(data["checks"]) == {"database", "cluster", "stalled_watchers", "failed_notices", "needs_attention"}
+
+
+def test_red_without_a_recent_cluster_heartbeat(cmd) -> None:
+    code, data = health(cmd)
+    assert code == 1 and data["checks"]["cluster"] == {"ok": False, "detail": "no cluster heartbeat yet"}
+    ClusterHeartbeat.objects.create(name="old", seen_at=timezone.now() - timedelta(minutes=4))
+    assert health(cmd)[0] == 1
+    beat()
+    assert health(cmd)[0] == 0
+
+
+def test_red_for_needs_attention_and_green_after_resume(cmd) -> None:
+    beat()
+    req = submit_and_approve()
+    DeletionRequest.objects.filter(id=req.id).update(status=Status.NEEDS_ATTENTION)
+    code, data = health(cmd)
+    assert code == 1 and data["checks"]["needs_attention"] == {"ok": False, "count": 1}
+    text = cmd("health")
+    assert "FAIL needs_attention: count 1" in text.out
+    deletion_resume(request_id=req.id, resumed_by="operator-c")
+    assert health(cmd)[0] == 0
+
+
+def test_red_for_a_stalled_watcher_and_green_after_resume(cmd) -> None:
+    from retirements import clock
+    from retirements.models import Workspace
+
+    staff: User = make_staff("hq-alice", *ALL_PERMS)
+    Workspace.objects.create(
+        slug="ws", name="W", lifecycle="disabled", activated_at=clock.now(), created_at=clock.now()
+    )
+    req = retirement_request(actor=staff, slug="ws", reason="r", confirmation="ws")
+    later = timezone.now() + timedelta(minutes=20)
+    with time_machine.travel(later, tick=False):
+        beat()
+        code, data = health(cmd)
+        assert code == 1 and data["checks"]["stalled_watchers"] == {"ok": False, "count": 1}
+        retirement_resume(actor=staff, request_id=req.id)
+        assert health(cmd)[0] == 0
+
+
+def test_healthz_serves_the_same_report_without_personal_data(client) -> None:
+    beat()
+    submit_and_approve()
+    response = client.get("/healthz")
+    assert response.status_code == 200 and response.json()["status"] == "green"
+    assert "operator" not in response.content.decode() and "demo:" not in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_red_when_the_database_is_unreachable_and_green_when_it_is_back() -> None:
+    beat()
+
+    def run(url: str | None) -> subprocess.CompletedProcess[str]:
+        env = subprocess_env(**({"DATABASE_URL": url} if url else {}))
+        return subprocess.run(manage_argv("health"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    down = run("postgresql://postgres@127.0.0.1:1/nowhere")
+    assert down.returncode == 1
+    assert "FAIL database: unreachable" in down.stdout and "Traceback" not in down.stderr
+    back = run(None)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "health: GREEN" in back.stdout
