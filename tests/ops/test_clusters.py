@@ -1,0 +1,189 @@
+"""Real qcluster processes execute deletions: no run_deletion, crashes, duplicates, two hosts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from django_q.models import OrmQ
+from django_q.tasks import async_task
+
+from core.schedules import ensure_schedules
+from deletions.models import DeletionRequest, LeaseEvent, StageHistory
+from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
+from tests.deletions.test_worker import wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@contextmanager
+def cluster(**env: str) -> Iterator[subprocess.Popen[str]]:
+    """A qcluster in its own process group, stopped with SIGTERM (or already killed)."""
+    proc = subprocess.Popen(
+        manage_argv("qcluster"),
+        cwd=ROOT,
+        env=subprocess_env(**env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.communicate(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+        else:
+            proc.communicate()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # no orphaned worker survives a test
+        except ProcessLookupError:
+            pass
+
+
+def schedules_due_now() -> None:
+    for schedule in ensure_schedules():
+        schedule.next_run = timezone.now()
+        schedule.save()
+
+
+def effects() -> list[tuple]:
+    with connection.cursor() as cur:
+        cur.execute("SELECT operation_id, request_id, generation, executor FROM demo_target_effects")
+        return cur.fetchall()
+
+
+def status(request_id) -> str:
+    return DeletionRequest.objects.values_list("status", flat=True).get(id=request_id)
+
+
+def test_a_cluster_executes_an_approved_deletion_with_nobody_calling_run(cmd) -> None:
+    req = submit_and_approve()  # approval enqueued the run on commit
+    with cluster():
+        wait_for(lambda: status(req.id) == "completed", timeout=90, what="completion by the cluster")
+    assert StageHistory.objects.filter(request_id=req.id).count() == 5
+    assert {e[3].split(":")[0] for e in effects()} == {"q"}
+
+
+def test_cluster_killed_mid_stage_is_finished_by_the_dispatcher_and_another_cluster() -> None:
+    req = submit_and_approve()
+    with cluster(DELETION_LEASE_SECONDS="6", DELETION_DEMO_STAGE_DELAY_MS="60000") as first:
+        row = wait_for(
+            lambda: StageHistory.objects.filter(request_id=req.id, status="running").first(), timeout=90, what="a stage"
+        )
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    killed = DeletionRequest.objects.get(id=req.id)
+    assert killed.lease_owner is not None and killed.status == "running"
+    OrmQ.objects.all().delete()  # the killed cluster's task is gone: only the dispatcher can bring the work back
+    schedules_due_now()
+    with cluster(DELETION_LEASE_SECONDS="6"):
+        wait_for(lambda: status(req.id) == "completed", timeout=120, what="completion after takeover")
+    resumed = StageHistory.objects.get(id=row.id)
+    assert resumed.status == "completed" and resumed.started_at == row.started_at and resumed.attempts == 2
+    assert (
+        StageHistory.objects.filter(
+            request_id=req.id, stage=row.stage, target_community_id=row.target_community_id
+        ).count()
+        == 1
+    )
+    takeover = LeaseEvent.objects.get(request_id=req.id, event="takeover")
+    assert takeover.previous_owner == killed.lease_owner and takeover.at >= takeover.previous_expires_at
+
+
+def test_duplicate_delivery_executes_each_stage_once() -> None:
+    req = submit_and_approve()
+    for _ in range(5):
+        async_task("deletions.tasks.run_deletion", str(req.id))
+    with cluster(Q_WORKERS="4", DELETION_DEMO_STAGE_DELAY_MS="200"):
+        wait_for(lambda: status(req.id) == "completed", timeout=90, what="completion")
+        wait_for(lambda: not OrmQ.objects.exists(), timeout=60, what="all duplicate deliveries consumed")
+    rows = StageHistory.objects.filter(request_id=req.id)
+    assert rows.count() == 5 and set(rows.values_list("attempts", flat=True)) == {1}
+    ops = effects()
+    assert len(ops) == 5 and len({op[0] for op in ops}) == 5
+    claims = LeaseEvent.objects.filter(request_id=req.id).exclude(event="release")
+    assert not claims.filter(event="takeover").exists()
+
+
+def test_two_clusters_drain_200_requests_together() -> None:
+    requests = [submit_and_approve(f"demo:drain-{i}") for i in range(200)]
+    with cluster(Q_WORKERS="2"), cluster(Q_WORKERS="2"):
+        wait_for(
+            lambda: DeletionRequest.objects.filter(status="completed").count() == 200, timeout=300, what="all 200 done"
+        )
+    ops = effects()
+    per_request = Counter(op[1] for op in ops)
+    executors = Counter(op[3].rsplit(":", 1)[0] + ":" + op[3].rsplit(":", 1)[1] for op in ops)
+    hosts = Counter(op[3] for op in ops)
+    events = Counter(LeaseEvent.objects.values_list("event", flat=True))
+    attempts = Counter(StageHistory.objects.values_list("attempts", flat=True))
+    print(
+        f"\ndrain: {len(requests)} requests, {len(ops)} effects, {len(hosts)} worker processes {dict(hosts)}, "
+        f"lease events {dict(events)}, stage attempts {dict(attempts)}"
+    )
+    assert len(ops) == 1000 and set(per_request.values()) == {5}
+    assert len({op[0] for op in ops}) == 1000  # every stage handler ran once, for one generation
+    assert attempts == Counter({1: 1000})
+    assert len(executors) >= 2
+    for takeover in LeaseEvent.objects.filter(event="takeover"):
+        assert takeover.at >= takeover.previous_expires_at
+
+
+def test_sigterm_lets_the_running_stage_finish_and_releases_the_lease() -> None:
+    req = submit_and_approve()
+    with cluster(DELETION_DEMO_STAGE_DELAY_MS="3000", DELETION_TASK_SECONDS="1") as proc:
+        wait_for(
+            lambda: StageHistory.objects.filter(request_id=req.id, status="running").exists(),
+            timeout=90,
+            what="a running stage",
+        )
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        elapsed = time.monotonic() - started
+    assert elapsed < 60, f"the cluster took {elapsed:.0f} s to stop"
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.lease_owner is None
+    assert not StageHistory.objects.filter(request_id=req.id, status="running").exists()
+    assert StageHistory.objects.filter(request_id=req.id, status="completed").count() >= 1
+
+
+def _redis_url() -> str | None:
+    import socket
+
+    url = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
+    except OSError:
+        return None
+    return url
+
+
+def test_a_cluster_on_the_redis_broker_runs_the_dispatcher_and_the_deletion() -> None:
+    url = _redis_url()
+    if url is None:
+        if os.environ.get("CI"):
+            raise AssertionError("CI machines run Redis on 127.0.0.1:6379; it did not answer")
+        pytest.skip("no Redis on 127.0.0.1:6379 (CI has one)")
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+    req = submit_and_approve()  # enqueued on the ORM broker of this process: the Redis cluster never sees it
+    schedules_due_now()
+    with cluster(REDIS_URL=url):
+        wait_for(lambda: status(req.id) == "completed", timeout=120, what="completion over Redis")
+    assert StageHistory.objects.filter(request_id=req.id).count() == 5
