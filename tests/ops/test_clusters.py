@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -48,10 +49,8 @@ def cluster(**env: str) -> Iterator[subprocess.Popen[str]]:
                 proc.communicate()
         else:
             proc.communicate()
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # no orphaned worker survives a test
-        except ProcessLookupError:
-            pass
 
 
 def schedules_due_now() -> None:
@@ -101,7 +100,11 @@ def test_cluster_killed_mid_stage_is_finished_by_the_dispatcher_and_another_clus
         == 1
     )
     takeover = LeaseEvent.objects.get(request_id=req.id, event="takeover")
-    assert takeover.previous_owner == killed.lease_owner and takeover.at >= takeover.previous_expires_at
+    assert (
+        takeover.previous_owner == killed.lease_owner
+        and takeover.previous_expires_at is not None
+        and takeover.at >= takeover.previous_expires_at
+    )
 
 
 def test_duplicate_delivery_executes_each_stage_once() -> None:
@@ -140,7 +143,7 @@ def test_two_clusters_drain_200_requests_together() -> None:
     assert attempts == Counter({1: 1000})
     assert len(executors) >= 2
     for takeover in LeaseEvent.objects.filter(event="takeover"):
-        assert takeover.at >= takeover.previous_expires_at
+        assert takeover.previous_expires_at is not None and takeover.at >= takeover.previous_expires_at
 
 
 def test_sigterm_lets_the_running_stage_finish_and_releases_the_lease() -> None:

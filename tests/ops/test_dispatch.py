@@ -66,7 +66,11 @@ def test_takeover_is_recorded_in_the_lease_history_only_after_expiry() -> None:
     )
     assert events == [("claim", "w1", first.generation), ("takeover", "w2", first.generation + 1)]
     takeover = LeaseEvent.objects.get(event="takeover")
-    assert takeover.previous_owner == "w1" and takeover.at >= takeover.previous_expires_at
+    assert (
+        takeover.previous_owner == "w1"
+        and takeover.previous_expires_at is not None
+        and takeover.at >= takeover.previous_expires_at
+    )
 
 
 def test_structured_log_lines_carry_ids(caplog) -> None:
