@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install migrate stop-db clean
+.PHONY: run test check install migrate stop-db clean bench
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,3 +35,6 @@ stop-db: install
 
 clean: stop-db
 	rm -rf .pgdata .pgdata.lock
+
+bench: install
+	$(PY) bench/stages.py
