@@ -47,7 +47,8 @@ def raw_sql(n: int) -> float:
     """The minimum a stage must write: mark running, save its result, advance to a successor."""
     with connection.cursor() as cur:
         cur.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS bench_req (id uuid primary key, status text, gen int, updated_at timestamptz)"
+            "CREATE TEMP TABLE IF NOT EXISTS bench_req"
+            " (id uuid primary key, status text, gen int, updated_at timestamptz)"
         )
         cur.execute(
             "CREATE TEMP TABLE IF NOT EXISTS bench_stage (id uuid primary key, req uuid, status text,"
