@@ -10,13 +10,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from core.admin_helpers import ConfirmForm, ReasonForm, action_view
+from core.admin_helpers import CaseAdmin, ConfirmForm, ReasonForm, action_view
 from deletions import case, clock
 from deletions.models import DeletionRequest, Status
 from deletions.store.requests import stage_snapshot
@@ -29,30 +28,13 @@ class ApproveForm(forms.Form):
 
 
 @admin.register(DeletionRequest)
-class DeletionRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class DeletionRequestAdmin(CaseAdmin):
     list_display = ("target", "status", "requested_by", "owner", "next_check_at", "retry_count", "created_at")
     list_filter = ("status",)
     search_fields = ("target",)
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
     list_per_page = 100
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[DeletionRequest], search_term: str
-    ) -> tuple[QuerySet[DeletionRequest], bool]:
-        try:
-            return queryset.filter(id=uuid.UUID(search_term.strip())), False
-        except ValueError:
-            return super().get_search_results(request, queryset, search_term)
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view

@@ -6,21 +6,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from core.case import CasePanel
 from deletions.store.requests import chain_order
 from deletions.store.types import StageSnapshot
 from deletions.users.inventory import community_ids
-
-
-@dataclass(frozen=True)
-class CasePanel:
-    what: str
-    status: str
-    status_label: str
-    open_question: str
-    next_check_at: datetime | None
-    owner: str
-    last_action: str
-    attempt: str
 
 
 @dataclass

@@ -12,14 +12,13 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
-from core.admin_helpers import ConfirmForm, ReasonForm, action_view
+from core.admin_helpers import CaseAdmin, ConfirmForm, ReasonForm, action_view
 from retirements import case, clock, services
 from retirements.models import RequestStatus, RetirementRequest, Workspace
 
@@ -89,7 +88,7 @@ class WorkspaceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(RetirementRequest)
-class RetirementRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class RetirementRequestAdmin(CaseAdmin):
     list_display = ("workspace", "status", "requested_by", "eligible_at", "next_wake_at", "owner", "requested_at")
     list_select_related = ("workspace", "requested_by", "owner")
     list_filter = ("status", "eligibility_policy")
@@ -97,23 +96,6 @@ class RetirementRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     date_hierarchy = "requested_at"
     ordering = ("-requested_at",)
     list_per_page = 100
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[RetirementRequest], search_term: str
-    ) -> tuple[QuerySet[RetirementRequest], bool]:
-        try:
-            return queryset.filter(id=uuid.UUID(search_term.strip())), False
-        except ValueError:
-            return super().get_search_results(request, queryset, search_term)
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view

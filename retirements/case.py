@@ -6,21 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from core.case import CasePanel
 from retirements import policy
 
 WIDTH, LEFT, RIGHT = 800, 90, 710
-
-
-@dataclass(frozen=True)
-class CasePanel:
-    what: str
-    status: str
-    status_label: str
-    open_question: str
-    next_check_at: datetime | None
-    owner: str
-    last_action: str
-    attempt: str
 
 
 def open_question(req: Any, stalled: str | None) -> str:
