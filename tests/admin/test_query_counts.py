@@ -175,3 +175,10 @@ def test_operations_overview(login, staff) -> None:
 
     small, large = grows(login("support"), reverse("operations"), grow)
     assert large <= small
+
+
+def test_workspace_change_page(login, staff) -> None:
+    (req,) = retirements(1, staff["operator"])
+    path = reverse("admin:retirements_workspace_change", args=[req.workspace_id])
+    small, large = grows(login("support"), path, lambda: retirements(N, staff["operator"]))
+    assert large <= small
