@@ -17,7 +17,7 @@ from django.urls import URLPattern, path, reverse
 
 from core.admin_helpers import CaseAdmin, ConfirmForm, ReasonForm, action_view
 from deletions import case, clock
-from deletions.models import DeletionRequest, Status
+from deletions.models import DeletionRequest
 from deletions.store.requests import stage_snapshot
 from deletions.users import service
 
@@ -59,15 +59,7 @@ class DeletionRequestAdmin(CaseAdmin):
             raise PermissionDenied
         stages = [stage_snapshot(s) for s in req.stages.all()]
         user = request.user
-        can = {
-            "approve": req.status == Status.SUBMITTED and user.has_perm("deletions.approve_deletionrequest"),
-            "cancel": req.status not in (Status.COMPLETED, Status.CANCELLED)
-            and req.cancel_requested_at is None
-            and user.has_perm("deletions.cancel_deletionrequest"),
-            "resume": req.status == Status.NEEDS_ATTENTION and user.has_perm("deletions.run_deletionrequest"),
-            "run": req.status in (Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT)
-            and user.has_perm("deletions.run_deletionrequest"),
-        }
+        can = case.actions(req, user.get_all_permissions())
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,

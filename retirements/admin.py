@@ -20,7 +20,7 @@ from django.utils.html import format_html
 
 from core.admin_helpers import CaseAdmin, ConfirmForm, ReasonForm, action_view
 from retirements import case, clock, services
-from retirements.models import RequestStatus, RetirementRequest, Workspace
+from retirements.models import RetirementRequest, Workspace
 
 
 def staff(request: HttpRequest) -> User:
@@ -122,14 +122,7 @@ class RetirementRequestAdmin(CaseAdmin):
         notices = list(req.notices.order_by("due_at", "id"))
         decisions = list(req.decisions.order_by("created_at", "id"))
         stalled = case.stall_reason(req, now)
-        user = request.user
-        open_ = req.status in (RequestStatus.WAITING, RequestStatus.HELD)
-        can = {
-            "hold": req.status == RequestStatus.WAITING and user.has_perm("retirements.hold_retirementrequest"),
-            "release": req.status == RequestStatus.HELD and user.has_perm("retirements.hold_retirementrequest"),
-            "cancel": open_ and user.has_perm("retirements.cancel_retirementrequest"),
-            "resume": open_ and user.has_perm("retirements.resume_retirementrequest"),
-        }
+        can = case.actions(req, request.user.get_all_permissions())
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,

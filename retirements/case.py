@@ -36,6 +36,17 @@ def panel(req: Any, stalled: str | None) -> CasePanel:
     )
 
 
+def actions(req: Any, perms: set[str]) -> dict[str, bool]:
+    """Which action buttons to offer; the services re-check everything on POST."""
+    open_ = req.status in ("waiting", "held")
+    return {
+        "hold": req.status == "waiting" and "retirements.hold_retirementrequest" in perms,
+        "release": req.status == "held" and "retirements.hold_retirementrequest" in perms,
+        "cancel": open_ and "retirements.cancel_retirementrequest" in perms,
+        "resume": open_ and "retirements.resume_retirementrequest" in perms,
+    }
+
+
 @dataclass(frozen=True)
 class Mark:
     x: int
