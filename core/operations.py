@@ -24,9 +24,12 @@ LIMIT = 50
 def overview(now: datetime) -> dict[str, Any]:
     deletion_counts = dict(DeletionRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
     retirement_counts = dict(RetirementRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
+    # Submitted but not settled, or a worker lost mid-stage: nobody may resend until the
+    # target system's record (or an operator) says what happened.
+    lapsed = Q(request__lease_owner__isnull=True) | Q(request__lease_expires_at__lte=now)
     effect_unknown = (
-        StageHistory.objects.filter(is_current=True, status="running")
-        .filter(Q(request__lease_owner__isnull=True) | Q(request__lease_expires_at__lte=now))
+        StageHistory.objects.filter(is_current=True)
+        .filter((Q(submitted_at__isnull=False) & ~Q(status="completed")) | (Q(status="running") & lapsed))
         .select_related("request")[:LIMIT]
     )
     return {

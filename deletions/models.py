@@ -151,6 +151,9 @@ class StageHistory(models.Model):
     last_error = models.TextField(null=True, blank=True)
     # Saved before the effect is first submitted; every retry of this row reuses it.
     operation_id = models.UUIDField(default=uuid.uuid4, unique=True)
+    # Set just before the effect is first submitted: from then on the effect is
+    # unknown until the target system's record (or an operator) settles it.
+    submitted_at = models.DateTimeField(null=True, blank=True)
     attempts = models.IntegerField(default=0)
     created_at = models.DateTimeField()
 

@@ -93,6 +93,7 @@ def stage_snapshot(row: StageHistory) -> StageSnapshot:
         last_error=row.last_error,
         operation_id=row.operation_id,
         attempts=row.attempts,
+        submitted_at=row.submitted_at,
     )
 
 
@@ -154,6 +155,7 @@ def inspect(request_id: str | UUID) -> dict[str, Any]:
                 "started_at": _iso(s.started_at),
                 "finished_at": _iso(s.finished_at),
                 "operation_id": str(s.operation_id),
+                "submitted_at": _iso(s.submitted_at),
                 "attempts": s.attempts,
                 "metadata_json": s.metadata,
                 "last_error": s.last_error,

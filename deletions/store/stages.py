@@ -72,6 +72,19 @@ def mark_running(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapsho
         return stage_snapshot(row)
 
 
+def mark_submitted(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapshot:
+    """Saved before the effect is first submitted, under the lease: a crash after this
+    point leaves the effect unknown, to be settled from the target system's record."""
+    with transaction.atomic():
+        req = lock_owned(lease)
+        row = _lock_current_row(req, stage_id)
+        if row.status != StageStatus.RUNNING:
+            raise WorkflowError(f"stage {row.id} is {row.status}, not running: nothing may be submitted")
+        row.submitted_at = row.submitted_at or now
+        row.save(update_fields=["submitted_at"])
+        return stage_snapshot(row)
+
+
 def save_success(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: datetime) -> StageSnapshot:
     """completed + current: the handler finished; the transition is still to come."""
     with transaction.atomic():
@@ -91,7 +104,13 @@ def save_success(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: d
 
 
 def save_failure(
-    lease: Lease, stage_id: UUID, error: str, *, now: datetime, retry_policy: RetryPolicy
+    lease: Lease,
+    stage_id: UUID,
+    error: str,
+    *,
+    now: datetime,
+    retry_policy: RetryPolicy,
+    open_question: str = "",
 ) -> RetryDecision:
     """Row failed + current; parent retry_wait (or needs_attention) with a saved deadline."""
     with transaction.atomic():
@@ -110,6 +129,8 @@ def save_failure(
         else:
             req.wait_for_retry()
             req.next_check_at = decision.next_attempt_at
+            req.open_question = open_question
+            req.owner = req.owner or req.requested_by
         req.retry_count = failures
         req.next_attempt_at = decision.next_attempt_at
         req.last_error = error
@@ -233,18 +254,17 @@ def _apply(req: DeletionRequest, history: list[StageSnapshot], op: Operation, no
         old.is_current = False
         old.metadata_json = {**old.metadata_json, "decision": op.decision}
         old.save(update_fields=["is_current", "metadata_json"])
-        retry_cleared = {"retry_count": 0, "next_attempt_at": None, "last_error": None}
+        retry_cleared = {"retry_count": 0, "next_attempt_at": None, "last_error": None, "open_question": ""}
         for name, value in retry_cleared.items():
             setattr(req, name, value)
-        fields = ["retry_count", "next_attempt_at", "last_error", "last_action", "updated_at", "next_check_at"]
+        fields = [*retry_cleared, "last_action", "updated_at", "next_check_at"]
         result: NextStage
         if op.successor is None:
             req.complete()
             req.completed_at = now
             req.next_check_at = None
-            req.open_question = ""
             req.last_action = f"completed after {current.stage}"
-            fields += ["status", "completed_at", "open_question"]
+            fields += ["status", "completed_at"]
             result = Finished(status=Status.COMPLETED, completed_stages=_completed(history))
         else:
             result = _insert(req, op.successor, previous=current.id, now=now)

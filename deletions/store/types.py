@@ -33,6 +33,7 @@ class StageSnapshot:
     last_error: str | None
     operation_id: UUID
     attempts: int
+    submitted_at: datetime | None = None
 
     @property
     def inputs(self) -> Any:

@@ -47,7 +47,10 @@ def _outcome(ctx: HandlerContext, row: StageSnapshot) -> dict[str, Any]:
 
 def run_handler(ctx: HandlerContext, row: StageSnapshot) -> None:
     """Returns once the outcome, success or retryable failure, is saved."""
-    stages.mark_running(ctx.lease, row.id, now=clock.now())
+    row = stages.mark_running(ctx.lease, row.id, now=clock.now())
+    if row.submitted_at is not None:
+        settle_unknown_effect(ctx, row)
+        return
     try:
         if ctx.options.fail_stage == row.stage:
             raise RuntimeError(f"injected failure in {row.stage} (--fail-stage)")
@@ -55,6 +58,8 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> None:
             raise Interrupted(f"stopped during {row.stage}; the row stays current")
         if ctx.stop.is_set():
             raise Interrupted(f"stopped before {row.stage}; the row stays current")
+        stages.mark_submitted(ctx.lease, row.id, now=clock.now())
+        crash_point("after-submit-mark")
         applied = target_system.apply(
             operation_id=row.operation_id,
             request_id=ctx.lease.request_id,
@@ -74,3 +79,25 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> None:
         return
     crash_point("after-effect")
     stages.save_success(ctx.lease, row.id, applied, now=clock.now())
+
+
+def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> None:
+    """An earlier attempt may have submitted: look the operation up, never resend blindly.
+
+    Found: save what the target system recorded. Not found: the target may lag, so
+    the effect stays unknown with an owner and a next check; only an operator who
+    confirms it was not applied (`resume_deletion --effect-not-applied`) allows a resend.
+    """
+    recorded = target_system.lookup(row.operation_id)
+    if recorded is not None:
+        stages.save_success(ctx.lease, row.id, recorded, now=clock.now())
+        return
+    stages.save_failure(
+        ctx.lease,
+        row.id,
+        f"effect unknown: operation {row.operation_id} was submitted at {row.submitted_at} but the target "
+        "system has no record of it yet; not resent",
+        now=clock.now(),
+        retry_policy=decide_retry,
+        open_question=f"did operation {row.operation_id} ({row.stage}) take effect? the next check looks it up again",
+    )

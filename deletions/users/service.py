@@ -9,9 +9,9 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from deletions import clock, tasks
+from deletions import clock, target_system, tasks
 from deletions.errors import BadInput, Refused, UnknownRequest
-from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
+from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, StageHistory, Status
 from deletions.store import approvals, decisions
 from deletions.store.requests import get_request, insert_request, parse_request_id
 from deletions.users import inventory, workflow
@@ -110,8 +110,15 @@ def deletion_cancel(*, request_id: str | UUID, cancelled_by: str, reason: str) -
         return req
 
 
-def deletion_resume(*, request_id: str | UUID, resumed_by: str, reason: str = "") -> DeletionRequest:
-    """An operator sends a needs_attention request back to the retry queue, due now."""
+def deletion_resume(
+    *, request_id: str | UUID, resumed_by: str, reason: str = "", effect_not_applied: bool = False
+) -> DeletionRequest:
+    """An operator sends a stopped request back to the retry queue, due now.
+
+    With `effect_not_applied` the operator also settles an unknown effect: they
+    confirm the target system never applied the current stage's operation, which
+    allows the next attempt to submit it (under the same operation id).
+    """
     rid = parse_request_id(request_id)
     resumed_by = _actor(resumed_by, "by")
     now = clock.now()
@@ -119,9 +126,28 @@ def deletion_resume(*, request_id: str | UUID, resumed_by: str, reason: str = ""
         req = DeletionRequest.objects.select_for_update().filter(id=rid).first()
         if req is None:
             raise UnknownRequest(f"no deletion request with id {rid}")
-        if req.status != Status.NEEDS_ATTENTION:
+        resumable = [Status.NEEDS_ATTENTION, *([Status.RETRY_WAIT] if effect_not_applied else [])]
+        if req.status not in resumable:
             raise Refused(f"request {req.id} is {req.status}; only a request that needs attention can be resumed")
-        req.operator_resume()
+        if effect_not_applied:
+            row = StageHistory.objects.select_for_update().filter(request=req, is_current=True).first()
+            if row is None or row.submitted_at is None:
+                raise Refused(f"request {req.id}: the current stage submitted nothing, so no effect is unknown")
+            if target_system.lookup(row.operation_id) is not None:
+                raise Refused(
+                    f"the target system has a record of operation {row.operation_id}: it was applied; nothing to resend"
+                )
+            row.submitted_at = None
+            row.save(update_fields=["submitted_at"])
+            decisions.record(
+                request_id=req.id,
+                actor=resumed_by,
+                action="confirm_not_applied",
+                reason=reason or f"operation {row.operation_id} confirmed not applied",
+                now=now,
+            )
+        if req.status == Status.NEEDS_ATTENTION:
+            req.operator_resume()
         req.retry_count = 0
         req.next_attempt_at = now
         req.next_check_at = now

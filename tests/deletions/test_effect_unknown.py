@@ -1,0 +1,89 @@
+"""Effect unknown: a worker that may have submitted is settled from the target system's record."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+
+from deletions import target_system
+from deletions.models import DeletionRequest, StageHistory
+from tests.conftest import submit_and_approve
+from tests.deletions.test_worker import crash_at, effects, take_over
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-submit-mark", req.id)
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert gate.submitted_at is not None and gate.status == "running"
+    assert target_system.lookup(gate.operation_id) is None  # it crashed before the target saw anything
+
+    ran = take_over(cmd, crashed)
+    assert ran.code == 1 and "retry not before" in ran.err
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.status == "retry_wait" and "effect unknown" in (after.last_error or "")
+    assert f"did operation {gate.operation_id}" in after.open_question and after.owner
+    assert after.next_check_at == after.next_attempt_at
+    assert effects(req.id) == []  # no blind resend
+
+    # A later look-up still finds nothing: still unknown, still not resent.
+    with time_machine.travel((after.next_attempt_at or after.updated_at) + timedelta(seconds=1), tick=False):
+        again = cmd("run_deletion", str(req.id), "--executor-id", "worker-c")
+    assert again.code == 1 and effects(req.id) == []
+    assert DeletionRequest.objects.get(id=req.id).retry_count == 2
+
+    # The operator checked the target system and confirms it was never applied.
+    resumed = cmd(
+        "resume_deletion",
+        str(req.id),
+        "--by",
+        "operator-c",
+        "--effect-not-applied",
+        "--reason",
+        "target audit log shows nothing for this operation",
+    )
+    assert resumed.code == 0, resumed.err
+    assert cmd("run_deletion", str(req.id), "--executor-id", "worker-d").code == 0
+    done = DeletionRequest.objects.get(id=req.id)
+    assert done.status == "completed" and done.open_question == ""
+    assert [op for op, _, _ in effects(req.id)].count(gate.operation_id) == 1
+    assert done.decisions.filter(action="confirm_not_applied", actor="operator-c").exists()
+
+
+def test_found_effect_is_saved_from_the_record_without_resending(cmd) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-effect", req.id)
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    recorded = target_system.lookup(gate.operation_id)
+    assert recorded is not None
+    assert take_over(cmd, crashed, "--next-step").code == 0
+    settled = StageHistory.objects.get(id=gate.id)
+    assert settled.status == "completed" and settled.metadata_json["result"] == recorded
+    assert [a for _, a, _ in effects(req.id)] == ["gate_user"]  # the record settled it; nothing was resent
+    assert StageHistory.objects.get(request_id=req.id, is_current=True).stage == "purge_db"
+
+
+def test_operator_cannot_confirm_not_applied_when_the_target_has_the_record(cmd) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-effect", req.id)
+    DeletionRequest.objects.filter(id=req.id).update(status="needs_attention", lease_owner=None)
+    ran = cmd("resume_deletion", str(req.id), "--by", "operator-c", "--effect-not-applied")
+    assert ran.code == 1 and "it was applied; nothing to resend" in ran.err
+    assert StageHistory.objects.get(request_id=req.id, stage="gate_user").submitted_at is not None
+    assert DeletionRequest.objects.get(id=req.id).status == "needs_attention"
+    assert crashed.lease_generation == 1
+
+
+def test_unknown_effect_is_listed_on_the_operations_overview(cmd, client) -> None:
+    from django.contrib.auth.models import User
+
+    req = submit_and_approve()
+    crash_at("after-submit-mark", req.id)
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    client.force_login(User.objects.create_superuser("root-1", "r@x.example", "pw"))
+    page = client.get("/admin/operations/").content.decode()
+    assert "deletion demo:alice" in page and str(gate.operation_id) in page
