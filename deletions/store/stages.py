@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid5
 
 from django.db import transaction
 
@@ -276,9 +276,19 @@ def _apply(req: DeletionRequest, history: list[StageSnapshot], op: Operation, no
     raise WorkflowError(f"unknown operation {op!r}")
 
 
+OPERATION_NAMESPACE = UUID("6f1c2a4e-0d7b-5c3a-9e51-2b8f4d6a7c90")
+
+
+def operation_id(request_id: UUID, stage: str, community_id: str | None) -> UUID:
+    """The same intended effect always gets the same id, even if a restored backup
+    makes the workflow insert its row again: the target system then recognises it."""
+    return uuid5(OPERATION_NAMESPACE, f"{request_id}:{stage}:{community_id or ''}")
+
+
 def _insert(req: DeletionRequest, new: NewStage, *, previous: UUID | None, now: datetime) -> StageSnapshot:
     row = StageHistory.objects.create(
         request=req,
+        operation_id=operation_id(req.id, new.stage, new.community_id),
         stage=new.stage,
         target_community_id=new.community_id,
         status=StageStatus.PENDING,

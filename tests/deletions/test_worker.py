@@ -295,3 +295,23 @@ def test_two_worker_processes_at_the_same_instant_only_one_runs_handlers() -> No
     # Either the second arrived while the lease was live (refused, exit 1) or after the
     # first finished (read-only rerun, exit 0); never a second execution.
     assert codes in ([0, 0], [0, 1]), errs
+
+
+def test_two_replacement_workers_racing_after_expiry_only_one_takes_over() -> None:
+    req = submit_and_approve()
+    t0 = timezone.now()
+    gone = leases.claim(request_id=req.id, owner="lost-worker", now=t0, lease_seconds=60)
+    get_next_stage(gone, None, now=t0)  # it started, then vanished
+    with time_machine.travel(t0 + timedelta(seconds=61), tick=True):
+        results = race(2, lambda i: worker.run(req.id, executor_id=f"replacement-{i}"))
+    winners = [r for r in results if isinstance(r, worker.RunOutcome)]
+    assert len(winners) == 1 and [type(r) for r in results if not isinstance(r, worker.RunOutcome)] == [LeaseHeld]
+    from deletions.models import LeaseEvent
+
+    takeovers = list(LeaseEvent.objects.filter(request_id=req.id, event="takeover"))
+    assert len(takeovers) == 1 and takeovers[0].previous_owner == "lost-worker"
+    ops = effects(req.id)
+    assert len(ops) == len({op for op, _, _ in ops}) == 5 and {g for _, _, g in ops} == {2}
+    # The lost worker coming back late is fenced out everywhere.
+    with pytest.raises(StaleLease):
+        get_next_stage(gone, None, now=t0 + timedelta(seconds=120))
