@@ -74,3 +74,13 @@ def submit_and_approve(target: str = "demo:alice") -> Any:
 @pytest.fixture
 def approved(db):
     return submit_and_approve()
+
+
+@pytest.fixture
+def observe(record_property):
+    """Record what a rehearsal test saw; `manage.py rehearse` prints it as the Actual result."""
+
+    def note(text: str) -> None:
+        record_property("observed", text)
+
+    return note

@@ -142,9 +142,12 @@ def test_approving_twice_is_refused(cmd) -> None:
     refused(cmd, 1, "is approved, not submitted: it cannot be approved again (approved by operator-b", *args)
 
 
-def test_running_an_unapproved_request_is_refused(cmd) -> None:
+def test_running_an_unapproved_request_is_refused(cmd, observe) -> None:
     sub = submitted(cmd)
     refused(cmd, 1, "is not approved (status submitted)", "run_deletion", sub["id"])
+    digest = json.loads(cmd("show_deletion", sub["id"], "--json").out)["request"]["inventory_digest"]
+    assert digest == sub["inventory_digest"]
+    observe("run refused (exit 1, not approved), no row changed; the same proposal and digest wait for approval")
 
 
 def test_running_a_cancelled_request_is_refused(cmd) -> None:

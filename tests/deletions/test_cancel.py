@@ -31,7 +31,7 @@ def test_cancel_before_first_stage_cancels_outright(cmd) -> None:
     assert not StageHistory.objects.filter(request_id=req.id).exists()
 
 
-def test_cancel_while_a_worker_runs_stops_at_the_next_transition(settings) -> None:
+def test_cancel_while_a_worker_runs_stops_at_the_next_transition(settings, observe) -> None:
     settings.DELETION_HEARTBEAT_SECONDS = 0.2
     req = submit_and_approve()
     stop = threading.Event()
@@ -55,9 +55,12 @@ def test_cancel_while_a_worker_runs_stops_at_the_next_transition(settings) -> No
     assert after.status == "cancelled" and after.lease_owner is None
     rows = list(StageHistory.objects.filter(request_id=req.id))
     assert [(r.stage, r.status) for r in rows] == [("gate_user", "completed")]
+    observe(
+        "cancel recorded mid-stage; the stage finished, the worker stopped at the boundary: cancelled, 1 stage done"
+    )
 
 
-def test_cancel_during_retry_wait_keeps_completed_stages(cmd) -> None:
+def test_cancel_during_retry_wait_keeps_completed_stages(cmd, observe) -> None:
     req = submit_and_approve()
     assert cmd("run_deletion", str(req.id), "--fail-stage", "purge_db").code == 1
     ran = cmd("cancel_deletion", str(req.id), "--by", "operator-c", "--reason", "duplicate request")
@@ -65,9 +68,11 @@ def test_cancel_during_retry_wait_keeps_completed_stages(cmd) -> None:
     after = DeletionRequest.objects.get(id=req.id)
     assert after.status == "cancelled" and "1 completed stage(s) stay done" in after.last_action
     assert StageHistory.objects.get(request_id=req.id, stage="gate_user").status == "completed"
+    observe("cancelled while waiting to retry; 1 completed stage reported as done, nothing undone")
 
 
-def test_cancellation_and_claim_race_exactly_one_wins() -> None:
+def test_cancellation_and_claim_race_exactly_one_wins(observe) -> None:
+    winners = []
     for n in range(5):
         req = submit_and_approve(f"demo:race-{n}")
 
@@ -78,6 +83,7 @@ def test_cancellation_and_claim_race_exactly_one_wins() -> None:
 
         cancel_result, claim_result = race(2, contender)
         after = DeletionRequest.objects.get(id=req.id)
+        winners.append("cancel" if isinstance(claim_result, Refused) else "claim")
         if isinstance(claim_result, Refused):
             # Cancellation won: the request is cancelled and the claim was refused.
             assert after.status == "cancelled" and after.lease_owner is None
@@ -86,3 +92,4 @@ def test_cancellation_and_claim_race_exactly_one_wins() -> None:
             assert after.status == "approved" and after.lease_owner == "worker-a"
             assert after.cancel_requested_at is not None
             assert not isinstance(cancel_result, Exception)
+    observe(f"5 races, exactly one winner each: {', '.join(winners)}")

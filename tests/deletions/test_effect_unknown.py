@@ -15,7 +15,7 @@ from tests.deletions.test_worker import crash_at, effects, take_over
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd) -> None:
+def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd, observe) -> None:
     req = submit_and_approve()
     crashed = crash_at("after-submit-mark", req.id)
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
@@ -52,9 +52,13 @@ def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd) -> N
     assert done.status == "completed" and done.open_question == ""
     assert [op for op, _, _ in effects(req.id)].count(gate.operation_id) == 1
     assert done.decisions.filter(action="confirm_not_applied", actor="operator-c").exists()
+    observe(
+        "two look-ups found no record: stayed effect unknown (retry_wait, owner, open question, next check), "
+        "0 effects sent; after the operator confirmed not applied, applied exactly once"
+    )
 
 
-def test_found_effect_is_saved_from_the_record_without_resending(cmd) -> None:
+def test_found_effect_is_saved_from_the_record_without_resending(cmd, observe) -> None:
     req = submit_and_approve()
     crashed = crash_at("after-effect", req.id)
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
@@ -65,6 +69,7 @@ def test_found_effect_is_saved_from_the_record_without_resending(cmd) -> None:
     assert settled.status == "completed" and settled.metadata_json["result"] == recorded
     assert [a for _, a, _ in effects(req.id)] == ["gate_user"]  # the record settled it; nothing was resent
     assert StageHistory.objects.get(request_id=req.id, is_current=True).stage == "purge_db"
+    observe("the target's record settled the gate; it was not resubmitted")
 
 
 def test_operator_cannot_confirm_not_applied_when_the_target_has_the_record(cmd) -> None:

@@ -37,7 +37,7 @@ def restore(request_id, backup: tuple[list, list]) -> None:
             cur.execute(f"INSERT INTO entity_deletion_stage_history VALUES ({placeholders})", list(row))
 
 
-def test_restored_backup_does_not_repeat_an_applied_operation(cmd) -> None:
+def test_restored_backup_does_not_repeat_an_applied_operation(cmd, observe) -> None:
     req = submit_and_approve()
     assert cmd("run_deletion", str(req.id), "--next-step").code == 0  # gate done; B purge_db pending
     backup = snapshot(req.id)  # the backup predates B's purge_db effect
@@ -54,6 +54,10 @@ def test_restored_backup_does_not_repeat_an_applied_operation(cmd) -> None:
     assert ops.count(b_db_before.operation_id) == 1  # recognised by the target system, not applied twice
     assert len(ops) == len(set(ops)) == 5
     assert set(applied_before) <= set(effects(req.id))
+    observe(
+        "records restored to before B purge_db; the rerun reused its operation id and the target returned "
+        "the first outcome: 5 operations, none applied twice"
+    )
 
 
 def test_operation_ids_are_stable_for_the_same_intended_effect() -> None:

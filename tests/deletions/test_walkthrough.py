@@ -82,13 +82,14 @@ def test_five_next_step_invocations_match_the_seed_table(cmd) -> None:
     ]
 
 
-def test_rerunning_a_completed_request_is_read_only_and_exits_0(cmd) -> None:
+def test_rerunning_a_completed_request_is_read_only_and_exits_0(cmd, observe) -> None:
     rid = submit_approve(cmd)
     assert cmd("run_deletion", rid).code == 0
     before = show_rows(rid)
     ran = cmd("run_deletion", rid, "--executor-id", "late-worker")
     assert ran.code == 0 and "already completed" in ran.out
     assert show_rows(rid) == before
+    observe("rerun exit 0, 'already completed', every row unchanged")
 
 
 def test_branching_all_at_once_skips_c_agents(cmd) -> None:
@@ -126,7 +127,7 @@ def test_branching_step_by_step_keeps_the_saved_b_decision(cmd) -> None:
     assert [s["stage"] for s in stages if str(s["target_community_id"]) == C] == ["purge_db", "purge_agents"]
 
 
-def test_failure_then_retry_after_deadline_resumes_the_same_row(cmd) -> None:
+def test_failure_then_retry_after_deadline_resumes_the_same_row(cmd, observe) -> None:
     rid = submit_approve(cmd)
     start = timezone.now()
     with time_machine.travel(start, tick=False):
@@ -160,6 +161,10 @@ def test_failure_then_retry_after_deadline_resumes_the_same_row(cmd) -> None:
     assert resumed["started_at"] == first_started
     assert resumed["last_error"] is None
     assert len([s for s in stages if s["stage"] == "purge_db" and str(s["target_community_id"]) == B]) == 1
+    observe(
+        "exit 1, B purge_db failed+current, retry_wait, count 1, deadline +30 s, early retry refused; worker-b "
+        "resumed the same row with its first start time and finished"
+    )
 
 
 def test_ten_consecutive_failures_need_an_operator(cmd) -> None:
@@ -192,7 +197,7 @@ def test_show_deletion_prints_chain_and_json(cmd) -> None:
     assert data["approvals"][0]["approved_by"] == "operator-b"
 
 
-def test_expired_approval_sends_the_request_back_to_review(cmd) -> None:
+def test_expired_approval_sends_the_request_back_to_review(cmd, observe) -> None:
     rid = submit_approve(cmd)
     with time_machine.travel(timezone.now() + timedelta(days=7, seconds=1), tick=False):
         ran = cmd("run_deletion", rid)
@@ -206,3 +211,4 @@ def test_expired_approval_sends_the_request_back_to_review(cmd) -> None:
         assert cmd("run_deletion", rid).code == 0
     request, _, approvals = show_rows(rid)
     assert request["status"] == "completed" and [a["approved_by"] for a in approvals] == ["operator-b", "operator-c"]
+    observe("run after 7 days refused, request back to submitted, no claim, no stage; a new approval let it run")

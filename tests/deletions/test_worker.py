@@ -64,7 +64,7 @@ def effects(request_id: Any) -> list[tuple[Any, ...]]:
         return cur.fetchall()
 
 
-def test_crash_during_handler_resumes_same_row_after_lease_expiry(cmd) -> None:
+def test_crash_during_handler_resumes_same_row_after_lease_expiry(cmd, observe) -> None:
     req = submit_and_approve()
     proc = start_worker(req.id, "--executor-id", "worker-a", "--stage-delay-ms", "60000")
     row = wait_for(lambda: running_row(req.id), what="gate_user running")
@@ -87,6 +87,10 @@ def test_crash_during_handler_resumes_same_row_after_lease_expiry(cmd) -> None:
     assert resumed.status == "completed" and resumed.started_at == row.started_at and resumed.attempts == 2
     assert len(rows) == 5 and sum(r["stage"] == "gate_user" for r in rows) == 1
     assert {g for _, _, g in effects(req.id)} == {2}
+    observe(
+        f"SIGKILL mid-{row.stage}; competitor refused while leased; after expiry worker-b (generation 2) resumed "
+        f"row {str(row.id)[:8]} (attempts {resumed.attempts}, first start kept); 5 effects, all generation 2"
+    )
 
 
 def crash_at(point: str, request_id: Any, *args: str) -> DeletionRequest:
@@ -102,7 +106,7 @@ def take_over(cmd, crashed: DeletionRequest, *args: str) -> Any:
         return cmd("run_deletion", str(crashed.id), "--executor-id", "worker-b", *args)
 
 
-def test_crash_before_first_transition_initializes_on_takeover(cmd) -> None:
+def test_crash_before_first_transition_initializes_on_takeover(cmd, observe) -> None:
     req = submit_and_approve()
     crashed = crash_at("after-claim", req.id)
     assert crashed.status == "approved" and not StageHistory.objects.filter(request_id=req.id).exists()
@@ -110,9 +114,10 @@ def test_crash_before_first_transition_initializes_on_takeover(cmd) -> None:
     assert ran.code == 0, ran.err
     _, rows, _ = show_rows(req.id)
     assert [r["stage"] for r in rows if not r["is_current"]] == ["gate_user"]
+    observe(f"killed after claim: status {crashed.status}, 0 stages; takeover initialized gate_user and ran it once")
 
 
-def test_crash_after_saved_success_does_not_rerun_the_handler(cmd) -> None:
+def test_crash_after_saved_success_does_not_rerun_the_handler(cmd, observe) -> None:
     req = submit_and_approve()
     crashed = crash_at("after-handler", req.id)
     _, rows, _ = show_rows(req.id)
@@ -126,9 +131,10 @@ def test_crash_after_saved_success_does_not_rerun_the_handler(cmd) -> None:
     assert not gate_after.is_current and gate_after.metadata_json["decision"]["transition"] == "enter_communities"
     # The next run executed B's purge_db, not the gate again.
     assert [a for _, a, _ in effects(req.id)] == ["gate_user", "purge_db"]
+    observe("killed with gate_user completed+current; takeover transitioned its saved result, attempts stayed 1")
 
 
-def test_crash_after_effect_before_save_settles_from_the_target_system(cmd) -> None:
+def test_crash_after_effect_before_save_settles_from_the_target_system(cmd, observe) -> None:
     req = submit_and_approve()
     crashed = crash_at("after-effect", req.id, "--demo-no-agents-in", "00000000-0000-0000-0000-00000000000b")
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
@@ -141,9 +147,12 @@ def test_crash_after_effect_before_save_settles_from_the_target_system(cmd) -> N
     ops = [op for op, _, _ in effects(req.id)]
     assert len(ops) == len(set(ops)) == StageHistory.objects.filter(request_id=req.id).count()
     assert target_system.lookup(gate.operation_id) == gate_after.metadata_json["result"]
+    observe(
+        f"killed after the effect; next attempt found operation {str(gate.operation_id)[:8]} at the target, saved it"
+    )
 
 
-def test_crash_after_transition_commit_returns_the_saved_successor(cmd) -> None:
+def test_crash_after_transition_commit_returns_the_saved_successor(cmd, observe) -> None:
     req = submit_and_approve()
     crashed = crash_at("after-transition", req.id)
     _, rows, _ = show_rows(req.id)
@@ -153,6 +162,7 @@ def test_crash_after_transition_commit_returns_the_saved_successor(cmd) -> None:
     assert ran.code == 0, ran.err
     assert StageHistory.objects.get(id=successor_id).status == "completed"
     assert StageHistory.objects.filter(request_id=req.id, stage="gate_user").count() == 1
+    observe("killed after commit; takeover ran the saved successor B purge_db; one gate row")
 
 
 def test_heartbeat_advances_during_a_long_handler_and_competitor_is_refused(settings, cmd) -> None:
@@ -203,7 +213,7 @@ def test_signal_stops_handler_releases_lease_and_keeps_row_current(sig: signal.S
     assert kept.is_current and kept.status == "running"
 
 
-def test_stale_generation_writes_are_rejected() -> None:
+def test_stale_generation_writes_are_rejected(observe) -> None:
     req = submit_and_approve()
     t0 = timezone.now()
     old = leases.claim(request_id=req.id, owner="worker-a", now=t0, lease_seconds=60)
@@ -247,6 +257,7 @@ def test_stale_generation_writes_are_rejected() -> None:
         )
     assert show_rows(req.id) == snapshot
     assert leases.heartbeat(new, now=later, lease_seconds=60) is True
+    observe("generation 1 refused for heartbeat, release, status, result, failure, transition and at the target")
 
 
 def race(n: int, fn: Callable[[int], Any], timeout: float = 60) -> list[Any]:
@@ -272,7 +283,7 @@ def race(n: int, fn: Callable[[int], Any], timeout: float = 60) -> list[Any]:
     return results
 
 
-def test_two_workers_at_the_same_instant_only_one_runs_handlers() -> None:
+def test_two_workers_at_the_same_instant_only_one_runs_handlers(observe) -> None:
     req = submit_and_approve()
     results = race(2, lambda i: worker.run(req.id, executor_id=f"worker-{i}"))
     winners = [r for r in results if isinstance(r, worker.RunOutcome)]
@@ -282,9 +293,10 @@ def test_two_workers_at_the_same_instant_only_one_runs_handlers() -> None:
     ops = effects(req.id)
     assert len(ops) == 5 and len({op for op, _, _ in ops}) == 5
     assert DeletionRequest.objects.get(id=req.id).lease_generation == 1
+    observe(f"2 threads: 1 ran 5 handlers, 1 refused ({losers[0].message[:40]}...)")
 
 
-def test_two_worker_processes_at_the_same_instant_only_one_runs_handlers() -> None:
+def test_two_worker_processes_at_the_same_instant_only_one_runs_handlers(observe) -> None:
     req = submit_and_approve()
     procs = [start_worker(req.id, "--executor-id", f"proc-{i}") for i in range(2)]
     errs = " ".join(p.communicate(timeout=60)[1] for p in procs)
@@ -295,9 +307,10 @@ def test_two_worker_processes_at_the_same_instant_only_one_runs_handlers() -> No
     # Either the second arrived while the lease was live (refused, exit 1) or after the
     # first finished (read-only rerun, exit 0); never a second execution.
     assert codes in ([0, 0], [0, 1]), errs
+    observe(f"2 processes exited {codes}; 5 operations applied once each")
 
 
-def test_two_replacement_workers_racing_after_expiry_only_one_takes_over() -> None:
+def test_two_replacement_workers_racing_after_expiry_only_one_takes_over(observe) -> None:
     req = submit_and_approve()
     t0 = timezone.now()
     gone = leases.claim(request_id=req.id, owner="lost-worker", now=t0, lease_seconds=60)
@@ -315,3 +328,4 @@ def test_two_replacement_workers_racing_after_expiry_only_one_takes_over() -> No
     # The lost worker coming back late is fenced out everywhere.
     with pytest.raises(StaleLease):
         get_next_stage(gone, None, now=t0 + timedelta(seconds=120))
+    observe("1 takeover from lost-worker, the other replacement refused; 5 operations once each, generation 2")
