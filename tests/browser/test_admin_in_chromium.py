@@ -20,10 +20,6 @@ from retirements import clock
 from retirements.models import Lifecycle, RetirementRequest, Workspace
 from retirements.services import retirement_request
 
-# Playwright's sync API runs an event loop in this thread; the live server's ORM calls
-# happen in the server thread, the test's own ORM calls are synchronous by design.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 PASSWORD = "browser-test-pw-1"
@@ -42,6 +38,20 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls
+    # stay synchronous. Set only while these tests run, so no subprocess inherits it.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        yield from _launch()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+def _launch() -> Iterator[Browser]:
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,

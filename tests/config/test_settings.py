@@ -10,7 +10,8 @@ from tests.conftest import ROOT
 
 
 def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "DATABASE_URL", "EMBEDDED_PGDATA")}
+    drop = ("DJANGO_SECRET_KEY", "DATABASE_URL", "EMBEDDED_PGDATA", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    base = {k: v for k, v in os.environ.items() if k not in drop}
     base.update(DJANGO_SETTINGS_MODULE="config.settings", **env)
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, env=base, capture_output=True, text=True, timeout=60
