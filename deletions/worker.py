@@ -94,7 +94,6 @@ def run(
     lease = leases.claim(
         request_id=req.id, owner=executor_id, now=clock.now(), lease_seconds=settings.DELETION_LEASE_SECONDS
     )
-    logger.info("claimed request=%s executor=%s generation=%s", req.id, executor_id, lease.generation)
     crash_point("after-claim")
     heartbeat = Heartbeat(lease, stop, settings.DELETION_HEARTBEAT_SECONDS, settings.DELETION_LEASE_SECONDS)
     heartbeat.start()
@@ -123,8 +122,7 @@ def run(
         raise
     finally:
         heartbeat.stop()
-        if not leases.release(lease, now=clock.now()):
-            logger.warning("release refused: lease of %s generation %s is stale", executor_id, lease.generation)
+        leases.release(lease, now=clock.now())  # a stale release is refused and logged by the store
 
 
 def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutcome:

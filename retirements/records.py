@@ -44,7 +44,13 @@ def log_decision(
     now: datetime,
 ) -> Decision:
     label = actor.get_username() if actor is not None else "watcher"
-    logger.info("decision request=%s action=%s actor=%s", request.id if request else None, action, label)
+    # Ids only in logs: the decision row keeps who and why.
+    logger.info(
+        "decision request=%s action=%s actor_id=%s",
+        request.id if request else None,
+        action,
+        actor.pk if actor else None,
+    )
     return Decision.objects.create(
         request=request,
         workspace=workspace,
@@ -71,7 +77,7 @@ def suppress_pending_notices(request: RetirementRequest) -> int:
 
 def raise_alarm(*, kind: str, request: RetirementRequest, message: str, now: datetime) -> Alarm | None:
     """Save an open alarm (one per kind and request) and log it as an error."""
-    logger.error("alarm kind=%s request=%s %s", kind, request.id, message)
+    logger.error("alarm kind=%s request=%s", kind, request.id)  # the message (maybe addresses) stays in the row
     existing = Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True).first()
     if existing:
         return existing
