@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+from datetime import timedelta
 from typing import Any
 
+import time_machine
 from django.db import connection
+from django.utils import timezone
+
+from deletions.models import DeletionRequest, StageHistory
+from tests.conftest import ROOT, manage_argv, subprocess_env
+from tests.support import table_rows
 
 SHOW_REQUEST = """
     SELECT target, status, lease_owner, lease_generation, lease_expires_at,
@@ -44,17 +53,12 @@ def show_rows(request_id: Any) -> tuple[dict[str, Any], list[dict[str, Any]], li
 
 def all_rows() -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the deletion tables: compared before and after a refusal."""
-    out = {}
-    with connection.cursor() as cur:
-        for table in (
-            "entity_deletion_requests",
-            "entity_deletion_approvals",
-            "entity_deletion_stage_history",
-            "entity_deletion_decisions",
-        ):
-            cur.execute(f"SELECT * FROM {table} ORDER BY 1")
-            out[table] = cur.fetchall()
-    return out
+    return table_rows(
+        "entity_deletion_requests",
+        "entity_deletion_approvals",
+        "entity_deletion_stage_history",
+        "entity_deletion_decisions",
+    )
 
 
 def current(stages: list[dict[str, Any]]) -> list[tuple[str, str | None, str]]:
@@ -63,3 +67,45 @@ def current(stages: list[dict[str, Any]]) -> list[tuple[str, str | None, str]]:
         for s in stages
         if s["is_current"]
     ]
+
+
+def running_row(request_id: Any) -> StageHistory | None:
+    return StageHistory.objects.filter(request_id=request_id, is_current=True, status="running").first()
+
+
+def start_worker(request_id: Any, *args: str, **env: str) -> subprocess.Popen[str]:
+    """`run_deletion` in a real child process on this test database."""
+    return subprocess.Popen(
+        manage_argv("run_deletion", str(request_id), *args),
+        env=subprocess_env(**env),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def effects(request_id: Any) -> list[tuple[Any, ...]]:
+    """What the demo target system applied for a request: (operation, action, generation)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT operation_id, action, generation FROM demo_target_effects "
+            "WHERE request_id = %s ORDER BY applied_at",
+            [request_id],
+        )
+        return cur.fetchall()
+
+
+def crash_at(point: str, request_id: Any, *args: str) -> DeletionRequest:
+    """A worker process that SIGKILLs itself at a named crash point."""
+    proc = start_worker(request_id, "--executor-id", "worker-a", *args, DELETION_CRASH_AT=point)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, err
+    return DeletionRequest.objects.get(id=request_id)
+
+
+def take_over(cmd: Any, crashed: DeletionRequest, *args: str) -> Any:
+    """Another executor runs once the crashed worker's lease has expired."""
+    at = (crashed.lease_expires_at or timezone.now()) + timedelta(seconds=1)
+    with time_machine.travel(at, tick=False):
+        return cmd("run_deletion", str(crashed.id), "--executor-id", "worker-b", *args)

@@ -16,7 +16,8 @@ from deletions.store import leases
 from deletions.users.handlers import RunOptions
 from deletions.users.service import deletion_cancel
 from tests.conftest import submit_and_approve
-from tests.deletions.test_worker import race, running_row, wait_for
+from tests.deletions.helpers import running_row
+from tests.support import race, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

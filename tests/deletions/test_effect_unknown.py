@@ -10,7 +10,7 @@ import time_machine
 from deletions import target_system
 from deletions.models import DeletionRequest, StageHistory
 from tests.conftest import submit_and_approve
-from tests.deletions.test_worker import crash_at, effects, take_over
+from tests.deletions.helpers import crash_at, effects, take_over
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,7 @@ from django.db import connection
 from deletions.models import DeletionRequest, StageHistory
 from deletions.users.inventory import COMMUNITY_B
 from tests.conftest import submit_and_approve
-from tests.deletions.test_worker import effects
+from tests.deletions.helpers import effects
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

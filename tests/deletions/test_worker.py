@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import threading
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import time_machine
-from django.db import connection, connections
+from django.db import connections
 from django.utils import timezone
 
 from deletions import target_system, worker
@@ -23,45 +21,11 @@ from deletions.store import leases, stages
 from deletions.store.types import StageSnapshot
 from deletions.users.handlers import RunOptions
 from deletions.users.transition import get_next_stage
-from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
-from tests.deletions.helpers import current, show_rows
+from tests.conftest import submit_and_approve
+from tests.deletions.helpers import crash_at, current, effects, running_row, show_rows, start_worker, take_over
+from tests.support import race, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def running_row(request_id: Any) -> StageHistory | None:
-    return StageHistory.objects.filter(request_id=request_id, is_current=True, status="running").first()
-
-
-def start_worker(request_id: Any, *args: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        manage_argv("run_deletion", str(request_id), *args),
-        env=subprocess_env(**env),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def effects(request_id: Any) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT operation_id, action, generation FROM demo_target_effects "
-            "WHERE request_id = %s ORDER BY applied_at",
-            [request_id],
-        )
-        return cur.fetchall()
 
 
 def test_crash_during_handler_resumes_same_row_after_lease_expiry(cmd, observe) -> None:
@@ -91,19 +55,6 @@ def test_crash_during_handler_resumes_same_row_after_lease_expiry(cmd, observe) 
         f"SIGKILL mid-{row.stage}; competitor refused while leased; after expiry worker-b (generation 2) resumed "
         f"row {str(row.id)[:8]} (attempts {resumed.attempts}, first start kept); 5 effects, all generation 2"
     )
-
-
-def crash_at(point: str, request_id: Any, *args: str) -> DeletionRequest:
-    proc = start_worker(request_id, "--executor-id", "worker-a", *args, DELETION_CRASH_AT=point)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, err
-    return DeletionRequest.objects.get(id=request_id)
-
-
-def take_over(cmd, crashed: DeletionRequest, *args: str) -> Any:
-    at = (crashed.lease_expires_at or timezone.now()) + timedelta(seconds=1)
-    with time_machine.travel(at, tick=False):
-        return cmd("run_deletion", str(crashed.id), "--executor-id", "worker-b", *args)
 
 
 def test_crash_before_first_transition_initializes_on_takeover(cmd, observe) -> None:
@@ -258,29 +209,6 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
     assert show_rows(req.id) == snapshot
     assert leases.heartbeat(new, now=later, lease_seconds=60) is True
     observe("generation 1 refused for heartbeat, release, status, result, failure, transition and at the target")
-
-
-def race(n: int, fn: Callable[[int], Any], timeout: float = 60) -> list[Any]:
-    """Run fn(i) in n threads released together; each on its own connection."""
-    barrier = threading.Barrier(n)
-    results: list[Any] = [None] * n
-
-    def body(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results[i] = fn(i)
-        except Exception as exc:
-            results[i] = exc
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=timeout)
-    assert not any(t.is_alive() for t in threads), "a racing thread deadlocked"
-    return results
 
 
 def test_two_workers_at_the_same_instant_only_one_runs_handlers(observe) -> None:

@@ -20,7 +20,7 @@ from django_q.tasks import async_task
 from core.schedules import ensure_schedules
 from deletions.models import DeletionRequest, LeaseEvent, StageHistory
 from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
-from tests.deletions.test_worker import wait_for
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

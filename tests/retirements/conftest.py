@@ -4,10 +4,10 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.db import connection
 
 from retirements import clock
 from retirements.models import Lifecycle, Workspace
+from tests.support import table_rows
 
 TABLES = [
     "retirements_workspace",
@@ -21,12 +21,7 @@ TABLES = [
 
 
 def retirement_rows() -> dict[str, list[tuple[Any, ...]]]:
-    out = {}
-    with connection.cursor() as cur:
-        for table in TABLES:
-            cur.execute(f"SELECT * FROM {table} ORDER BY 1")
-            out[table] = cur.fetchall()
-    return out
+    return table_rows(*TABLES)
 
 
 def make_staff(username: str, *perms: str, email: str | None = None) -> User:

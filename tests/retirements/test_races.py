@@ -12,8 +12,8 @@ from core.errors import Refused
 from retirements.models import PurgeJob
 from retirements.services import retirement_cancel, retirement_hold
 from retirements.watcher import step
-from tests.deletions.test_worker import race
 from tests.retirements.helpers import fresh, request_at, run_at
+from tests.support import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

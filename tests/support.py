@@ -1,0 +1,54 @@
+"""Test plumbing shared by every suite: waiting, racing threads, table snapshots."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection, connections
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """Poll a condition another process or thread brings about; fail (never hang) after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def race(n: int, fn: Callable[[int], Any], timeout: float = 60) -> list[Any]:
+    """Run fn(i) in n threads released together; each on its own connection."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            results[i] = fn(i)
+        except Exception as exc:
+            results[i] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), "a racing thread deadlocked"
+    return results
+
+
+def table_rows(*tables: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the named tables: compared before and after a refusal."""
+    out = {}
+    with connection.cursor() as cur:
+        for table in tables:
+            cur.execute(f"SELECT * FROM {table} ORDER BY 1")
+            out[table] = cur.fetchall()
+    return out
