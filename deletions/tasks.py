@@ -8,17 +8,13 @@ import socket
 from uuid import UUID
 
 from core.errors import DomainError
+from core.queue import enqueue
 
 logger = logging.getLogger("deletions")
 
 
 def enqueue_run(request_id: UUID) -> None:
-    try:
-        from django_q.tasks import async_task
-
-        async_task("deletions.tasks.run_deletion", str(request_id))
-    except Exception:
-        logger.exception("enqueue failed request=%s", request_id)
+    enqueue("deletions.tasks.run_deletion", str(request_id))
 
 
 def run_deletion(request_id: str) -> str:

@@ -19,7 +19,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from core.admin_helpers import CaseAdmin, ConfirmForm, ReasonForm, action_view
-from retirements import case, clock, services
+from retirements import case, clock, services, watcher
 from retirements.models import RetirementRequest, Workspace
 
 
@@ -121,7 +121,7 @@ class RetirementRequestAdmin(CaseAdmin):
         now = clock.now()
         notices = list(req.notices.order_by("due_at", "id"))
         decisions = list(req.decisions.order_by("created_at", "id"))
-        stalled = case.stall_reason(req, now)
+        stalled = watcher.stall_reason(req, now)
         can = case.actions(req, request.user.get_all_permissions())
         context = {
             **self.admin_site.each_context(request),

@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.case import CasePanel
-from retirements import policy
 
 WIDTH, LEFT, RIGHT = 800, 90, 710
 
@@ -108,18 +107,3 @@ def timeline(req: Any, notices: list[Any], decisions: list[Any], now: datetime) 
     if opened is not None:
         holds.append(Span(x(opened), x(now), "on hold"))
     return Timeline(start, end, marks, holds)
-
-
-def stall_reason(req: Any, now: datetime) -> str | None:
-    w = req.watcher
-    if req.status != "waiting":
-        return None
-    if w is None:
-        return "no watcher"
-    return policy.is_stalled(
-        watcher_status=w.status,
-        watcher_started=w.started_at is not None,
-        created_at=w.created_at,
-        next_wake_at=req.next_wake_at,
-        now=now,
-    )

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 from uuid import UUID
 
-logger = logging.getLogger("retirements")
-
-
-def _enqueue(func: str, *args: Any) -> None:
-    # A failed enqueue leaves durable work in the database: the periodic
-    # run_due schedule (and stall detection) pick it up.
-    try:
-        from django_q.tasks import async_task
-
-        async_task(func, *args)
-    except Exception:
-        logger.exception("enqueue failed func=%s args=%s", func, args)
+from core.queue import enqueue
 
 
 def enqueue_watcher_step(watcher_id: UUID) -> None:
-    _enqueue("retirements.tasks.watcher_step", str(watcher_id))
+    enqueue("retirements.tasks.watcher_step", str(watcher_id))
 
 
 def enqueue_purge(job_id: int) -> None:
-    _enqueue("retirements.tasks.purge", job_id)
+    enqueue("retirements.tasks.purge", job_id)
 
 
 def watcher_step(watcher_id: str) -> str:

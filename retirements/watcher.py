@@ -189,6 +189,22 @@ def boundary(watcher_id: UUID, *, now: datetime) -> str:
         return verdict.action
 
 
+def stall_reason(request: RetirementRequest, now: datetime) -> str | None:
+    """Why this request's watcher counts as stalled (the pure policy decides), or None."""
+    if request.status != RequestStatus.WAITING:
+        return None
+    w = request.watcher
+    if w is None:
+        return "no watcher"
+    return policy.is_stalled(
+        watcher_status=w.status,
+        watcher_started=w.started_at is not None,
+        created_at=w.created_at,
+        next_wake_at=request.next_wake_at,
+        now=now,
+    )
+
+
 def detect_stalls(*, now: datetime) -> list[tuple[RetirementRequest, str]]:
     """Waiting requests whose watcher never started or missed its wake-up by 15 minutes."""
     stalled = []
@@ -204,18 +220,7 @@ def detect_stalls(*, now: datetime) -> list[tuple[RetirementRequest, str]]:
         .select_related("watcher", "workspace")
     )
     for request in candidates:
-        w = request.watcher
-        why = (
-            "no watcher"
-            if w is None
-            else policy.is_stalled(
-                watcher_status=w.status,
-                watcher_started=w.started_at is not None,
-                created_at=w.created_at,
-                next_wake_at=request.next_wake_at,
-                now=now,
-            )
-        )
+        why = stall_reason(request, now)
         if why:
             stalled.append((request, why))
     return stalled
