@@ -1,22 +1,8 @@
-from typing import Any
-
-from django.core.management.base import CommandParser
-
-from core.commands import ServiceCommand
-from retirements.inspect import describe, get
-from retirements.services import retirement_cancel, user_named
+from retirements.management.decision import DecisionCommand
+from retirements.services import retirement_cancel
 
 
-class Command(ServiceCommand):
+class Command(DecisionCommand):
     help = "Cancel a retirement before the point of no return; the workspace returns to disabled."
-
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("request_id")
-        parser.add_argument("--by", required=True, metavar="USER")
-        parser.add_argument("--reason", required=True)
-
-    def handle(self, *args: Any, **options: Any) -> None:
-        request = get(options["request_id"])
-        retirement_cancel(actor=user_named(options["by"]), request_id=request.id, reason=options["reason"])
-        data = describe(get(request.id))
-        self.print_json({k: data[k] for k in ("id", "status", "workspace", "conclusion")})
+    service = retirement_cancel
+    shows = ("id", "status", "workspace", "conclusion")
