@@ -116,6 +116,10 @@ def run(
             if next_step:
                 break
         return _outcome(nxt, handled)
+    except Interrupted as exc:
+        if heartbeat.lost.is_set():
+            raise StaleLease(f"lease of {executor_id} generation {lease.generation} was lost: {exc.message}") from exc
+        raise Interrupted(f"{exc.message}; the lease of {executor_id} is released") from exc
     except DeletionError as exc:
         if heartbeat.lost.is_set() and not isinstance(exc, StaleLease):
             raise StaleLease(f"lease of {executor_id} generation {lease.generation} was lost: {exc.message}") from exc

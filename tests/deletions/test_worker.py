@@ -157,7 +157,7 @@ def test_signal_stops_handler_releases_lease_and_keeps_row_current(sig: signal.S
     _, err = proc.communicate(timeout=30)
     assert time.monotonic() - started < 10
     assert proc.returncode == 1, err
-    assert "stopped during gate_user" in err
+    assert "stopped during gate_user; the row stays current; the lease of worker-a is released" in err
     after = DeletionRequest.objects.get(id=req.id)
     assert after.lease_owner is None and after.lease_expires_at is None
     kept = StageHistory.objects.get(id=row.id)
