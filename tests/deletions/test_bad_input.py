@@ -201,3 +201,8 @@ def test_no_agents_flag_outside_the_inventory_is_bad_usage(cmd, community: str) 
 def test_resume_of_a_request_not_needing_attention_is_refused(cmd) -> None:
     rid = _approved(cmd)
     refused(cmd, 1, "only a request that needs attention can be resumed", "resume_deletion", rid, "--by", "operator-c")
+
+
+def test_negative_stage_delay_is_bad_usage(cmd) -> None:
+    rid = _approved(cmd)
+    refused(cmd, 2, "--stage-delay-ms -5 must not be negative", "run_deletion", rid, "--stage-delay-ms", "-5")

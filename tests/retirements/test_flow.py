@@ -92,3 +92,13 @@ def test_run_watchers_command_reports_what_it_did(cmd, hq, make_workspace) -> No
     assert json.loads(ran.out)["steps"] == {str(req.id): f"wait until {(T + 23 * DAY).isoformat()}"}
     shown = cmd("show_retirement", str(req.id))
     assert shown.code == 0 and "request_received" in shown.out and "delivered" in shown.out
+    data = json.loads(cmd("show_retirement", str(req.id), "--json").out)
+    assert data["status"] == "waiting" and data["workspace"]["lifecycle"] == "deletion_pending"
+    assert data["next_wake_at"] == (T + 23 * DAY).isoformat()
+    assert [(n["kind"], n["status"], n["attempts"]) for n in data["notices"]] == [
+        ("request_received", "delivered", 1),
+        ("reminder_7_days", "pending", 0),
+        ("final_warning", "pending", 0),
+    ]
+    assert [w["authoritative"] for w in data["watchers"]] == [True] and data["purge_job"] is None
+    assert [d["action"] for d in data["decisions"]] == ["request"]

@@ -1,0 +1,101 @@
+"""Operator commands with no other test: demo_setup, embedded_db, setup_schedules, manage.py test."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from django.contrib.auth.models import User
+from django_q.models import Schedule
+
+from core.schedules import SCHEDULES
+from deletions.models import DeletionRequest
+from retirements.models import RetirementRequest, Workspace
+from tests.conftest import ROOT, manage_argv, subprocess_env
+
+
+@pytest.mark.django_db
+def test_demo_setup_prints_logins_seeds_cases_once_and_resets_passwords(cmd, monkeypatch) -> None:
+    from django.contrib.auth.models import Group, Permission
+
+    from core.groups import ensure_groups
+
+    ensure_groups(Group, Permission)
+    monkeypatch.setenv("DEMO_PASSWORD", "first-pass-123")
+    first = cmd("demo_setup")
+    assert first.code == 0, first.err
+    assert "Demo staff login: username=demo password=first-pass-123" in first.out
+    assert "operator-1 (operators), approver-1 (approvers), support-1 (support (read-only))" in first.out
+    assert "Demo cases created" in first.out
+    statuses = set(DeletionRequest.objects.values_list("status", flat=True))
+    assert statuses == {"submitted", "approved", "completed", "retry_wait", "cancelled"}
+    assert set(Workspace.objects.values_list("lifecycle", flat=True)) == {
+        "active",
+        "disabled",
+        "deletion_pending",
+        "deleting",
+        "deleted",
+    }
+    assert RetirementRequest.objects.get().status == "waiting"
+    assert User.objects.get(username="approver-1").groups.get().name == "approvers"
+
+    monkeypatch.setenv("DEMO_PASSWORD", "second-pass-456")
+    again = cmd("demo_setup")
+    assert again.code == 0 and "Demo cases created" not in again.out
+    assert DeletionRequest.objects.count() == 5
+    assert User.objects.get(username="demo").check_password("second-pass-456")
+
+
+@pytest.mark.django_db
+def test_demo_setup_refuses_production(cmd, settings) -> None:
+    settings.PRODUCTION = True
+    ran = cmd("demo_setup")
+    assert ran.code == 1 and "refuses to run with DEPLOYMENT_ENV=production" in ran.err
+    assert not User.objects.filter(username="demo").exists()
+
+
+@pytest.mark.django_db
+def test_setup_schedules_is_idempotent(cmd) -> None:
+    Schedule.objects.all().delete()
+    for _ in range(2):
+        ran = cmd("setup_schedules")
+        assert ran.code == 0
+    assert sorted(Schedule.objects.values_list("name", "func")) == sorted(SCHEDULES.items())
+    assert set(Schedule.objects.values_list("minutes", flat=True)) == {1}
+
+
+@pytest.mark.django_db
+def test_embedded_db_status_and_repair(cmd, settings) -> None:
+    db = settings.DATABASES["default"]
+    if "EMBEDDED_DATADIR" not in db:
+        ran = cmd("embedded_db", "status")
+        assert ran.code == 2 and "DATABASE_URL is set" in ran.err
+        return
+    status = cmd("embedded_db", "status")
+    assert status.code == 0 and status.out.strip().endswith(": running")
+    repair = cmd("embedded_db", "repair")
+    assert repair.code == 0 and repair.out.strip() == "nothing to repair"
+
+
+@pytest.mark.django_db
+def test_manage_py_test_runs_the_suite_through_pytest() -> None:
+    proc = subprocess.run(
+        manage_argv("test", "tests/deletions/test_policy.py"),
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "test_policy" not in proc.stderr
+
+
+@pytest.mark.django_db
+def test_manage_py_test_fails_when_a_test_fails(tmp_path) -> None:
+    failing = tmp_path / "test_runner_probe.py"
+    failing.write_text("def test_probe():\n    assert False\n")
+    proc = subprocess.run(
+        manage_argv("test", str(failing)), cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode != 0 and "1 failed" in proc.stdout
