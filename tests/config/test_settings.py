@@ -47,3 +47,23 @@ def test_production_passes_check_deploy() -> None:
 def test_unknown_deployment_env_is_refused() -> None:
     proc = run("check", DEPLOYMENT_ENV="staging")
     assert proc.returncode != 0 and "DEPLOYMENT_ENV must be development or production" in proc.stderr
+
+
+def test_production_logs_one_json_object_per_line() -> None:
+    code = (
+        "import django, logging; django.setup();"
+        "from django.conf import settings;"
+        "print(settings.LOGGING['handlers']['console']['formatter'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DEPLOYMENT_ENV="production",
+        DJANGO_SECRET_KEY="s" * 60,
+        DATABASE_URL="postgresql://u@db.invalid/x",
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "json", proc.stderr
+    del env["DEPLOYMENT_ENV"]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "plain", proc.stderr

@@ -51,7 +51,6 @@ def test_hold_and_cancel_race_serialize(hq, other_staff, make_workspace) -> None
 
 
 def test_cancel_and_point_of_no_return_race_exactly_one_wins(hq, other_staff, make_workspace) -> None:
-    outcomes = set()
     for n in range(6):
         slug = f"ponr-{n}"
         make_workspace(slug, activated=False)
@@ -72,10 +71,7 @@ def test_cancel_and_point_of_no_return_race_exactly_one_wins(hq, other_staff, ma
             assert "past the point of no return" in cancel_result.message
             assert after.status == "executing" and after.workspace.lifecycle == "deleting"
             assert PurgeJob.objects.filter(request=req).count() == 1
-            outcomes.add("boundary won")
         else:
             assert after.status == "cancelled" and after.workspace.lifecycle == "disabled"
             assert not PurgeJob.objects.filter(request=req).exists()
             assert step_result in ("watcher settled", "conclude")
-            outcomes.add("cancel won")
-    assert outcomes  # at least one ordering observed; each run had exactly one winner
