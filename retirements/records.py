@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from core.errors import NotFound
+from retirements import policy
 from retirements.models import (
     Alarm,
     Decision,
@@ -90,3 +91,11 @@ def raise_alarm(*, kind: str, request: RetirementRequest, message: str, now: dat
 
 def resolve_alarms(*, kind: str, request: RetirementRequest, now: datetime) -> None:
     Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True).update(resolved_at=now)
+
+
+def slot_views(request: RetirementRequest, *, pending_only: bool = False) -> list[policy.SlotView]:
+    """The request's notice slots as the pure policy sees them."""
+    slots = NoticeSlot.objects.filter(request=request)
+    if pending_only:
+        slots = slots.filter(status=NoticeStatus.PENDING)
+    return [policy.SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at) for s in slots]

@@ -28,7 +28,14 @@ from retirements.models import (
     WatcherStatus,
     Workspace,
 )
-from retirements.records import lock_request, log_decision, resolve_alarms, settle_watcher, suppress_pending_notices
+from retirements.records import (
+    lock_request,
+    log_decision,
+    resolve_alarms,
+    settle_watcher,
+    slot_views,
+    suppress_pending_notices,
+)
 
 WATCHER_FRESH = timedelta(minutes=5)
 PAST_PONR = "past the point of no return"
@@ -162,12 +169,11 @@ def retirement_release(*, actor: User, request_id: UUID | str, reason: str = "")
         if request.status != RequestStatus.HELD:
             raise _closed_refusal(request)
         held_for = now - (request.held_at or now)
-        slots = list(request.notices.all())
         plan = policy.replan_on_release(
             requested_at=request.requested_at,
             eligible_at=request.eligible_at,
             held_for=held_for,
-            slots=[policy.SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at) for s in slots],
+            slots=slot_views(request),
         )
         for slot_id, due in plan.moved:
             NoticeSlot.objects.filter(id=slot_id).update(due_at=due, next_attempt_at=None)
@@ -181,10 +187,7 @@ def retirement_release(*, actor: User, request_id: UUID | str, reason: str = "")
         request.blocker, request.blocked_until = "", None
         request.next_wake_at = policy.next_wake(
             eligible_at=plan.eligible_at,
-            pending=[
-                policy.SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at)
-                for s in NoticeSlot.objects.filter(request=request, status=NoticeStatus.PENDING)
-            ],
+            pending=slot_views(request, pending_only=True),
             blocked_until=None,
         )
         request.last_action = f"released by {actor.get_username()} after {held_for}; eligible at {plan.eligible_at}"

@@ -34,6 +34,7 @@ from retirements.records import (
     raise_alarm,
     resolve_alarms,
     settle_watcher,
+    slot_views,
     suppress_pending_notices,
 )
 
@@ -63,13 +64,6 @@ def step(watcher_id: UUID, *, now: datetime) -> str:
         for slot_id in notices.due_slot_ids(request_id, now):
             notices.deliver(slot_id, now=now)
     return boundary(watcher_id, now=now)
-
-
-def _pending_views(request: RetirementRequest) -> list[policy.SlotView]:
-    return [
-        policy.SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at)
-        for s in NoticeSlot.objects.filter(request=request, status=NoticeStatus.PENDING)
-    ]
 
 
 def boundary(watcher_id: UUID, *, now: datetime) -> str:
@@ -120,7 +114,9 @@ def boundary(watcher_id: UUID, *, now: datetime) -> str:
             request.blocker = verdict.reason if blocked else ""
             request.blocked_until = verdict.wake_at if blocked else None
             request.next_wake_at = policy.next_wake(
-                eligible_at=request.eligible_at, pending=_pending_views(request), blocked_until=request.blocked_until
+                eligible_at=request.eligible_at,
+                pending=slot_views(request, pending_only=True),
+                blocked_until=request.blocked_until,
             )
             request.last_action = f"waiting: {verdict.reason}" if blocked else request.last_action
             request.save(update_fields=[*fields, "blocker", "blocked_until"])
