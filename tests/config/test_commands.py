@@ -99,3 +99,14 @@ def test_manage_py_test_fails_when_a_test_fails(tmp_path) -> None:
         manage_argv("test", str(failing)), cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=300
     )
     assert proc.returncode != 0 and "1 failed" in proc.stdout
+
+
+@pytest.mark.django_db
+def test_demo_setup_keep_password_leaves_an_existing_login_alone(cmd, monkeypatch) -> None:
+    monkeypatch.setenv("DEMO_PASSWORD", "original-pass-1")
+    assert cmd("demo_setup", "--no-data").code == 0
+    monkeypatch.setenv("DEMO_PASSWORD", "other-pass-2")
+    kept = cmd("demo_setup", "--no-data", "--keep-password")
+    assert kept.code == 0 and "password unchanged" in kept.out
+    assert User.objects.get(username="demo").check_password("original-pass-1")
+    assert not DeletionRequest.objects.exists()

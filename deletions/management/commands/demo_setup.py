@@ -14,20 +14,27 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--no-data", action="store_true", help="only the logins, no demo cases")
+        parser.add_argument(
+            "--keep-password", action="store_true", help="leave existing logins' passwords as they are (scripts)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if settings.PRODUCTION:
             raise CommandError("demo_setup refuses to run with DEPLOYMENT_ENV=production", returncode=1)
         username = os.environ.get("DEMO_USERNAME", "demo")
         password = os.environ.get("DEMO_PASSWORD") or secrets.token_urlsafe(12)
-        user, _ = get_user_model().objects.get_or_create(username=username)
+        user, created = get_user_model().objects.get_or_create(username=username)
         user.is_staff = True
         user.is_superuser = True
         user.email = user.email or f"{username}@localhost"
-        user.set_password(password)
-        user.save()
-        others = demo.ensure_users(password)
-        self.stdout.write(f"Demo staff login: username={username} password={password}")
-        self.stdout.write(f"Same password for: {', '.join(others)}")
+        if created or not options["keep_password"]:
+            user.set_password(password)
+            user.save()
+            others = demo.ensure_users(password)
+            self.stdout.write(f"Demo staff login: username={username} password={password}")
+            self.stdout.write(f"Same password for: {', '.join(others)}")
+        else:
+            user.save()
+            self.stdout.write(f"Demo staff login: username={username} (password unchanged)")
         if not options["no_data"] and demo.seed(user):
             self.stdout.write("Demo cases created: deletions in each state, workspaces, one retirement waiting.")
