@@ -29,6 +29,7 @@ check: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
+	$(VENV)/bin/lint-imports
 
 stop-db: install
 	$(MANAGE) embedded_db stop

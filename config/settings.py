@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "django_q",
     "deletions",
     "retirements",
+    "ops",
 ]
 
 MIDDLEWARE = [

@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import path
 
-from core.health import healthz
-from core.operations import operations_view
+from ops.health import healthz
+from ops.overview import operations_view
 
 admin.site.site_header = "Deletion back-office"
 admin.site.site_title = "Back-office"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.case import CasePanel
+from core.admin import CasePanel
 from deletions.store.requests import chain_order
 from deletions.store.types import StageSnapshot
 from deletions.users.inventory import community_ids
@@ -65,9 +65,6 @@ def actions(req: Any, perms: set[str]) -> dict[str, bool]:
         "resume": req.status == "needs_attention" and "deletions.run_deletionrequest" in perms,
         "run": req.status in ("approved", "running", "retry_wait") and "deletions.run_deletionrequest" in perms,
     }
-
-
-STAGE_LABELS = {"gate_user": "gate user", "purge_db": "purge database", "purge_agents": "purge agents"}
 
 
 def chain_picture(inventory: dict[str, Any], stages: list[StageSnapshot]) -> list[Lane]:

@@ -7,14 +7,12 @@ harmless: the lease refuses the second worker.
 
 from __future__ import annotations
 
-import os
-import socket
 from datetime import datetime
 from uuid import UUID
 
 from django.db.models import Q
 
-from deletions.models import ClusterHeartbeat, DeletionRequest, Status
+from deletions.models import DeletionRequest, Status
 
 BATCH = 500
 
@@ -29,15 +27,9 @@ def due_request_ids(now: datetime, limit: int = BATCH) -> list[UUID]:
     return list(DeletionRequest.objects.filter(due & free).order_by("updated_at").values_list("id", flat=True)[:limit])
 
 
-def beat(now: datetime) -> None:
-    """Record that a cluster ran its schedule: what `health` reads."""
-    ClusterHeartbeat.objects.update_or_create(name=f"{socket.gethostname()}:{os.getpid()}", defaults={"seen_at": now})
-
-
 def dispatch(now: datetime) -> list[UUID]:
     from deletions.tasks import enqueue_run
 
-    beat(now)
     ids = due_request_ids(now)
     for request_id in ids:
         enqueue_run(request_id)

@@ -9,6 +9,8 @@ from django.db import models
 from django.db.models import Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
+from core.decisions import DecisionRecord
+
 
 class Status(models.TextChoices):
     SUBMITTED = "submitted", "Waiting for approval"
@@ -138,12 +140,12 @@ class StageStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class StageHistory(models.Model):
+class StageHistory(FSMModelMixin, models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="stages")
     stage = models.CharField(max_length=64)
     target_community_id = models.UUIDField(null=True, blank=True)
-    status = models.CharField(max_length=16, choices=StageStatus.choices, default=StageStatus.PENDING)
+    status = FSMField(default=StageStatus.PENDING, choices=StageStatus.choices, protected=True, max_length=16)
     is_current = models.BooleanField(default=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -168,22 +170,29 @@ class StageHistory(models.Model):
     def __str__(self) -> str:
         return f"{self.stage} {self.target_community_id or ''} ({self.status})"
 
+    # A retried row runs again; a worker that died mid-stage leaves it running for the next one.
+    @transition(
+        field=status, source=[StageStatus.PENDING, StageStatus.FAILED, StageStatus.RUNNING], target=StageStatus.RUNNING
+    )
+    def run(self) -> None:
+        pass
 
-class DeletionDecision(models.Model):
-    """Who decided what about a request, why and when."""
+    @transition(field=status, source=StageStatus.RUNNING, target=StageStatus.COMPLETED)
+    def succeed(self) -> None:
+        pass
+
+    @transition(field=status, source=StageStatus.RUNNING, target=StageStatus.FAILED)
+    def fail(self) -> None:
+        pass
+
+
+class DeletionDecision(DecisionRecord):
+    """Who decided what about a request, why and when (the shape both workflows share)."""
 
     request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="decisions")
-    actor = models.CharField(max_length=150)
-    action = models.CharField(max_length=32)
-    reason = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField()
 
-    class Meta:
+    class Meta(DecisionRecord.Meta):
         db_table = "entity_deletion_decisions"
-        ordering = ["created_at", "id"]
-
-    def __str__(self) -> str:
-        return f"{self.actor}: {self.action}"
 
 
 class LeaseEvent(models.Model):
@@ -203,19 +212,6 @@ class LeaseEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} by {self.owner} (generation {self.generation})"
-
-
-class ClusterHeartbeat(models.Model):
-    """Written by the periodic dispatcher: proof that a django-q2 cluster is alive."""
-
-    name = models.CharField(max_length=200, primary_key=True)
-    seen_at = models.DateTimeField()
-
-    class Meta:
-        db_table = "ops_cluster_heartbeats"
-
-    def __str__(self) -> str:
-        return f"{self.name} at {self.seen_at}"
 
 
 class DemoTargetFence(models.Model):

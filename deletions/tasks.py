@@ -42,7 +42,7 @@ def run_deletion(request_id: str) -> str:
 
 
 def dispatch() -> int:
-    from deletions import clock
+    from core import clock
     from deletions.dispatch import dispatch as run_dispatch
 
     return len(run_dispatch(clock.now()))

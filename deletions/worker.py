@@ -17,7 +17,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connections
 
-from deletions import clock
+from core import clock
 from deletions.crashpoints import crash_point
 from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
 from deletions.models import Status
@@ -49,7 +49,6 @@ class Heartbeat(threading.Thread):
         self.lease_seconds = lease_seconds
         self.finished = threading.Event()
         self.lost = threading.Event()
-        self.beats = 0
 
     def run(self) -> None:
         try:
@@ -59,7 +58,6 @@ class Heartbeat(threading.Thread):
                     self.lost.set()
                     self.run_stop.set()
                     return
-                self.beats += 1
         except Exception:
             logger.exception("heartbeat failed request=%s", self.lease.request_id)
             self.lost.set()

@@ -5,28 +5,21 @@ Thin: each view parses a form, calls one service and reports.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import reverse
 from django.utils.html import format_html
 
-from core.admin_helpers import CaseAdmin, ConfirmForm, ReasonForm, action_view
-from retirements import case, clock, services, watcher
+from core import clock
+from core.admin import CaseAction, CaseActionsMixin, CaseAdmin, ConfirmForm
+from retirements import case, services, watcher
 from retirements.models import RetirementRequest, Workspace
-
-
-def staff(request: HttpRequest) -> User:
-    """The acting user; admin views only run for authenticated staff."""
-    assert isinstance(request.user, User)
-    return request.user
 
 
 class RequestRetirementForm(forms.Form):
@@ -35,7 +28,22 @@ class RequestRetirementForm(forms.Form):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    pk_path = "<int:pk>"
+    case_actions = (
+        CaseAction(
+            name="request-retirement",
+            perm=services.REQUEST,
+            title="Request retirement of {obj.slug}",
+            explanation="The workspace waits 30 days (1 day if never activated) with staff notices before it is "
+            "deleted. Hold, release or cancel until the point of no return.",
+            form_class=RequestRetirementForm,
+            call=lambda actor, ws, data: services.retirement_request(
+                actor=actor, slug=ws.slug, reason=data["reason"], confirmation=data["confirmation"]
+            ),
+            success="Retirement of {obj.slug} requested.",
+        ),
+    )
     list_display = ("slug", "name", "lifecycle", "legal_hold", "protected_reason", "is_disposable_test", "retire")
     list_filter = ("lifecycle", "legal_hold", "is_disposable_test")
     search_fields = ("slug", "name")
@@ -55,36 +63,8 @@ class WorkspaceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         url = reverse("admin:retirements_workspace_request_retirement", args=[ws.pk])
         return format_html('<a href="{}">request retirement</a>', url)
 
-    def get_urls(self) -> list[URLPattern]:
-        return [
-            path(
-                "<int:pk>/request-retirement/",
-                self.admin_site.admin_view(self.request_retirement_view),
-                name="retirements_workspace_request_retirement",
-            ),
-            *super().get_urls(),
-        ]
-
-    def request_retirement_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        ws = get_object_or_404(Workspace, pk=pk)
-        return action_view(
-            request,
-            self,
-            perm="retirements.request_retirement",
-            obj=ws,
-            back=reverse("admin:retirements_workspace_changelist"),
-            title=f"Request retirement of {ws.slug}",
-            explanation="The workspace waits 30 days (1 day if never activated) with staff notices before it is "
-            "deleted. Hold, release or cancel until the point of no return.",
-            form_class=RequestRetirementForm,
-            call=lambda form: services.retirement_request(
-                actor=staff(request),
-                slug=ws.slug,
-                reason=form.cleaned_data["reason"],
-                confirmation=form.cleaned_data["confirmation"],
-            ),
-            success=f"Retirement of {ws.slug} requested.",
-        )
+    def action_back(self, pk: Any) -> str:
+        return reverse("admin:retirements_workspace_changelist")
 
 
 @admin.register(RetirementRequest)
@@ -96,18 +76,48 @@ class RetirementRequestAdmin(CaseAdmin):
     date_hierarchy = "requested_at"
     ordering = ("-requested_at",)
     list_per_page = 100
-
-    def get_urls(self) -> list[URLPattern]:
-        view = self.admin_site.admin_view
-        return [
-            path(
-                f"<uuid:pk>/{name}/", view(getattr(self, f"{name}_view")), name=f"retirements_retirementrequest_{name}"
-            )
-            for name in ("hold", "release", "cancel", "resume")
-        ] + super().get_urls()
-
-    def _back(self, pk: Any) -> str:
-        return reverse("admin:retirements_retirementrequest_change", args=[pk])
+    case_actions = (
+        CaseAction(
+            name="hold",
+            perm=services.HOLD,
+            title="Hold this retirement",
+            explanation="Nothing is sent or deleted while held. Releasing extends eligibility by the time on hold.",
+            success="Retirement held.",
+            call=lambda actor, req, data: services.retirement_hold(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
+        ),
+        CaseAction(
+            name="release",
+            perm=services.HOLD,
+            title="Release the hold",
+            explanation="Eligibility moves by the time spent on hold; pending notices are re-planned.",
+            success="Hold released; eligibility extended.",
+            call=lambda actor, req, data: services.retirement_release(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
+        ),
+        CaseAction(
+            name="cancel",
+            perm=services.CANCEL,
+            title="Cancel this retirement",
+            explanation="The workspace returns to disabled and pending notices are suppressed.",
+            success="Retirement cancelled.",
+            call=lambda actor, req, data: services.retirement_cancel(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
+        ),
+        CaseAction(
+            name="resume",
+            perm=services.RESUME,
+            title="Resume the watcher",
+            explanation="A new watcher replaces the current one. Refused while the current watcher still runs. "
+            "It never releases a hold, shortens eligibility or satisfies a notice.",
+            form_class=ConfirmForm,
+            success="Watcher replaced.",
+            call=lambda actor, req, data: services.retirement_resume(actor=actor, request_id=req.id),
+        ),
+    )
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
@@ -139,72 +149,3 @@ class RetirementRequestAdmin(CaseAdmin):
             "can": can,
         }
         return TemplateResponse(request, "admin/retirements/case.html", context)
-
-    def _decision(self, request: HttpRequest, pk: uuid.UUID, name: str, **kw: Any) -> HttpResponse:
-        req = get_object_or_404(RetirementRequest.objects.select_related("workspace"), pk=pk)
-        return action_view(request, self, obj=req, back=self._back(pk), **kw)
-
-    def hold_view(self, request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
-        return self._decision(
-            request,
-            pk,
-            "hold",
-            perm="retirements.hold_retirementrequest",
-            title="Hold this retirement",
-            explanation="Nothing is sent or deleted while held. Releasing extends eligibility by the time on hold.",
-            form_class=ReasonForm,
-            success="Retirement held.",
-            call=lambda form: services.retirement_hold(
-                actor=staff(request),
-                request_id=pk,
-                reason=form.cleaned_data["reason"],
-            ),
-        )
-
-    def release_view(self, request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
-        return self._decision(
-            request,
-            pk,
-            "release",
-            perm="retirements.hold_retirementrequest",
-            title="Release the hold",
-            explanation="Eligibility moves by the time spent on hold; pending notices are re-planned.",
-            form_class=ReasonForm,
-            success="Hold released; eligibility extended.",
-            call=lambda form: services.retirement_release(
-                actor=staff(request),
-                request_id=pk,
-                reason=form.cleaned_data["reason"],
-            ),
-        )
-
-    def cancel_view(self, request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
-        return self._decision(
-            request,
-            pk,
-            "cancel",
-            perm="retirements.cancel_retirementrequest",
-            title="Cancel this retirement",
-            explanation="The workspace returns to disabled and pending notices are suppressed.",
-            form_class=ReasonForm,
-            success="Retirement cancelled.",
-            call=lambda form: services.retirement_cancel(
-                actor=staff(request),
-                request_id=pk,
-                reason=form.cleaned_data["reason"],
-            ),
-        )
-
-    def resume_view(self, request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
-        return self._decision(
-            request,
-            pk,
-            "resume",
-            perm="retirements.resume_retirementrequest",
-            title="Resume the watcher",
-            explanation="A new watcher replaces the current one. Refused while the current watcher still runs. "
-            "It never releases a hold, shortens eligibility or satisfies a notice.",
-            form_class=ConfirmForm,
-            success="Watcher replaced.",
-            call=lambda form: services.retirement_resume(actor=staff(request), request_id=pk),
-        )

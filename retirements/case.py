@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.case import CasePanel
+from core.admin import CasePanel
 
 WIDTH, LEFT, RIGHT = 800, 90, 710
 

@@ -7,6 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
+from core.decisions import DecisionRecord
+
 
 class Lifecycle(models.TextChoices):
     ACTIVE = "active"
@@ -151,12 +153,12 @@ class NoticeStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class NoticeSlot(models.Model):
+class NoticeSlot(FSMModelMixin, models.Model):
     request = models.ForeignKey(RetirementRequest, on_delete=models.PROTECT, related_name="notices")
     kind = models.CharField(max_length=32)
     due_at = models.DateTimeField()
     gating = models.BooleanField()
-    status = models.CharField(max_length=16, choices=NoticeStatus.choices, default=NoticeStatus.PENDING)
+    status = FSMField(default=NoticeStatus.PENDING, choices=NoticeStatus.choices, protected=True, max_length=16)
     attempts = models.IntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
@@ -171,6 +173,18 @@ class NoticeSlot(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} at {self.due_at:%Y-%m-%d %H:%M} ({self.status})"
 
+    @transition(field=status, source=NoticeStatus.PENDING, target=NoticeStatus.DELIVERED)
+    def deliver(self) -> None:
+        pass
+
+    @transition(field=status, source=NoticeStatus.PENDING, target=NoticeStatus.SUPPRESSED)
+    def suppress(self) -> None:
+        pass
+
+    @transition(field=status, source=NoticeStatus.PENDING, target=NoticeStatus.FAILED)
+    def give_up(self) -> None:
+        pass
+
 
 class WatcherStatus(models.TextChoices):
     PENDING = "pending"
@@ -179,10 +193,10 @@ class WatcherStatus(models.TextChoices):
     SUPERSEDED = "superseded"
 
 
-class RetirementWatcher(models.Model):
+class RetirementWatcher(FSMModelMixin, models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     request = models.ForeignKey(RetirementRequest, on_delete=models.PROTECT, related_name="watchers")
-    status = models.CharField(max_length=16, choices=WatcherStatus.choices, default=WatcherStatus.PENDING)
+    status = FSMField(default=WatcherStatus.PENDING, choices=WatcherStatus.choices, protected=True, max_length=16)
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -196,41 +210,47 @@ class RetirementWatcher(models.Model):
     def __str__(self) -> str:
         return f"watcher {self.id} ({self.status})"
 
+    @transition(field=status, source=WatcherStatus.PENDING, target=WatcherStatus.RUNNING)
+    def start(self) -> None:
+        pass
+
+    @transition(field=status, source=[WatcherStatus.PENDING, WatcherStatus.RUNNING], target=WatcherStatus.SETTLED)
+    def settle(self) -> None:
+        pass
+
+    @transition(field=status, source=[WatcherStatus.PENDING, WatcherStatus.RUNNING], target=WatcherStatus.SUPERSEDED)
+    def supersede(self) -> None:
+        pass
+
 
 class PurgeStatus(models.TextChoices):
     QUEUED = "queued"
     DONE = "done"
 
 
-class PurgeJob(models.Model):
+class PurgeJob(FSMModelMixin, models.Model):
     request = models.OneToOneField(RetirementRequest, on_delete=models.PROTECT, related_name="purge_job")
     operation_id = models.UUIDField(default=uuid.uuid4, unique=True)
-    status = models.CharField(max_length=16, choices=PurgeStatus.choices, default=PurgeStatus.QUEUED)
+    status = FSMField(default=PurgeStatus.QUEUED, choices=PurgeStatus.choices, protected=True, max_length=16)
     created_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"purge {self.operation_id} ({self.status})"
 
+    @transition(field=status, source=PurgeStatus.QUEUED, target=PurgeStatus.DONE)
+    def finish(self) -> None:
+        pass
 
-class Decision(models.Model):
-    """Who decided what, why and when: every staff decision and boundary outcome."""
+
+class Decision(DecisionRecord):
+    """Every staff decision and boundary outcome (the shape both workflows share)."""
 
     request = models.ForeignKey(RetirementRequest, null=True, on_delete=models.PROTECT, related_name="decisions")
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="decisions")
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    actor_label = models.CharField(max_length=150, help_text="username, or the system component")
-    action = models.CharField(max_length=64)
-    reason = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField()
 
-    class Meta:
-        ordering = ["created_at", "id"]
-
-    def __str__(self) -> str:
-        return f"{self.actor_label}: {self.action}"
+    class Meta(DecisionRecord.Meta):
+        pass
 
 
 class Alarm(models.Model):

@@ -8,15 +8,13 @@ leaves the slot pending, so it is sent again: at least once, never exactly once.
 from __future__ import annotations
 
 from datetime import datetime
-from uuid import UUID
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 
-from retirements import policy
+from retirements import policy, store
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
-from retirements.records import logger, raise_alarm
 
 SUBJECTS = {
     policy.REQUEST_RECEIVED: "Retirement requested for workspace {slug}",
@@ -27,35 +25,23 @@ SUBJECTS = {
 DELIVERABLE = (RequestStatus.WAITING, RequestStatus.EXECUTING)
 
 
-def due_slot_ids(request_id: UUID, now: datetime) -> list[int]:
-    return list(
-        NoticeSlot.objects.filter(request_id=request_id, status=NoticeStatus.PENDING, due_at__lte=now)
-        .exclude(next_attempt_at__gt=now)
-        .order_by("due_at", "id")
-        .values_list("id", flat=True)
-    )
-
-
 def deliver(slot_id: int, *, now: datetime) -> str:
     with transaction.atomic():
-        slots = NoticeSlot.objects.select_for_update().select_related("request__workspace", "request__requested_by")
-        slot = slots.get(id=slot_id)
+        slot = store.lock_slot(slot_id)
         if slot.status != NoticeStatus.PENDING:
             return "skipped"
         if slot.request.status not in DELIVERABLE:
-            slot.status = NoticeStatus.SUPPRESSED
-            slot.save(update_fields=["status"])
+            store.suppress_slot(slot)
             return "suppressed"
         if slot.due_at > now or (slot.next_attempt_at and slot.next_attempt_at > now):
             return "not due"
-        slot.attempts += 1
-        slot.save(update_fields=["attempts"])
+        store.count_attempt(slot)
     try:
         send_notice(slot)
     except Exception as exc:
-        record_failure(slot_id, f"{type(exc).__name__}: {exc}", now=now)
+        store.record_notice_failure(slot_id, f"{type(exc).__name__}: {exc}", now=now)
         return "failed"
-    record_delivered(slot_id, now=now)
+    store.record_delivered(slot_id, now=now)
     return "delivered"
 
 
@@ -73,28 +59,3 @@ def send_notice(slot: NoticeSlot) -> None:
         f"Notice: {slot.kind}\n"
     )
     send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
-
-
-def record_delivered(slot_id: int, *, now: datetime) -> None:
-    NoticeSlot.objects.filter(id=slot_id, status=NoticeStatus.PENDING).update(
-        status=NoticeStatus.DELIVERED, delivered_at=now, next_attempt_at=None, last_error=""
-    )
-
-
-def record_failure(slot_id: int, error: str, *, now: datetime) -> None:
-    with transaction.atomic():
-        slot = NoticeSlot.objects.select_for_update().select_related("request").get(id=slot_id)
-        retry = policy.notice_retry(slot.attempts, now)
-        slot.last_error = error
-        slot.next_attempt_at = retry.next_attempt_at
-        if retry.exhausted:
-            slot.status = NoticeStatus.FAILED
-        slot.save(update_fields=["last_error", "next_attempt_at", "status"])
-        logger.warning("notice failed slot=%s kind=%s attempt=%s", slot.id, slot.kind, slot.attempts)
-        if retry.exhausted:
-            raise_alarm(
-                kind="notice_failed",
-                request=slot.request,
-                message=f"{slot.kind} notice failed {slot.attempts} times: {error}",
-                now=now,
-            )

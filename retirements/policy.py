@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from core import backoff
 from core.errors import Refused
 
 STANDARD_WAIT = timedelta(days=30)
@@ -117,7 +118,7 @@ def notice_retry(attempts: int, now: datetime) -> NoticeRetry:
     """Six attempts in all: 1 min, doubling, capped at 1 h; then the slot fails for good."""
     if attempts >= MAX_NOTICE_ATTEMPTS:
         return NoticeRetry(exhausted=True, next_attempt_at=None)
-    delay = min(NOTICE_FIRST_RETRY * 2 ** (attempts - 1), NOTICE_MAX_RETRY)
+    delay = backoff.delay(attempts, first=NOTICE_FIRST_RETRY, cap=NOTICE_MAX_RETRY)
     return NoticeRetry(exhausted=False, next_attempt_at=now + delay)
 
 

@@ -1,4 +1,4 @@
-"""django-q2 entry points (thin) and enqueueing that never breaks a commit."""
+"""django-q2 entry points for retirements (thin)."""
 
 from __future__ import annotations
 
@@ -17,19 +17,21 @@ def enqueue_purge(job_id: int) -> None:
 
 
 def watcher_step(watcher_id: str) -> str:
-    from retirements import clock, watcher
+    from core import clock
+    from retirements import watcher
 
     return watcher.step(UUID(watcher_id), now=clock.now())
 
 
 def purge(job_id: int) -> str:
-    from retirements import clock
+    from core import clock
     from retirements.purge import run_purge
 
     return run_purge(job_id, now=clock.now())
 
 
 def run_due() -> dict[str, Any]:
-    from retirements import clock, watcher
+    from core import clock
+    from retirements import watcher
 
     return watcher.run_due(now=clock.now())

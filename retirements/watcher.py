@@ -1,8 +1,9 @@
 """The watcher's steps (hops 3, 4, 6, 7), run as django-q2 tasks at durable wake times.
 
 No process sleeps through a wait: each step saves `next_wake_at` and returns;
-the periodic `run_due` schedule runs whatever is due. Every step re-checks its
-preconditions under the workspace and request locks.
+the periodic `run_due` schedule runs whatever is due. The watcher reads what is
+due, re-checks it under the workspace and request locks, asks the pure policy,
+and tells the store to apply the verdict.
 """
 
 from __future__ import annotations
@@ -15,31 +16,12 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import Q
 
-from retirements import notices, policy, tasks
-from retirements.models import (
-    Lifecycle,
-    NoticeSlot,
-    NoticeStatus,
-    PurgeJob,
-    PurgeStatus,
-    RequestStatus,
-    RetirementRequest,
-    RetirementWatcher,
-    WatcherStatus,
-)
+from retirements import notices, policy, store, tasks
+from retirements.models import PurgeJob, PurgeStatus, RequestStatus, RetirementRequest, RetirementWatcher
 from retirements.purge import run_purge
-from retirements.records import (
-    lock_request,
-    log_decision,
-    raise_alarm,
-    resolve_alarms,
-    settle_watcher,
-    slot_views,
-    suppress_pending_notices,
-)
+from retirements.store import ACTIVE_WATCHER
 
 logger = logging.getLogger("retirements")
-ACTIVE_WATCHER = (WatcherStatus.PENDING, WatcherStatus.RUNNING)
 
 
 def step(watcher_id: UUID, *, now: datetime) -> str:
@@ -47,21 +29,17 @@ def step(watcher_id: UUID, *, now: datetime) -> str:
     if request_id is None:
         return f"no watcher {watcher_id}"
     with transaction.atomic():
-        request, _ = lock_request(request_id)
-        watcher = RetirementWatcher.objects.select_for_update().get(id=watcher_id)
+        request, _ = store.lock_request(request_id)
+        watcher = store.lock_watcher(watcher_id)
         if watcher.status not in ACTIVE_WATCHER:
             return f"watcher {watcher.status}"
         if request.watcher_id != watcher.id:
-            settle_watcher(watcher, reason="superseded watcher woke; no action taken", now=now, superseded=True)
+            store.settle_watcher(watcher, reason="superseded watcher woke; no action taken", now=now, superseded=True)
             return "superseded"
-        if watcher.status == WatcherStatus.PENDING:
-            watcher.status, watcher.started_at = WatcherStatus.RUNNING, now
-        watcher.heartbeat_at = now
-        watcher.save(update_fields=["status", "started_at", "heartbeat_at"])
-        resolve_alarms(kind="watcher_stalled", request=request, now=now)
+        store.beat_watcher(watcher, request, now=now)
         status = request.status
     if status == RequestStatus.WAITING:
-        for slot_id in notices.due_slot_ids(request_id, now):
+        for slot_id in store.due_slot_ids(request_id, now):
             notices.deliver(slot_id, now=now)
     return boundary(watcher_id, now=now)
 
@@ -70,17 +48,11 @@ def boundary(watcher_id: UUID, *, now: datetime) -> str:
     """Hop 4 (wait) or hop 6 (point of no return), then hop 7 (conclude) when done."""
     request_id = RetirementWatcher.objects.values_list("request_id", flat=True).get(id=watcher_id)
     with transaction.atomic():
-        request, workspace = lock_request(request_id)
-        watcher = RetirementWatcher.objects.select_for_update().get(id=watcher_id)
+        request, workspace = store.lock_request(request_id)
+        watcher = store.lock_watcher(watcher_id)
         if watcher.status not in ACTIVE_WATCHER:
             return f"watcher {watcher.status}"
         requester = request.requested_by
-        undelivered = tuple(
-            NoticeSlot.objects.filter(request=request, gating=True)
-            .exclude(status=NoticeStatus.DELIVERED)
-            .exclude(status=NoticeStatus.SUPPRESSED)
-            .values_list("kind", flat=True)
-        )
         verdict = policy.point_of_no_return(
             policy.BoundaryFacts(
                 now=now,
@@ -90,98 +62,20 @@ def boundary(watcher_id: UUID, *, now: datetime) -> str:
                 workspace_lifecycle=workspace.lifecycle,
                 legal_hold=workspace.legal_hold,
                 protected_reason=workspace.protected_reason,
-                undelivered_gating=undelivered,
+                undelivered_gating=store.undelivered_gating(request),
                 requester=requester.get_username(),
                 requester_active=requester.is_active,
                 requester_staff=requester.is_staff,
                 requester_permitted=requester.is_active and requester.has_perm("retirements.request_retirement"),
             )
         )
-        fields = ["next_wake_at", "last_action", "updated_at"]
-        request.updated_at = now
-        if verdict.action == policy.SUPERSEDED:
-            settle_watcher(watcher, reason=verdict.reason, now=now, superseded=True)
-            return verdict.action
-        if verdict.action == policy.CONCLUDE:
-            settle_watcher(watcher, reason=verdict.reason, now=now)
-            return verdict.action
-        if verdict.action == policy.SLEEP:
-            request.next_wake_at = None
-            request.save(update_fields=["next_wake_at"])
-            return verdict.action
+        job = store.apply_verdict(verdict, request, workspace, watcher, now=now)
+        if job is not None:
+            job_id = job.id
+            transaction.on_commit(lambda: tasks.enqueue_purge(job_id))
         if verdict.action == policy.WAIT:
-            blocked = verdict.reason != policy.NOT_YET_ELIGIBLE
-            request.blocker = verdict.reason if blocked else ""
-            request.blocked_until = verdict.wake_at if blocked else None
-            request.next_wake_at = policy.next_wake(
-                eligible_at=request.eligible_at,
-                pending=slot_views(request, pending_only=True),
-                blocked_until=request.blocked_until,
-            )
-            request.last_action = f"waiting: {verdict.reason}" if blocked else request.last_action
-            request.save(update_fields=[*fields, "blocker", "blocked_until"])
-            if blocked:
-                log_decision(
-                    request=request,
-                    workspace=workspace,
-                    actor=None,
-                    action="boundary_wait",
-                    reason=verdict.reason,
-                    now=now,
-                )
+            assert request.next_wake_at is not None
             return f"{verdict.action} until {request.next_wake_at.isoformat()}"
-        if verdict.action == policy.HOLD:
-            request.hold()
-            request.held_at, request.held_by, request.hold_reason = now, None, verdict.reason
-            request.next_wake_at = None
-            request.last_action = f"held at the point of no return: {verdict.reason}"
-            request.save(update_fields=[*fields, "status", "held_at", "held_by", "hold_reason"])
-            log_decision(
-                request=request, workspace=workspace, actor=None, action="boundary_hold", reason=verdict.reason, now=now
-            )
-            return verdict.action
-        if verdict.action == policy.CLOSE:
-            request.close()
-            request.next_wake_at = None
-            request.concluded_at, request.conclusion = now, f"closed without purge: {verdict.reason}"
-            request.last_action = request.conclusion
-            request.save(update_fields=[*fields, "status", "concluded_at", "conclusion"])
-            if workspace.lifecycle == Lifecycle.DELETION_PENDING:
-                workspace.restore_disabled()
-                workspace.save(update_fields=["lifecycle"])
-            suppress_pending_notices(request)
-            settle_watcher(watcher, reason=request.conclusion, now=now)
-            log_decision(
-                request=request,
-                workspace=workspace,
-                actor=None,
-                action="boundary_close",
-                reason=verdict.reason,
-                now=now,
-            )
-            return verdict.action
-        # PROCEED: every recheck passed; destructive state commits here, together.
-        job = PurgeJob.objects.create(request=request, created_at=now)
-        request.begin_execution()
-        request.next_wake_at = None
-        request.blocker, request.blocked_until = "", None
-        request.last_action = f"point of no return passed; purge job {job.operation_id}"
-        request.save(update_fields=[*fields, "status", "blocker", "blocked_until"])
-        workspace.begin_deleting()
-        workspace.save(update_fields=["lifecycle"])
-        NoticeSlot.objects.get_or_create(
-            request=request, kind=policy.DESTRUCTION_STARTED, due_at=now, defaults={"gating": False}
-        )
-        settle_watcher(watcher, reason=f"destruction began: purge operation {job.operation_id}", now=now)
-        log_decision(
-            request=request,
-            workspace=workspace,
-            actor=None,
-            action="point_of_no_return",
-            reason=f"all rechecks passed; purge operation {job.operation_id}",
-            now=now,
-        )
-        transaction.on_commit(lambda: tasks.enqueue_purge(job.id))
         return verdict.action
 
 
@@ -237,11 +131,11 @@ def run_due(*, now: datetime) -> dict[str, Any]:
             summary["steps"][str(request_id)] = "error"
     executing = RetirementRequest.objects.filter(status=RequestStatus.EXECUTING).values_list("id", flat=True)
     for request_id in executing:
-        for slot_id in notices.due_slot_ids(request_id, now):
+        for slot_id in store.due_slot_ids(request_id, now):
             summary["notices"] += notices.deliver(slot_id, now=now) == "delivered"
     for job_id in PurgeJob.objects.filter(status=PurgeStatus.QUEUED).values_list("id", flat=True):
         summary["purges"].append(run_purge(job_id, now=now))
     for request, why in detect_stalls(now=now):
-        raise_alarm(kind="watcher_stalled", request=request, message=why, now=now)
+        store.raise_alarm(kind="watcher_stalled", request=request, message=why, now=now)
         summary["stalled"].append({"request": str(request.id), "why": why})
     return summary

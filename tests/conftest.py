@@ -14,6 +14,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+from core.authority import named
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -64,16 +66,11 @@ def manage_argv(*args: str) -> list[str]:
 
 
 def submit_and_approve(target: str = "demo:alice") -> Any:
-    from deletions.users.service import deletion_approve, deletion_submit
+    from deletions.services import deletion_approve, deletion_submit
 
-    req = deletion_submit(target=target, requested_by="operator-a")
-    deletion_approve(request_id=req.id, approved_by="operator-b", digest=req.inventory_digest)
+    req = deletion_submit(target=target, actor=named("operator-a"))
+    deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
     return req
-
-
-@pytest.fixture
-def approved(db):
-    return submit_and_approve()
 
 
 @pytest.fixture

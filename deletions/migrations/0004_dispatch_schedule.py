@@ -2,11 +2,19 @@
 
 from django.db import migrations
 
-from core.schedules import ensure_schedules
+# Frozen copy of the schedules as they were when this migration landed.
+SCHEDULES = {
+    "deletions: dispatch due runs": "deletions.tasks.dispatch",
+    "retirements: run due watcher steps": "retirements.tasks.run_due",
+}
 
 
 def register(apps, schema_editor):
-    ensure_schedules(apps.get_model("django_q", "Schedule"))
+    Schedule = apps.get_model("django_q", "Schedule")
+    for name, func in SCHEDULES.items():
+        Schedule.objects.update_or_create(
+            name=name, defaults={"func": func, "schedule_type": "I", "minutes": 1, "repeats": -1}
+        )
 
 
 class Migration(migrations.Migration):

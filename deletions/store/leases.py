@@ -16,7 +16,7 @@ from django.db.models import F, Q
 from core.errors import DomainError
 from core.logs import event
 from deletions.errors import LeaseHeld, Refused, RetryNotDue, StaleLease, UnknownRequest
-from deletions.models import RUNNABLE_STATUSES, DeletionApproval, DeletionRequest, LeaseEvent, Status
+from deletions.models import RUNNABLE_STATUSES, DeletionRequest, LeaseEvent, Status
 from deletions.store.types import Lease
 
 logger = logging.getLogger("deletions")
@@ -140,7 +140,3 @@ def lock_owned(lease: Lease) -> DeletionRequest:
             f"{req.lease_owner or 'nobody'} generation {req.lease_generation}"
         )
     return req
-
-
-def latest_approval(request_id: UUID) -> DeletionApproval | None:
-    return DeletionApproval.objects.filter(request_id=request_id).order_by("-approved_at").first()

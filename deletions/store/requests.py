@@ -1,4 +1,4 @@
-"""Read, list and inspect requests; inventory fingerprints; insertion."""
+"""Read, list and inspect requests; inventory fingerprints; insertion; the staff decisions' writes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from uuid import UUID
 
 from django.db import IntegrityError, transaction
 
-from deletions.errors import BadInput, Refused, UnknownRequest
-from deletions.models import OPEN_STATUSES, DeletionRequest, StageHistory, Status
+from core.store import lock_or_not_found, parse_id
+from deletions.errors import Refused, UnknownRequest
+from deletions.models import OPEN_STATUSES, DeletionRequest, StageHistory, StageStatus, Status
 from deletions.store.types import RequestSnapshot, StageSnapshot
 
 
@@ -22,10 +23,7 @@ def inventory_digest(inventory: dict[str, Any]) -> str:
 
 
 def parse_request_id(raw: str | UUID) -> UUID:
-    try:
-        return raw if isinstance(raw, UUID) else UUID(str(raw))
-    except ValueError:
-        raise BadInput(f"request id {raw!r} is not a UUID") from None
+    return parse_id(raw)
 
 
 def get_request(request_id: str | UUID) -> DeletionRequest:
@@ -34,6 +32,11 @@ def get_request(request_id: str | UUID) -> DeletionRequest:
         return DeletionRequest.objects.get(id=rid)
     except DeletionRequest.DoesNotExist:
         raise UnknownRequest(f"no deletion request with id {rid}") from None
+
+
+def lock_request(request_id: UUID) -> DeletionRequest:
+    """Lock the request row (inside atomic()) or refuse: the first step of every staff decision."""
+    return lock_or_not_found(DeletionRequest.objects.all(), request_id, "deletion request")
 
 
 def insert_request(
@@ -66,6 +69,57 @@ def insert_request(
         ).first()
         where = f" ({existing.id}, {existing.status})" if existing else ""
         raise Refused(f"an open deletion request already exists for {target}{where}") from None
+
+
+def record_cancel(req: DeletionRequest, *, by: str, reason: str, now: datetime, outright: bool) -> None:
+    """Save a cancellation. Outright: the request ends now (completed stages stay done).
+    Otherwise the live worker stops at its next transition, which ends it."""
+    req.cancel_requested_at = now
+    req.cancel_requested_by = by
+    req.cancel_reason = reason
+    fields = ["cancel_requested_at", "cancel_requested_by", "cancel_reason", "last_action", "updated_at"]
+    if outright:
+        started = req.stages.exists()
+        req.cancel()
+        req.next_attempt_at = None
+        req.next_check_at = None
+        req.open_question = ""
+        done = req.stages.filter(status=StageStatus.COMPLETED).count()
+        req.last_action = (
+            f"cancelled by {by}: {reason}"
+            if not started
+            else f"cancelled by {by}: {reason}; {done} completed stage(s) stay done"
+        )
+        fields += ["status", "next_attempt_at", "next_check_at", "open_question"]
+    else:
+        req.last_action = f"cancellation recorded by {by}; the worker stops at its next transition"
+    req.updated_at = now
+    req.save(update_fields=fields)
+
+
+def record_resume(req: DeletionRequest, *, by: str, now: datetime) -> None:
+    """Back to the retry queue, due now, with a fresh failure count."""
+    if req.status == Status.NEEDS_ATTENTION:
+        req.operator_resume()
+    req.retry_count = 0
+    req.next_attempt_at = now
+    req.next_check_at = now
+    req.open_question = ""
+    req.owner = by
+    req.last_action = f"resumed by {by}"
+    req.updated_at = now
+    req.save(
+        update_fields=[
+            "status",
+            "retry_count",
+            "next_attempt_at",
+            "next_check_at",
+            "open_question",
+            "owner",
+            "last_action",
+            "updated_at",
+        ]
+    )
 
 
 def request_snapshot(req: DeletionRequest) -> RequestSnapshot:

@@ -53,6 +53,17 @@ def _lock_current_row(req: DeletionRequest, stage_id: UUID) -> StageHistory:
     return row
 
 
+def lock_current(req: DeletionRequest) -> StageHistory | None:
+    """The request's current stage row, locked (inside atomic(), after the request)."""
+    return StageHistory.objects.select_for_update().filter(request=req, is_current=True).first()
+
+
+def clear_submitted(row: StageHistory) -> None:
+    """An operator confirmed the submitted effect was never applied: the next attempt may submit it."""
+    row.submitted_at = None
+    row.save(update_fields=["submitted_at"])
+
+
 def mark_running(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapshot:
     """Mark the current row running; a retried row keeps its first started_at."""
     with transaction.atomic():
@@ -60,7 +71,7 @@ def mark_running(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapsho
         row = _lock_current_row(req, stage_id)
         if row.status == StageStatus.COMPLETED:
             raise WorkflowError(f"stage {row.id} ({row.stage}) already completed; its handler is not run again")
-        row.status = StageStatus.RUNNING
+        row.run()
         row.started_at = row.started_at or now
         row.attempts += 1
         row.save(update_fields=["status", "started_at", "attempts"])
@@ -92,7 +103,7 @@ def save_success(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: d
         row = _lock_current_row(req, stage_id)
         if row.status != StageStatus.RUNNING:
             raise WorkflowError(f"stage {row.id} is {row.status}, not running: its result cannot be saved")
-        row.status = StageStatus.COMPLETED
+        row.succeed()
         row.finished_at = now
         row.last_error = None
         row.metadata_json = {**row.metadata_json, "result": result}
@@ -116,7 +127,7 @@ def save_failure(
     with transaction.atomic():
         req = lock_owned(lease)
         row = _lock_current_row(req, stage_id)
-        row.status = StageStatus.FAILED
+        row.fail()
         row.last_error = error
         row.save(update_fields=["status", "last_error"])
         failures = req.retry_count + 1

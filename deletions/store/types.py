@@ -6,7 +6,7 @@ these values only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -114,8 +114,6 @@ class RetryDecision:
 
     next_attempt_at: datetime | None
     needs_attention: bool
-    note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 NextStage = StageSnapshot | Finished | WaitUntil

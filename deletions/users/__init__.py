@@ -1,1 +1,1 @@
-"""User-deletion policy: submission, inventory, workflow rules v1, transition, handlers."""
+"""The user-deletion rules v1: inventory, workflow rules and reconstruction, transition, handlers."""

@@ -12,7 +12,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from deletions import clock, target_system
+from core import clock
+from deletions import target_system
 from deletions.crashpoints import crash_point
 from deletions.errors import Interrupted, StaleLease
 from deletions.retry import decide_retry

@@ -3,7 +3,40 @@
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-from core.groups import ensure_groups
+# Frozen copy of the groups as they were when this migration landed (migrations import no project code).
+GROUPS = {
+    "operators": [
+        ("deletions", "view_deletionrequest"),
+        ("deletions", "cancel_deletionrequest"),
+        ("deletions", "run_deletionrequest"),
+        ("retirements", "view_workspace"),
+        ("retirements", "view_retirementrequest"),
+        ("retirements", "request_retirement"),
+        ("retirements", "hold_retirementrequest"),
+        ("retirements", "cancel_retirementrequest"),
+        ("retirements", "resume_retirementrequest"),
+    ],
+    "approvers": [
+        ("deletions", "view_deletionrequest"),
+        ("deletions", "approve_deletionrequest"),
+        ("retirements", "view_workspace"),
+        ("retirements", "view_retirementrequest"),
+    ],
+    "support (read-only)": [
+        ("deletions", "view_deletionrequest"),
+        ("retirements", "view_workspace"),
+        ("retirements", "view_retirementrequest"),
+    ],
+}
+
+
+def ensure_groups(group_model, permission_model):
+    for name, perms in GROUPS.items():
+        group, _ = group_model.objects.get_or_create(name=name)
+        wanted = [
+            permission_model.objects.get(content_type__app_label=app, codename=codename) for app, codename in perms
+        ]
+        group.permissions.set(wanted)
 
 
 def forwards(apps, schema_editor):

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from core.groups import ensure_groups
+from ops.groups import ensure_groups
 
 
 def member(username: str, group: str | None) -> User:

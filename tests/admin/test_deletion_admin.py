@@ -6,8 +6,9 @@ import pytest
 from django.urls import reverse
 from django_q.models import OrmQ
 
+from core.authority import named
 from deletions.models import DeletionRequest, Status
-from deletions.users.service import deletion_approve, deletion_submit
+from deletions.services import deletion_approve, deletion_submit
 from tests.deletions.helpers import all_rows
 
 pytestmark = pytest.mark.django_db
@@ -19,12 +20,12 @@ def url(name: str, req: DeletionRequest) -> str:
 
 @pytest.fixture
 def submitted(staff) -> DeletionRequest:
-    return deletion_submit(target="demo:alice", requested_by="operator-1")
+    return deletion_submit(target="demo:alice", actor=named("operator-1"))
 
 
 @pytest.fixture
 def approved(submitted) -> DeletionRequest:
-    deletion_approve(request_id=submitted.id, approved_by="approver-1", digest=submitted.inventory_digest)
+    deletion_approve(request_id=submitted.id, actor=named("approver-1"), digest=submitted.inventory_digest)
     return DeletionRequest.objects.get(id=submitted.id)
 
 
@@ -69,11 +70,14 @@ def test_approver_approves_through_the_confirmation_page(login, submitted) -> No
     req = DeletionRequest.objects.get(id=submitted.id)
     assert req.status == Status.APPROVED
     assert list(req.approvals.values_list("approved_by", flat=True)) == ["approver-1"]
-    assert list(req.decisions.values_list("actor", "action")) == [("operator-1", "submit"), ("approver-1", "approve")]
+    assert list(req.decisions.values_list("actor_label", "action")) == [
+        ("operator-1", "submit"),
+        ("approver-1", "approve"),
+    ]
 
 
 def test_four_eyes_the_requester_cannot_approve(login, staff) -> None:
-    mine = deletion_submit(target="demo:own", requested_by="approver-1")
+    mine = deletion_submit(target="demo:own", actor=named("approver-1"))
     client = login("approver")
     page = client.get(url("change", mine))
     assert b"You submitted this request" in page.content and b'id="action-approve"' not in page.content
@@ -128,7 +132,7 @@ def test_operator_cancels_with_a_reason(login, submitted) -> None:
     assert "Cancellation of demo:alice recorded." in [str(m) for m in response.context["messages"]]
     req = DeletionRequest.objects.get(id=submitted.id)
     assert req.status == Status.CANCELLED and req.cancel_requested_by == "operator-1"
-    assert req.decisions.filter(action="cancel", actor="operator-1", reason="customer withdrew").exists()
+    assert req.decisions.filter(action="cancel", actor_label="operator-1", reason="customer withdrew").exists()
     again = client.post(url("cancel", submitted), {"reason": "again"}, follow=True)
     assert any("already cancelled" in str(m) for m in again.context["messages"])
 

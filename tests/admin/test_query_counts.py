@@ -11,8 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from core import clock
 from deletions.models import DeletionDecision, DeletionRequest, StageHistory
-from retirements import clock
 from retirements.models import (
     Alarm,
     Decision,
@@ -116,7 +116,7 @@ def test_deletion_case_page_with_200_stages_and_decisions(login, staff) -> None:
         lambda: (
             StageHistory.objects.bulk_create(rows),
             DeletionDecision.objects.bulk_create(
-                DeletionDecision(request=req, actor="x", action="note", created_at=now) for _ in range(N)
+                DeletionDecision(request=req, actor_label="x", action="note", created_at=now) for _ in range(N)
             ),
         ),
     )

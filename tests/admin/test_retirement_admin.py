@@ -8,7 +8,8 @@ import pytest
 import time_machine
 from django.urls import reverse
 
-from retirements import clock
+from core import clock
+from core.authority import Actor, named
 from retirements.models import Lifecycle, RetirementRequest, Workspace
 from retirements.services import retirement_request
 from tests.retirements.conftest import retirement_rows
@@ -30,7 +31,7 @@ def workspace(staff) -> Workspace:
 @pytest.fixture
 def waiting(staff, workspace) -> RetirementRequest:
     return retirement_request(
-        actor=staff["operator"], slug="globex-old", reason="contract ended", confirmation="globex-old"
+        actor=Actor.of(staff["operator"]), slug="globex-old", reason="contract ended", confirmation="globex-old"
     )
 
 
@@ -112,12 +113,12 @@ def test_support_reads_the_case_without_actions(login, waiting) -> None:
 
 
 def test_operations_overview_lists_what_waits_on_people(login, waiting, staff) -> None:
-    from deletions.users.service import deletion_submit
+    from deletions.services import deletion_submit
 
-    deletion_submit(target="demo:alice", requested_by="operator-1")
+    deletion_submit(target="demo:alice", actor=named("operator-1"))
     from retirements.services import retirement_hold
 
-    retirement_hold(actor=staff["operator"], request_id=waiting.id, reason="legal review")
+    retirement_hold(actor=Actor.of(staff["operator"]), request_id=waiting.id, reason="legal review")
     index = login("support").get(reverse("admin:index"))
     assert reverse("operations").encode() in index.content
     page = login("support").get(reverse("operations")).content.decode()

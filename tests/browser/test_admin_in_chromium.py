@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
-from core.groups import ensure_groups
+from core import clock
+from core.authority import Actor, named
 from deletions.models import DeletionRequest
-from deletions.users.service import deletion_submit
-from retirements import clock
+from deletions.services import deletion_submit
+from ops.groups import ensure_groups
 from retirements.models import Lifecycle, RetirementRequest, Workspace
 from retirements.services import retirement_request
 
@@ -103,7 +104,7 @@ def shot(page: Page, name: str) -> Path:
 
 
 def test_approver_approves_a_deletion_through_the_confirmation_page(browser, live_server, people) -> None:
-    req = deletion_submit(target="demo:alice", requested_by="operator-1")
+    req = deletion_submit(target="demo:alice", actor=named("operator-1"))
     page = log_in(browser, live_server, "approver-1")
     page.goto(f"{live_server.url}/admin/deletions/deletionrequest/{req.pk}/change/")
     expect(page.locator("#case-panel")).to_contain_text("waiting for a second operator")
@@ -125,7 +126,7 @@ def test_operator_holds_and_releases_a_retirement(browser, live_server, people) 
         slug="globex-old", name="Globex", lifecycle=Lifecycle.DISABLED, activated_at=clock.now(), created_at=clock.now()
     )
     req = retirement_request(
-        actor=people["operator-1"], slug="globex-old", reason="contract ended", confirmation="globex-old"
+        actor=Actor.of(people["operator-1"]), slug="globex-old", reason="contract ended", confirmation="globex-old"
     )
     page = log_in(browser, live_server, "operator-1")
     page.goto(f"{live_server.url}/admin/retirements/retirementrequest/{req.pk}/change/")
@@ -148,7 +149,7 @@ def test_operator_holds_and_releases_a_retirement(browser, live_server, people) 
 
 
 def test_support_opens_the_operations_overview(browser, live_server, people) -> None:
-    deletion_submit(target="demo:bob", requested_by="operator-1")
+    deletion_submit(target="demo:bob", actor=named("operator-1"))
     page = log_in(browser, live_server, "support-1")
     page.click("text=Operations overview")
     expect(page.locator("#waiting-on-human")).to_contain_text("deletion demo:bob")

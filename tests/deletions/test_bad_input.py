@@ -206,3 +206,34 @@ def test_resume_of_a_request_not_needing_attention_is_refused(cmd) -> None:
 def test_negative_stage_delay_is_bad_usage(cmd) -> None:
     rid = _approved(cmd)
     refused(cmd, 2, "--stage-delay-ms -5 must not be negative", "run_deletion", rid, "--stage-delay-ms", "-5")
+
+
+def test_a_named_account_without_the_permission_is_refused(cmd) -> None:
+    """A command-line actor that names an account is checked like the admin checks it."""
+    from django.contrib.auth.models import Group, Permission, User
+
+    from deletions.models import DeletionDecision
+    from ops.groups import ensure_groups
+
+    ensure_groups(Group, Permission)
+    User.objects.create_user("support-9", is_staff=True).groups.add(Group.objects.get(name="support (read-only)"))
+    User.objects.create_user("approver-9", is_staff=True).groups.add(Group.objects.get(name="approvers"))
+    req = submitted(cmd)
+    approve = ("approve_deletion", req["id"], "--inventory-digest", req["inventory_digest"], "--approved-by")
+    refused(cmd, 1, "support-9 lacks permission deletions.approve_deletionrequest", *approve, "support-9")
+    refused(
+        cmd,
+        1,
+        "approver-9 lacks permission deletions.cancel_deletionrequest",
+        "cancel_deletion",
+        req["id"],
+        "--by",
+        "approver-9",
+        "--reason",
+        "no",
+    )
+    ran = cmd(*approve, "approver-9")
+    assert ran.code == 0, ran.err
+    assert json.loads(ran.out)["approved_by"] == "approver-9"
+    decision = DeletionDecision.objects.select_related("actor").get(request_id=req["id"], action="approve")
+    assert decision.actor is not None and (decision.actor_label, decision.actor.username) == ("approver-9",) * 2

@@ -9,12 +9,13 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from core.authority import named
 from deletions import worker
 from deletions.errors import Refused
 from deletions.models import DeletionRequest, StageHistory
+from deletions.services import deletion_cancel
 from deletions.store import leases
 from deletions.users.handlers import RunOptions
-from deletions.users.service import deletion_cancel
 from tests.conftest import submit_and_approve
 from tests.deletions.helpers import running_row
 from tests.support import race, wait_for
@@ -47,7 +48,7 @@ def test_cancel_while_a_worker_runs_stops_at_the_next_transition(settings, obser
     thread = threading.Thread(target=run)
     thread.start()
     wait_for(lambda: running_row(req.id), what="gate running")
-    recorded = deletion_cancel(request_id=req.id, cancelled_by="operator-c", reason="legal asked to stop")
+    recorded = deletion_cancel(request_id=req.id, actor=named("operator-c"), reason="legal asked to stop")
     assert recorded.status == "running" and "stops at its next transition" in recorded.last_action
     thread.join(timeout=30)
     assert outcome["r"].exit_code == 1
@@ -79,7 +80,7 @@ def test_cancellation_and_claim_race_exactly_one_wins(observe) -> None:
 
         def contender(i: int, rid: Any = req.id) -> Any:
             if i == 0:
-                return deletion_cancel(request_id=rid, cancelled_by="operator-c", reason="race")
+                return deletion_cancel(request_id=rid, actor=named("operator-c"), reason="race")
             return leases.claim(request_id=rid, owner="worker-a", now=timezone.now(), lease_seconds=60)
 
         cancel_result, claim_result = race(2, contender)

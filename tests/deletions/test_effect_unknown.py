@@ -51,7 +51,7 @@ def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd, obse
     done = DeletionRequest.objects.get(id=req.id)
     assert done.status == "completed" and done.open_question == ""
     assert [op for op, _, _ in effects(req.id)].count(gate.operation_id) == 1
-    assert done.decisions.filter(action="confirm_not_applied", actor="operator-c").exists()
+    assert done.decisions.filter(action="confirm_not_applied", actor_label="operator-c").exists()
     observe(
         "two look-ups found no record: stayed effect unknown (retry_wait, owner, open question, next check), "
         "0 effects sent; after the operator confirmed not applied, applied exactly once"

@@ -17,8 +17,8 @@ from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
-from core.schedules import ensure_schedules
 from deletions.models import DeletionRequest, LeaseEvent, StageHistory
+from ops.schedules import ensure_schedules
 from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
 from tests.support import wait_for
 

@@ -11,8 +11,10 @@ import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from deletions.models import ClusterHeartbeat, DeletionRequest, Status
-from deletions.users.service import deletion_resume
+from core.authority import Actor, named
+from deletions.models import DeletionRequest, Status
+from deletions.services import deletion_resume
+from ops.models import ClusterHeartbeat
 from retirements.services import retirement_request, retirement_resume
 from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
 from tests.retirements.conftest import ALL_PERMS, make_staff
@@ -53,25 +55,25 @@ def test_red_for_needs_attention_and_green_after_resume(cmd) -> None:
     assert code == 1 and data["checks"]["needs_attention"] == {"ok": False, "count": 1}
     text = cmd("health")
     assert "FAIL needs_attention: count 1" in text.out
-    deletion_resume(request_id=req.id, resumed_by="operator-c")
+    deletion_resume(request_id=req.id, actor=named("operator-c"))
     assert health(cmd)[0] == 0
 
 
 def test_red_for_a_stalled_watcher_and_green_after_resume(cmd) -> None:
-    from retirements import clock
+    from core import clock
     from retirements.models import Workspace
 
     staff: User = make_staff("hq-alice", *ALL_PERMS)
     Workspace.objects.create(
         slug="ws", name="W", lifecycle="disabled", activated_at=clock.now(), created_at=clock.now()
     )
-    req = retirement_request(actor=staff, slug="ws", reason="r", confirmation="ws")
+    req = retirement_request(actor=Actor.of(staff), slug="ws", reason="r", confirmation="ws")
     later = timezone.now() + timedelta(minutes=20)
     with time_machine.travel(later, tick=False):
         beat()
         code, data = health(cmd)
         assert code == 1 and data["checks"]["stalled_watchers"] == {"ok": False, "count": 1}
-        retirement_resume(actor=staff, request_id=req.id)
+        retirement_resume(actor=Actor.of(staff), request_id=req.id)
         assert health(cmd)[0] == 0
 
 

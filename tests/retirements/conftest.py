@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
-from retirements import clock
+from core import clock
 from retirements.models import Lifecycle, Workspace
 from tests.support import table_rows
 

@@ -6,7 +6,8 @@ from typing import Any
 import time_machine
 from django.core import mail
 
-from retirements import clock
+from core import clock
+from core.authority import Actor
 from retirements.models import RetirementRequest
 from retirements.services import retirement_request
 from retirements.watcher import run_due
@@ -14,7 +15,7 @@ from retirements.watcher import run_due
 
 def request_at(at: datetime, actor: Any, slug: str = "acme-old") -> RetirementRequest:
     with time_machine.travel(at, tick=False):
-        return retirement_request(actor=actor, slug=slug, reason="contract ended", confirmation=slug)
+        return retirement_request(actor=Actor.of(actor), slug=slug, reason="contract ended", confirmation=slug)
 
 
 def run_at(at: datetime) -> dict[str, Any]:

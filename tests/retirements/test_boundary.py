@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth.models import Group
 
-from retirements import notices
+from retirements import notices, store
 from retirements.models import NoticeSlot, PurgeJob, Workspace
 from tests.retirements.helpers import fresh, notice_states, request_at, run_at, subjects
 
@@ -125,7 +125,7 @@ def test_notice_failing_six_times_raises_the_alarm_and_blocks(hq, make_workspace
 def test_send_followed_by_failed_save_is_sent_again(hq, make_workspace, monkeypatch) -> None:
     make_workspace()
     req = request_at(T, hq)
-    real = notices.record_delivered
+    real = store.record_delivered
     calls = {"n": 0}
 
     def flaky(slot_id, *, now):
@@ -134,7 +134,7 @@ def test_send_followed_by_failed_save_is_sent_again(hq, make_workspace, monkeypa
             raise RuntimeError("database went away after the send")
         real(slot_id, now=now)
 
-    monkeypatch.setattr(notices, "record_delivered", flaky)
+    monkeypatch.setattr(store, "record_delivered", flaky)
     run_at(T)  # sent, outcome lost: the step errors and the slot stays pending
     assert subjects() == ["Retirement requested for workspace acme-old"]
     assert notice_states(req)["request_received"] == "pending"

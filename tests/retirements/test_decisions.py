@@ -8,6 +8,7 @@ import pytest
 import time_machine
 from django.core import mail
 
+from core.authority import Actor
 from core.errors import Refused
 from retirements.models import PurgeJob
 from retirements.services import retirement_cancel, retirement_hold, retirement_release
@@ -28,7 +29,7 @@ def test_hold_stops_destruction_and_release_extends_eligibility(hq, other_staff,
     make_workspace()
     req = request_at(T, hq)
     run_at(T)
-    at(T + 10 * DAY, retirement_hold, actor=other_staff, request_id=req.id, reason="customer disputes")
+    at(T + 10 * DAY, retirement_hold, actor=Actor.of(other_staff), request_id=req.id, reason="customer disputes")
     held = fresh(req)
     assert held.status == "held" and held.next_wake_at is None and held.owner == other_staff
 
@@ -36,7 +37,7 @@ def test_hold_stops_destruction_and_release_extends_eligibility(hq, other_staff,
     assert not PurgeJob.objects.exists() and fresh(req).status == "held"
     assert len(mail.outbox) == 1  # the reminder is not sent while held
 
-    at(T + 31 * DAY, retirement_release, actor=other_staff, request_id=req.id)
+    at(T + 31 * DAY, retirement_release, actor=Actor.of(other_staff), request_id=req.id)
     released = fresh(req)
     assert released.status == "waiting"
     assert released.eligible_at == T + 51 * DAY  # extended by the 21 days on hold
@@ -137,7 +138,7 @@ def test_service_refusal_types(hq, make_workspace) -> None:
     make_workspace()
     req = request_at(T, hq)
     with pytest.raises(Refused, match="not held"):
-        retirement_release(actor=hq, request_id=req.id)
-    retirement_cancel(actor=hq, request_id=req.id, reason="x")
+        retirement_release(actor=Actor.of(hq), request_id=req.id)
+    retirement_cancel(actor=Actor.of(hq), request_id=req.id, reason="x")
     with pytest.raises(Refused, match="already cancelled"):
-        retirement_cancel(actor=hq, request_id=req.id, reason="x")
+        retirement_cancel(actor=Actor.of(hq), request_id=req.id, reason="x")

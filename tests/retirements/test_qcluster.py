@@ -9,7 +9,8 @@ import time
 import pytest
 from django.utils import timezone
 
-from core.schedules import ensure_schedules
+from core.authority import Actor
+from ops.schedules import ensure_schedules
 from retirements.models import PurgeJob, Workspace
 from retirements.services import retirement_request
 from tests.conftest import ROOT, manage_argv, subprocess_env
@@ -23,7 +24,7 @@ def test_qcluster_runs_a_disposable_retirement_to_deleted(hq, make_workspace, se
         schedule.next_run = timezone.now()
         schedule.save()
     make_workspace("scratch-ws", is_disposable_test=True)
-    request = retirement_request(actor=hq, slug="scratch-ws", reason="test data", confirmation="scratch-ws")
+    request = retirement_request(actor=Actor.of(hq), slug="scratch-ws", reason="test data", confirmation="scratch-ws")
     cluster = subprocess.Popen(
         manage_argv("qcluster"),
         cwd=ROOT,

@@ -8,6 +8,7 @@ import pytest
 import time_machine
 from django.utils import timezone
 
+from core.authority import Actor
 from core.errors import Refused
 from retirements.models import PurgeJob
 from retirements.services import retirement_cancel, retirement_hold
@@ -22,7 +23,7 @@ def test_two_holds_race_exactly_one_wins(hq, other_staff, make_workspace) -> Non
     make_workspace()
     req = request_at(timezone.now(), hq)
     actors = [hq, other_staff]
-    results = race(2, lambda i: retirement_hold(actor=actors[i], request_id=req.id, reason=f"hold {i}"))
+    results = race(2, lambda i: retirement_hold(actor=Actor.of(actors[i]), request_id=req.id, reason=f"hold {i}"))
     refused = [r for r in results if isinstance(r, Refused)]
     assert len(refused) == 1 and "already held" in refused[0].message
     assert fresh(req).decisions.filter(action="hold").count() == 1
@@ -36,8 +37,8 @@ def test_hold_and_cancel_race_serialize(hq, other_staff, make_workspace) -> None
 
         def decide(i: int, rid=req.id):
             if i == 0:
-                return retirement_hold(actor=hq, request_id=rid, reason="hold")
-            return retirement_cancel(actor=other_staff, request_id=rid, reason="cancel")
+                return retirement_hold(actor=Actor.of(hq), request_id=rid, reason="hold")
+            return retirement_cancel(actor=Actor.of(other_staff), request_id=rid, reason="cancel")
 
         hold_result, cancel_result = race(2, decide)
         assert not isinstance(cancel_result, Exception), cancel_result
@@ -62,7 +63,7 @@ def test_cancel_and_point_of_no_return_race_exactly_one_wins(hq, other_staff, ma
         def contend(i: int, rid=req.id, wid=req.watcher_id, when=eligible):
             with time_machine.travel(when, tick=False):
                 if i == 0:
-                    return retirement_cancel(actor=other_staff, request_id=rid, reason="stop")
+                    return retirement_cancel(actor=Actor.of(other_staff), request_id=rid, reason="stop")
                 return step(wid, now=when)
 
         cancel_result, step_result = race(2, contend)

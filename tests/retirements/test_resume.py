@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
+from core.authority import Actor
 from retirements import watcher as watcher_module
 from retirements.models import NoticeSlot, PurgeJob, RetirementWatcher
 from retirements.services import retirement_hold, retirement_resume
@@ -52,10 +53,10 @@ def test_resume_keeps_holds_eligibility_and_gating_notices(hq, make_workspace) -
     make_workspace()
     req = request_at(T, hq)
     with time_machine.travel(T + DAY, tick=False):
-        retirement_hold(actor=hq, request_id=req.id, reason="legal review")
+        retirement_hold(actor=Actor.of(hq), request_id=req.id, reason="legal review")
     slots_before = list(NoticeSlot.objects.filter(request=req).values_list("kind", "status", "due_at"))
     with time_machine.travel(T + 40 * DAY, tick=False):
-        retirement_resume(actor=hq, request_id=req.id)
+        retirement_resume(actor=Actor.of(hq), request_id=req.id)
     after = fresh(req)
     assert after.status == "held" and after.hold_reason == "legal review"
     assert after.eligible_at == req.eligible_at
@@ -70,7 +71,7 @@ def test_superseded_watcher_woken_later_does_nothing_destructive(hq, make_worksp
     old = req.watcher_id
     assert old is not None
     with time_machine.travel(T + timedelta(minutes=20), tick=False):
-        retirement_resume(actor=hq, request_id=req.id)
+        retirement_resume(actor=Actor.of(hq), request_id=req.id)
     new = fresh(req).watcher_id
     assert step(old, now=T + 31 * DAY) == "watcher superseded"
     assert not PurgeJob.objects.exists() and fresh(req).workspace.lifecycle == "deletion_pending"

@@ -2,28 +2,27 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from core.commands import ServiceCommand
-from deletions.users.service import deletion_resume
+from core.authority import Actor
+from core.commands import REASON_OPTIONAL, DecisionCommand
+from deletions.services import deletion_resume
 
 
-class Command(ServiceCommand):
+class Command(DecisionCommand):
     help = "Resume a request that needs attention (after 10 consecutive failures); its retry is due at once."
+    reason = REASON_OPTIONAL
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("request_id")
-        parser.add_argument("--by", required=True)
-        parser.add_argument("--reason", default="")
+    def add_options(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--effect-not-applied",
             action="store_true",
             help="you checked the target system: the current stage's operation was never applied; allow a resend",
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:
+    def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
         req = deletion_resume(
-            request_id=options["request_id"],
-            resumed_by=options["by"],
-            reason=options["reason"],
+            actor=actor,
+            request_id=request_id,
+            reason=extra["reason"],
             effect_not_applied=options["effect_not_applied"],
         )
-        self.print_json({"id": str(req.id), "status": req.status, "next_attempt_at": req.next_attempt_at})
+        return {"id": str(req.id), "status": req.status, "next_attempt_at": req.next_attempt_at}

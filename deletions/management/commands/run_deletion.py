@@ -8,8 +8,8 @@ from django.core.management.base import CommandError, CommandParser
 
 from core.commands import ServiceCommand
 from deletions import worker
+from deletions.services import run_options
 from deletions.store.requests import parse_request_id
-from deletions.users.service import run_options
 
 
 class Command(ServiceCommand):

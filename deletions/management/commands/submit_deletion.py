@@ -2,8 +2,9 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from core import authority
 from core.commands import ServiceCommand
-from deletions.users.service import deletion_submit, submission_json
+from deletions.services import deletion_submit, submission_json
 
 
 class Command(ServiceCommand):
@@ -14,5 +15,6 @@ class Command(ServiceCommand):
         parser.add_argument("--requested-by", required=True, help="operator submitting the request")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        req = deletion_submit(target=options["target"], requested_by=options["requested_by"])
+        actor = authority.named(options["requested_by"], flag="--requested-by")
+        req = deletion_submit(actor=actor, target=options["target"])
         self.print_json(submission_json(req))

@@ -4,9 +4,9 @@ from django.core.management.base import CommandParser
 from django.db import IntegrityError
 from django.utils.text import slugify
 
+from core import clock
 from core.commands import ServiceCommand
 from core.errors import BadInput, Refused
-from retirements import clock
 from retirements.models import Lifecycle, Workspace
 
 

@@ -1,8 +1,14 @@
-from retirements.management.decision import DecisionCommand
+from typing import Any
+
+from core.authority import Actor
+from core.commands import DecisionCommand
+from retirements import store
 from retirements.services import retirement_hold
 
 
 class Command(DecisionCommand):
     help = "Hold a retirement in its waiting period (a reason is required)."
-    service = retirement_hold
-    shows = ("id", "status", "hold", "eligible_at")
+
+    def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        request = retirement_hold(actor=actor, request_id=store.get(request_id).id, **extra)
+        return store.summary(request.id, "id", "status", "hold", "eligible_at")

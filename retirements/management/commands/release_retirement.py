@@ -1,9 +1,15 @@
-from retirements.management.decision import REASON_OPTIONAL, DecisionCommand
+from typing import Any
+
+from core.authority import Actor
+from core.commands import REASON_OPTIONAL, DecisionCommand
+from retirements import store
 from retirements.services import retirement_release
 
 
 class Command(DecisionCommand):
     help = "Release a hold: eligibility moves by the time on hold and notices are re-planned."
-    service = retirement_release
     reason = REASON_OPTIONAL
-    shows = ("id", "status", "eligible_at", "next_wake_at", "notices")
+
+    def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        request = retirement_release(actor=actor, request_id=store.get(request_id).id, **extra)
+        return store.summary(request.id, "id", "status", "eligible_at", "next_wake_at", "notices")

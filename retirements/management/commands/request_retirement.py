@@ -2,9 +2,10 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from core import authority
 from core.commands import ServiceCommand
-from retirements.inspect import describe
-from retirements.services import retirement_request, user_named
+from retirements import store
+from retirements.services import retirement_request
 
 
 class Command(ServiceCommand):
@@ -18,10 +19,9 @@ class Command(ServiceCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         request = retirement_request(
-            actor=user_named(options["requested_by"]),
+            actor=authority.named(options["requested_by"], flag="--requested-by"),
             slug=options["workspace"],
             reason=options["reason"],
             confirmation=options["confirm"],
         )
-        data = describe(request)
-        self.print_json({k: data[k] for k in ("id", "status", "eligible_at", "eligibility_policy", "notices")})
+        self.print_json(store.summary(request.id, "id", "status", "eligible_at", "eligibility_policy", "notices"))

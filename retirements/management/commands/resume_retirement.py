@@ -1,9 +1,15 @@
-from retirements.management.decision import NO_REASON, DecisionCommand
+from typing import Any
+
+from core.authority import Actor
+from core.commands import NO_REASON, DecisionCommand
+from retirements import store
 from retirements.services import retirement_resume
 
 
 class Command(DecisionCommand):
     help = "Replace a stalled watcher (refused while the current one still runs)."
-    service = retirement_resume
     reason = NO_REASON
-    shows = ("id", "status", "next_wake_at", "watchers")
+
+    def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        request = retirement_resume(actor=actor, request_id=store.get(request_id).id)
+        return store.summary(request.id, "id", "status", "next_wake_at", "watchers")

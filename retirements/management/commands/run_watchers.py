@@ -1,7 +1,7 @@
 from typing import Any
 
+from core import clock
 from core.commands import ServiceCommand
-from retirements import clock
 from retirements.watcher import run_due
 
 

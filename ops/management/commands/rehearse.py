@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from core.rehearsal import ROWS, node_ids
+from ops.rehearsal import ROWS, node_ids
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from core.schedules import ensure_schedules
+from ops.schedules import ensure_schedules
 
 
 class Command(BaseCommand):

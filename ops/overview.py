@@ -13,7 +13,7 @@ from django.db.models import Count, Q
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from deletions import clock
+from core import clock
 from deletions.models import DeletionRequest, StageHistory, Status
 from retirements.models import Alarm, NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
 from retirements.watcher import detect_stalls

@@ -6,9 +6,11 @@ from typing import Any
 
 from django.contrib.auth.models import Group, User
 
-from deletions import clock, worker
+from core import clock
+from core.authority import Actor
+from deletions import services as deletions
+from deletions import worker
 from deletions.models import DeletionRequest
-from deletions.users import service as deletions
 from deletions.users.handlers import RunOptions
 from retirements import services as retirements
 from retirements.models import Lifecycle, Workspace
@@ -36,19 +38,25 @@ def seed(demo_user: Any) -> bool:
     """Create demo cases once; False when they already exist."""
     if DeletionRequest.objects.filter(target="demo:alice").exists():
         return False
-    approve = lambda req: deletions.deletion_approve(  # noqa: E731
-        request_id=req.id, approved_by="approver-1", digest=req.inventory_digest
-    )
-    deletions.deletion_submit(target="demo:alice", requested_by="operator-1")
-    approve(deletions.deletion_submit(target="demo:bob", requested_by="operator-1"))
-    carol = deletions.deletion_submit(target="demo:carol", requested_by="operator-1")
+    operator = Actor.of(User.objects.get(username="operator-1"))
+    approver = Actor.of(User.objects.get(username="approver-1"))
+
+    def submit(target: str) -> DeletionRequest:
+        return deletions.deletion_submit(actor=operator, target=target)
+
+    def approve(req: DeletionRequest) -> None:
+        deletions.deletion_approve(actor=approver, request_id=req.id, digest=req.inventory_digest)
+
+    submit("demo:alice")
+    approve(submit("demo:bob"))
+    carol = submit("demo:carol")
     approve(carol)
     worker.run(carol.id, executor_id="demo-worker", options=RunOptions(no_agents_in=frozenset()))
-    dave = deletions.deletion_submit(target="demo:dave", requested_by="operator-1")
+    dave = submit("demo:dave")
     approve(dave)
     worker.run(dave.id, executor_id="demo-worker", options=RunOptions(fail_stage="purge_db"))  # a saved failure
-    erin = deletions.deletion_submit(target="demo:erin", requested_by="operator-1")
-    deletions.deletion_cancel(request_id=erin.id, cancelled_by="operator-1", reason="duplicate of another ticket")
+    erin = submit("demo:erin")
+    deletions.deletion_cancel(actor=operator, request_id=erin.id, reason="duplicate of another ticket")
 
     now = clock.now()
     for slug, name, lifecycle, activated in (
@@ -69,6 +77,6 @@ def seed(demo_user: Any) -> bool:
             },
         )
     retirements.retirement_request(
-        actor=demo_user, slug="initech-old", reason="contract ended in October", confirmation="initech-old"
+        actor=Actor.of(demo_user), slug="initech-old", reason="contract ended in October", confirmation="initech-old"
     )
     return True

@@ -1,4 +1,9 @@
-"""User-deletion services: one function per state change, called by commands and admin."""
+"""User-deletion services: one function per staff decision, called by the admin and the commands.
+
+Each takes the acting `Actor`, checks the action's permission itself, validates
+its input before any write, locks the request, refuses with the rule's name,
+asks the store to write, logs the decision and enqueues work on commit.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +14,31 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from deletions import clock, target_system, tasks
-from deletions.errors import BadInput, Refused, UnknownRequest
-from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, StageHistory, Status
-from deletions.store import approvals, decisions
-from deletions.store.requests import get_request, insert_request, parse_request_id
+from core import authority, clock
+from core.authority import Actor
+from deletions import target_system, tasks
+from deletions.errors import BadInput, Refused
+from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
+from deletions.store import approvals, decisions, stages
+from deletions.store.requests import (
+    get_request,
+    insert_request,
+    inventory_digest,
+    lock_request,
+    parse_request_id,
+    record_cancel,
+    record_resume,
+)
 from deletions.users import inventory, workflow
 from deletions.users.handlers import RunOptions
 
 HEX = set("0123456789abcdef")
+APPROVE = "deletions.approve_deletionrequest"
+CANCEL = "deletions.cancel_deletionrequest"
+RUN = "deletions.run_deletionrequest"
 
 
-def _actor(name: str, role: str) -> str:
-    name = (name or "").strip()
-    if not name or len(name) > 150 or not name.isprintable():
-        raise BadInput(f"{role} {name!r} is refused: give an operator name of 1-150 printable characters")
-    return name
-
-
-def deletion_submit(*, target: str, requested_by: str) -> DeletionRequest:
-    requested_by = _actor(requested_by, "requested-by")
+def deletion_submit(*, actor: Actor, target: str) -> DeletionRequest:
     inventory.validate_target(target)
     inv = inventory.build_inventory(target)
     inventory.validate_inventory(inv)
@@ -37,81 +47,75 @@ def deletion_submit(*, target: str, requested_by: str) -> DeletionRequest:
         req = insert_request(
             entity_type="user",
             target=target,
-            requested_by=requested_by,
+            requested_by=actor.name,
             inventory=inv,
             version=inventory.INVENTORY_VERSION,
             now=now,
         )
-        decisions.record(request_id=req.id, actor=requested_by, action="submit", reason="", now=now)
+        decisions.record(request_id=req.id, actor=actor, action="submit", reason="", now=now)
         return req
 
 
-def deletion_approve(*, request_id: str | UUID, approved_by: str, digest: str) -> DeletionApproval:
+def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> DeletionApproval:
+    """Four eyes on the exact inventory: a second operator approves the digest they saw."""
     rid = parse_request_id(request_id)
-    approved_by = _actor(approved_by, "approved-by")
+    authority.require_if_account(actor, APPROVE)
     digest = (digest or "").strip().lower()
     if len(digest) != 64 or not set(digest) <= HEX:
         raise BadInput(f"inventory digest {digest!r} is refused: expected 64 hexadecimal characters")
     now = clock.now()
     with transaction.atomic():
-        approval = approvals.approve(
-            request_id=rid,
-            approved_by=approved_by,
+        req = lock_request(rid)
+        if req.status != Status.SUBMITTED:
+            previous = approvals.latest(req)
+            by = f" (approved by {previous.approved_by} at {previous.approved_at.isoformat()})" if previous else ""
+            raise Refused(f"request {req.id} is {req.status}, not submitted: it cannot be approved again{by}")
+        if actor.name == req.requested_by:
+            raise Refused(
+                f"four eyes: {actor.name} submitted request {req.id} and cannot approve it; "
+                "a second operator must approve"
+            )
+        recomputed = inventory_digest(req.inventory_json)
+        if recomputed != req.inventory_digest:
+            raise Refused(f"saved inventory digest {req.inventory_digest} does not match its inventory {recomputed}")
+        if digest != req.inventory_digest:
+            raise Refused(f"approval digest {digest} does not match inventory {req.inventory_digest}")
+        inventory.validate_inventory(req.inventory_json)
+        approval = approvals.save_approval(
+            req,
+            approved_by=actor.name,
             digest=digest,
-            validate_inventory=inventory.validate_inventory,
             now=now,
             ttl=timedelta(days=settings.DELETION_APPROVAL_TTL_DAYS),
         )
-        decisions.record(request_id=rid, actor=approved_by, action="approve", reason=f"digest {digest}", now=now)
+        decisions.record(request_id=rid, actor=actor, action="approve", reason=f"digest {digest}", now=now)
         transaction.on_commit(lambda: tasks.enqueue_run(rid))
         return approval
 
 
-def deletion_cancel(*, request_id: str | UUID, cancelled_by: str, reason: str) -> DeletionRequest:
+def deletion_cancel(*, actor: Actor, request_id: str | UUID, reason: str) -> DeletionRequest:
     """Before the first stage: cancel outright. Once running: record it; the worker
     stops at its next transition and completed stages stay done."""
     rid = parse_request_id(request_id)
-    cancelled_by = _actor(cancelled_by, "by")
+    authority.require_if_account(actor, CANCEL)
     reason = (reason or "").strip()
     if not reason:
         raise BadInput("a cancellation needs a reason")
     now = clock.now()
     with transaction.atomic():
-        req = DeletionRequest.objects.select_for_update().filter(id=rid).first()
-        if req is None:
-            raise UnknownRequest(f"no deletion request with id {rid}")
+        req = lock_request(rid)
         if req.status in TERMINAL_STATUSES:
             raise Refused(f"request {req.id} is already {req.status}; nothing to cancel")
         if req.cancel_requested_at is not None:
             raise Refused(f"cancellation of request {req.id} was already recorded by {req.cancel_requested_by}")
-        req.cancel_requested_at = now
-        req.cancel_requested_by = cancelled_by
-        req.cancel_reason = reason
-        fields = ["cancel_requested_at", "cancel_requested_by", "cancel_reason", "last_action", "updated_at"]
         worker_live = req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
-        started = req.stages.exists()
-        if worker_live:
-            req.last_action = f"cancellation recorded by {cancelled_by}; the worker stops at its next transition"
-        else:
-            req.cancel()
-            req.next_attempt_at = None
-            req.next_check_at = None
-            req.open_question = ""
-            done = req.stages.filter(status="completed").count()
-            req.last_action = (
-                f"cancelled by {cancelled_by}: {reason}"
-                if not started
-                else f"cancelled by {cancelled_by}: {reason}; {done} completed stage(s) stay done"
-            )
-            fields += ["status", "next_attempt_at", "next_check_at", "open_question"]
-        req.updated_at = now
-        req.save(update_fields=fields)
-        decisions.record(request_id=req.id, actor=cancelled_by, action="cancel", reason=reason, now=now)
+        record_cancel(req, by=actor.name, reason=reason, now=now, outright=not worker_live)
+        decisions.record(request_id=req.id, actor=actor, action="cancel", reason=reason, now=now)
         return req
 
 
 def deletion_resume(
-    *, request_id: str | UUID, resumed_by: str, reason: str = "", effect_not_applied: bool = False
+    *, actor: Actor, request_id: str | UUID, reason: str = "", effect_not_applied: bool = False
 ) -> DeletionRequest:
     """An operator sends a stopped request back to the retry queue, due now.
 
@@ -120,69 +124,44 @@ def deletion_resume(
     allows the next attempt to submit it (under the same operation id).
     """
     rid = parse_request_id(request_id)
-    resumed_by = _actor(resumed_by, "by")
+    authority.require_if_account(actor, RUN)
     now = clock.now()
     with transaction.atomic():
-        req = DeletionRequest.objects.select_for_update().filter(id=rid).first()
-        if req is None:
-            raise UnknownRequest(f"no deletion request with id {rid}")
+        req = lock_request(rid)
         resumable = [Status.NEEDS_ATTENTION, *([Status.RETRY_WAIT] if effect_not_applied else [])]
         if req.status not in resumable:
             raise Refused(f"request {req.id} is {req.status}; only a request that needs attention can be resumed")
         if effect_not_applied:
-            row = StageHistory.objects.select_for_update().filter(request=req, is_current=True).first()
+            row = stages.lock_current(req)
             if row is None or row.submitted_at is None:
                 raise Refused(f"request {req.id}: the current stage submitted nothing, so no effect is unknown")
             if target_system.lookup(row.operation_id) is not None:
                 raise Refused(
                     f"the target system has a record of operation {row.operation_id}: it was applied; nothing to resend"
                 )
-            row.submitted_at = None
-            row.save(update_fields=["submitted_at"])
+            stages.clear_submitted(row)
             decisions.record(
                 request_id=req.id,
-                actor=resumed_by,
+                actor=actor,
                 action="confirm_not_applied",
                 reason=reason or f"operation {row.operation_id} confirmed not applied",
                 now=now,
             )
-        if req.status == Status.NEEDS_ATTENTION:
-            req.operator_resume()
-        req.retry_count = 0
-        req.next_attempt_at = now
-        req.next_check_at = now
-        req.open_question = ""
-        req.owner = resumed_by
-        req.last_action = f"resumed by {resumed_by}"
-        req.updated_at = now
-        req.save(
-            update_fields=[
-                "status",
-                "retry_count",
-                "next_attempt_at",
-                "next_check_at",
-                "open_question",
-                "owner",
-                "last_action",
-                "updated_at",
-            ]
-        )
-        decisions.record(request_id=req.id, actor=resumed_by, action="resume", reason=reason, now=now)
+        record_resume(req, by=actor.name, now=now)
+        decisions.record(request_id=req.id, actor=actor, action="resume", reason=reason, now=now)
         return req
 
 
-def deletion_run_now(*, request_id: str | UUID, requested_by: str) -> DeletionRequest:
+def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest:
     """Enqueue a worker run on commit; the lease, not the queue, decides who executes."""
     rid = parse_request_id(request_id)
-    requested_by = _actor(requested_by, "by")
+    authority.require_if_account(actor, RUN)
     now = clock.now()
     with transaction.atomic():
-        req = DeletionRequest.objects.select_for_update().filter(id=rid).first()
-        if req is None:
-            raise UnknownRequest(f"no deletion request with id {rid}")
+        req = lock_request(rid)
         if req.status not in (Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT):
             raise Refused(f"request {req.id} is {req.status}; only an approved, running or retrying request can run")
-        decisions.record(request_id=req.id, actor=requested_by, action="run_now", reason="", now=now)
+        decisions.record(request_id=req.id, actor=actor, action="run_now", reason="", now=now)
         transaction.on_commit(lambda: tasks.enqueue_run(rid))
         return req
 

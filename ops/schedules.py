@@ -7,6 +7,7 @@ from typing import Any
 SCHEDULES = {
     "deletions: dispatch due runs": "deletions.tasks.dispatch",
     "retirements: run due watcher steps": "retirements.tasks.run_due",
+    "ops: cluster heartbeat": "ops.tasks.beat",
 }
 
 

@@ -11,29 +11,31 @@ import time_machine
 from django.utils import timezone
 from django_q.models import OrmQ
 
+from core.authority import named
 from core.logs import JsonFormatter
 from deletions import worker
 from deletions.dispatch import dispatch, due_request_ids
-from deletions.models import ClusterHeartbeat, DeletionRequest, LeaseEvent
+from deletions.models import DeletionRequest, LeaseEvent
+from deletions.services import deletion_approve, deletion_cancel, deletion_submit
 from deletions.store import leases
 from deletions.users.handlers import RunOptions
-from deletions.users.service import deletion_approve, deletion_cancel, deletion_submit
+from ops.models import ClusterHeartbeat
 from tests.conftest import submit_and_approve
 
 pytestmark = pytest.mark.django_db
 
 
 def test_approval_enqueues_the_run_on_commit(django_capture_on_commit_callbacks) -> None:
-    req = deletion_submit(target="demo:a", requested_by="operator-a")
+    req = deletion_submit(target="demo:a", actor=named("operator-a"))
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        deletion_approve(request_id=req.id, approved_by="operator-b", digest=req.inventory_digest)
+        deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
     assert len(callbacks) == 1 and OrmQ.objects.count() == 1
 
 
 def test_dispatcher_selects_only_work_that_is_due() -> None:
     now = timezone.now()
     approved = submit_and_approve("demo:approved")
-    deletion_submit(target="demo:submitted", requested_by="operator-a")
+    deletion_submit(target="demo:submitted", actor=named("operator-a"))
     leased = submit_and_approve("demo:leased")
     leases.claim(request_id=leased.id, owner="w", now=now, lease_seconds=60)
     retry = submit_and_approve("demo:retry")
@@ -41,18 +43,27 @@ def test_dispatcher_selects_only_work_that_is_due() -> None:
     done = submit_and_approve("demo:done")
     worker.run(done.id, executor_id="w")
     cancelled = submit_and_approve("demo:cancelled")
-    deletion_cancel(request_id=cancelled.id, cancelled_by="c", reason="r")
+    deletion_cancel(request_id=cancelled.id, actor=named("c"), reason="r")
 
     assert set(due_request_ids(now)) == {approved.id}
     later = now + timedelta(seconds=61)  # the retry is due and the lease expired
     assert set(due_request_ids(later)) == {approved.id, retry.id, leased.id}
 
 
-def test_dispatch_enqueues_and_beats() -> None:
+def test_dispatch_enqueues_due_runs() -> None:
     req = submit_and_approve()
     OrmQ.objects.all().delete()
     assert dispatch(timezone.now()) == [req.id]
-    assert OrmQ.objects.count() == 1 and ClusterHeartbeat.objects.count() == 1
+    assert OrmQ.objects.count() == 1
+
+
+def test_the_heartbeat_schedule_records_this_cluster() -> None:
+    from ops.tasks import beat
+
+    beat()
+    beat()
+    (row,) = ClusterHeartbeat.objects.all()
+    assert timezone.now() - row.seen_at < timedelta(seconds=5)
 
 
 def test_takeover_is_recorded_in_the_lease_history_only_after_expiry() -> None:
@@ -94,7 +105,7 @@ def test_cancellation_of_a_running_request_whose_worker_died_is_finished_by_the_
     from deletions.users.transition import get_next_stage
 
     get_next_stage(lease, None, now=t0)  # running, then the worker dies
-    deletion_cancel(request_id=req.id, cancelled_by="op", reason="stop")
+    deletion_cancel(request_id=req.id, actor=named("op"), reason="stop")
     assert DeletionRequest.objects.get(id=req.id).status == "running"
     with time_machine.travel(t0 + timedelta(seconds=61), tick=False):
         assert req.id in due_request_ids(t0 + timedelta(seconds=61))

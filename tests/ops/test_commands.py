@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from django_q.models import Schedule
 
-from core.schedules import SCHEDULES
 from deletions.models import DeletionRequest
+from ops.schedules import SCHEDULES
 from retirements.models import RetirementRequest, Workspace
 from tests.conftest import ROOT, manage_argv, subprocess_env
 
@@ -18,7 +18,7 @@ from tests.conftest import ROOT, manage_argv, subprocess_env
 def test_demo_setup_prints_logins_seeds_cases_once_and_resets_passwords(cmd, monkeypatch) -> None:
     from django.contrib.auth.models import Group, Permission
 
-    from core.groups import ensure_groups
+    from ops.groups import ensure_groups
 
     ensure_groups(Group, Permission)
     monkeypatch.setenv("DEMO_PASSWORD", "first-pass-123")

@@ -3,8 +3,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core.health import report
-from deletions import clock
+from core import clock
+from ops.health import report
 
 
 class Command(BaseCommand):

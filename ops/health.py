@@ -5,6 +5,8 @@ Counts and ages only: no secrets, no personal data.
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,9 +14,18 @@ from django.db import connection
 from django.db.models import Max
 from django.http import HttpRequest, JsonResponse
 
-from deletions import clock
+from core import clock
+from deletions.models import DeletionRequest, Status
+from ops.models import ClusterHeartbeat
+from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
+from retirements.watcher import detect_stalls
 
 CLUSTER_STALE = timedelta(minutes=3)
+
+
+def beat(now: datetime) -> None:
+    """Record that a cluster ran its schedule: what the cluster check reads."""
+    ClusterHeartbeat.objects.update_or_create(name=f"{socket.gethostname()}:{os.getpid()}", defaults={"seen_at": now})
 
 
 def report(now: datetime) -> dict[str, Any]:
@@ -26,10 +37,6 @@ def report(now: datetime) -> dict[str, Any]:
     except Exception as exc:  # any driver error means unreachable here
         checks["database"] = {"ok": False, "detail": f"unreachable ({type(exc).__name__})"}
         return {"status": "red", "at": now.isoformat(), "checks": checks}
-
-    from deletions.models import ClusterHeartbeat, DeletionRequest, Status
-    from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
-    from retirements.watcher import detect_stalls
 
     last = ClusterHeartbeat.objects.aggregate(last=Max("seen_at"))["last"]
     fresh = last is not None and now - last <= CLUSTER_STALE

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from core.rehearsal import ROWS
+from ops.rehearsal import ROWS
 from tests.conftest import ROOT, manage_argv, subprocess_env
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]

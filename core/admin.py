@@ -1,0 +1,195 @@
+"""The admin base both workflows stand on: the case panel, a read-only case admin and
+its action views (permission guard, confirmation page, one service call, a message).
+
+Thin by rule: an action view parses a form, calls one service and reports; the
+service re-checks the permission and everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from core.authority import Actor
+from core.errors import DomainError
+from core.store import parse_id
+
+
+@dataclass(frozen=True)
+class CasePanel:
+    """What every case page shows first (SPEC 5.1)."""
+
+    what: str
+    status: str
+    status_label: str
+    open_question: str
+    next_check_at: datetime | None
+    owner: str
+    last_action: str
+    attempt: str
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
+
+
+class ConfirmForm(forms.Form):
+    pass
+
+
+def require(request: HttpRequest, perm: str) -> None:
+    """Every state change is checked on the server, whatever the page showed."""
+    if not request.user.has_perm(perm):
+        raise PermissionDenied(f"this action needs the permission {perm}")
+
+
+def actor(request: HttpRequest) -> Actor:
+    """The acting staff user; admin views only run for authenticated staff."""
+    return Actor.of(request.user)
+
+
+def perform(request: HttpRequest, call: Callable[[], Any], *, success: str, back: str) -> HttpResponse:
+    """Call one service; a refusal becomes an error message, never a 500."""
+    try:
+        call()
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, success)
+    return HttpResponseRedirect(back)
+
+
+@dataclass(frozen=True)
+class CaseAction:
+    """One staff decision on a case page: its URL, permission, confirmation page and service call.
+
+    `title`, `success` and `explanation` may name the case as `{obj}` fields;
+    `call(actor, obj, cleaned_data)` calls exactly one service.
+    """
+
+    name: str
+    perm: str
+    title: str
+    success: str
+    call: Callable[[Actor, Any, dict[str, Any]], Any]
+    form_class: type[forms.Form] = ReasonForm
+    explanation: str = ""
+    details_template: str = ""
+    initial: Callable[[Any], dict[str, Any]] | None = None
+
+
+class CaseActionsMixin:
+    """URLs and views for a model admin's `case_actions`."""
+
+    case_actions: tuple[CaseAction, ...] = ()
+    pk_path = "<uuid:pk>"
+    model: Any
+    admin_site: admin.AdminSite
+
+    def url_name(self, name: str) -> str:
+        return f"{self.model._meta.app_label}_{self.model._meta.model_name}_{name.replace('-', '_')}"
+
+    def action_back(self, pk: Any) -> str:
+        """Where an action returns: the case page."""
+        return reverse(f"admin:{self.url_name('change')}", args=[pk])
+
+    def action_object(self, pk: Any) -> Any:
+        return get_object_or_404(self.model, pk=pk)
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        return [
+            path(f"{self.pk_path}/{a.name}/", view(self._action_view(a)), name=self.url_name(a.name))
+            for a in self.case_actions
+        ] + super().get_urls()  # type: ignore[misc]
+
+    def _action_view(self, action: CaseAction) -> Callable[..., HttpResponse]:
+        def view(request: HttpRequest, pk: Any) -> HttpResponse:
+            obj = self.action_object(pk)
+            return action_view(
+                request,
+                self,  # type: ignore[arg-type]
+                perm=action.perm,
+                obj=obj,
+                back=self.action_back(pk),
+                title=action.title.format(obj=obj),
+                explanation=action.explanation.format(obj=obj),
+                details_template=action.details_template,
+                form_class=action.form_class,
+                initial=action.initial(obj) if action.initial else None,
+                call=lambda form: action.call(actor(request), obj, form.cleaned_data),
+                success=action.success.format(obj=obj),
+            )
+
+        view.__name__ = f"{action.name}_view"
+        return view
+
+
+class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    """A read-only list and case page: every change goes through a `CaseAction` and its service."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        """An id pasted into the search box finds its case; anything else searches the usual fields."""
+        try:
+            return queryset.filter(id=parse_id(search_term.strip())), False
+        except DomainError:
+            return super().get_search_results(request, queryset, search_term)
+
+
+def action_view(
+    request: HttpRequest,
+    model_admin: admin.ModelAdmin,  # type: ignore[type-arg]
+    *,
+    perm: str,
+    obj: Any,
+    title: str,
+    back: str,
+    form_class: type[forms.Form],
+    call: Callable[[forms.Form], Any],
+    success: str,
+    explanation: str = "",
+    details_template: str = "",
+    initial: dict[str, Any] | None = None,
+) -> HttpResponse:
+    """GET shows the confirmation form; POST validates it and calls the service."""
+    require(request, perm)
+    if request.method == "POST":
+        form = form_class(request.POST)
+        if form.is_valid():
+            return perform(request, lambda: call(form), success=success, back=back)
+    else:
+        form = form_class(initial=initial)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.model._meta,
+        "title": title,
+        "object": obj,
+        "req": obj,
+        "form": form,
+        "back": back,
+        "explanation": explanation,
+        "details_template": details_template,
+    }
+    return TemplateResponse(request, "admin/action_confirm.html", context)

@@ -1,0 +1,31 @@
+"""Store plumbing both workflows share: parse an id, lock a row or say it does not exist."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+from uuid import UUID
+
+from django.db import models
+
+from core.errors import BadInput, NotFound
+
+M = TypeVar("M", bound=models.Model)
+
+
+def parse_id(raw: Any, noun: str = "request") -> UUID:
+    try:
+        return raw if isinstance(raw, UUID) else UUID(str(raw))
+    except ValueError:
+        raise BadInput(f"{noun} id {raw!r} is not a UUID") from None
+
+
+def get_or_not_found(queryset: models.QuerySet[M], pk: Any, noun: str) -> M:
+    row = queryset.filter(pk=pk).first()
+    if row is None:
+        raise NotFound(f"no {noun} with id {pk}")
+    return row
+
+
+def lock_or_not_found(queryset: models.QuerySet[M], pk: Any, noun: str) -> M:
+    """Lock the row (call inside atomic()) or refuse with NotFound."""
+    return get_or_not_found(queryset.select_for_update(), pk, noun)

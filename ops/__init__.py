@@ -1,0 +1,1 @@
+"""Operations on top of both workflows: overview, health, heartbeat, schedules, groups, demo, rehearsal."""

@@ -1,0 +1,12 @@
+"""django-q2 entry points for operations (thin)."""
+
+from __future__ import annotations
+
+from core import clock
+
+
+def beat() -> None:
+    """Scheduled every minute: record that this cluster runs its schedule (what `health` reads)."""
+    from ops.health import beat as record_beat
+
+    record_beat(clock.now())

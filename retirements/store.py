@@ -1,0 +1,572 @@
+"""The retirement store, the only writer of this app's tables.
+
+Locks in one fixed order (workspace, then request, then watcher / slot / job),
+applies what the services and the pure policy decided, and logs each decision.
+Rules live in `policy` (pure) and `services` (staff decisions); nothing here
+chooses what happens next.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import IntegrityError, transaction
+
+from core import decisions
+from core.authority import Actor
+from core.errors import NotFound
+from core.store import get_or_not_found, lock_or_not_found, parse_id
+from retirements import policy
+from retirements.models import (
+    OPEN_REQUEST_STATUSES,
+    Alarm,
+    Decision,
+    Lifecycle,
+    NoticeSlot,
+    NoticeStatus,
+    PurgeJob,
+    RetirementRequest,
+    RetirementWatcher,
+    WatcherStatus,
+    Workspace,
+)
+
+logger = logging.getLogger("retirements")
+ACTIVE_WATCHER = (WatcherStatus.PENDING, WatcherStatus.RUNNING)
+
+
+# Reads
+
+
+def get(request_id: str | UUID) -> RetirementRequest:
+    rid = parse_id(request_id)
+    return get_or_not_found(
+        RetirementRequest.objects.select_related("workspace", "requested_by", "owner"), rid, "retirement request"
+    )
+
+
+def slot_views(request: RetirementRequest, *, pending_only: bool = False) -> list[policy.SlotView]:
+    """The request's notice slots as the pure policy sees them."""
+    slots = NoticeSlot.objects.filter(request=request)
+    if pending_only:
+        slots = slots.filter(status=NoticeStatus.PENDING)
+    return [policy.SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at) for s in slots]
+
+
+def open_request(workspace: Workspace) -> RetirementRequest | None:
+    return RetirementRequest.objects.filter(workspace=workspace, status__in=OPEN_REQUEST_STATUSES).first()
+
+
+def undelivered_gating(request: RetirementRequest) -> tuple[str, ...]:
+    return tuple(
+        NoticeSlot.objects.filter(request=request, gating=True)
+        .exclude(status__in=[NoticeStatus.DELIVERED, NoticeStatus.SUPPRESSED])
+        .values_list("kind", flat=True)
+    )
+
+
+def due_slot_ids(request_id: UUID, now: datetime) -> list[int]:
+    return list(
+        NoticeSlot.objects.filter(request_id=request_id, status=NoticeStatus.PENDING, due_at__lte=now)
+        .exclude(next_attempt_at__gt=now)
+        .order_by("due_at", "id")
+        .values_list("id", flat=True)
+    )
+
+
+# Locks (inside atomic(); always workspace before request)
+
+
+def lock_request(request_id: UUID | str) -> tuple[RetirementRequest, Workspace]:
+    """Lock workspace, then request: the one lock order every writer follows."""
+    workspace_id = RetirementRequest.objects.filter(id=request_id).values_list("workspace_id", flat=True).first()
+    if workspace_id is None:
+        raise NotFound(f"no retirement request with id {request_id}")
+    workspace = Workspace.objects.select_for_update().get(id=workspace_id)
+    request = RetirementRequest.objects.select_for_update().select_related("requested_by").get(id=request_id)
+    return request, workspace
+
+
+def lock_workspace(slug: str) -> Workspace:
+    workspace = Workspace.objects.select_for_update().filter(slug=slug).first()
+    if workspace is None:
+        raise NotFound(f"no workspace with slug {slug!r}")
+    return workspace
+
+
+def lock_watcher(watcher_id: UUID) -> RetirementWatcher:
+    return lock_or_not_found(RetirementWatcher.objects.all(), watcher_id, "watcher")
+
+
+def lock_current_watcher(request: RetirementRequest) -> RetirementWatcher | None:
+    if request.watcher_id is None:
+        return None
+    return RetirementWatcher.objects.select_for_update().filter(id=request.watcher_id).first()
+
+
+def lock_slot(slot_id: int) -> NoticeSlot:
+    return (
+        NoticeSlot.objects.select_for_update()
+        .select_related("request__workspace", "request__requested_by")
+        .get(id=slot_id)
+    )
+
+
+# The decision log and alarms
+
+
+def log_decision(
+    *,
+    request: RetirementRequest | None,
+    workspace: Workspace,
+    actor: Actor | None,
+    action: str,
+    reason: str,
+    now: datetime,
+) -> Decision:
+    return decisions.record(
+        Decision,
+        actor=actor,
+        action=action,
+        reason=reason,
+        now=now,
+        system="watcher",
+        request=request,
+        workspace=workspace,
+    )
+
+
+def raise_alarm(*, kind: str, request: RetirementRequest, message: str, now: datetime) -> Alarm | None:
+    """Save an open alarm (one per kind and request) and log it as an error."""
+    logger.error("alarm kind=%s request=%s", kind, request.id)  # the message (maybe addresses) stays in the row
+    existing = Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True).first()
+    if existing:
+        return existing
+    try:
+        with transaction.atomic():
+            return Alarm.objects.create(kind=kind, request=request, message=message, created_at=now)
+    except IntegrityError:
+        return Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True).first()
+
+
+def resolve_alarms(*, kind: str, request: RetirementRequest, now: datetime) -> None:
+    Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True).update(resolved_at=now)
+
+
+# Staff decisions
+
+
+def create_request(
+    *,
+    workspace: Workspace,
+    actor: Actor,
+    reason: str,
+    confirmation: str,
+    eligibility: policy.Eligibility,
+    plan: Iterable[policy.PlannedNotice],
+    now: datetime,
+) -> tuple[RetirementRequest, RetirementWatcher]:
+    """Request, notice slots, watcher and workspace deletion_pending, together."""
+    request = RetirementRequest.objects.create(
+        workspace=workspace,
+        requested_by=actor.user,
+        reason=reason,
+        confirmation=confirmation,
+        requested_at=now,
+        eligible_at=eligibility.eligible_at,
+        eligibility_policy=eligibility.policy,
+        next_wake_at=now,
+        owner=actor.user,
+        last_action=f"requested by {actor.name}",
+        updated_at=now,
+    )
+    _add_slots(request, plan)
+    watcher = RetirementWatcher.objects.create(request=request, created_at=now)
+    request.watcher = watcher
+    request.save(update_fields=["watcher"])
+    workspace.mark_deletion_pending()
+    workspace.save(update_fields=["lifecycle"])
+    log_decision(request=request, workspace=workspace, actor=actor, action="request", reason=reason, now=now)
+    return request, watcher
+
+
+def hold(
+    request: RetirementRequest, workspace: Workspace, *, actor: Actor | None, reason: str, now: datetime, action: str
+) -> None:
+    """Held by a person, or by the watcher at the point of no return (`actor` None)."""
+    request.hold()
+    request.held_at, request.held_by, request.hold_reason = now, actor.user if actor else None, reason
+    request.next_wake_at = None
+    fields = ["status", "held_at", "held_by", "hold_reason", "next_wake_at", "last_action", "updated_at"]
+    if actor is not None:
+        request.owner = actor.user
+        request.last_action = f"held by {actor.name}: {reason}"
+        fields.append("owner")
+    else:
+        request.last_action = f"held at the point of no return: {reason}"
+    request.updated_at = now
+    request.save(update_fields=fields)
+    log_decision(request=request, workspace=workspace, actor=actor, action=action, reason=reason, now=now)
+
+
+def release(
+    request: RetirementRequest, workspace: Workspace, *, actor: Actor, plan: policy.Replan, reason: str, now: datetime
+) -> None:
+    held_for = now - (request.held_at or now)
+    for slot_id, due in plan.moved:
+        NoticeSlot.objects.filter(id=slot_id).update(due_at=due, next_attempt_at=None)
+    for slot in NoticeSlot.objects.select_for_update().filter(id__in=plan.suppressed):
+        slot.suppress()
+        slot.save(update_fields=["status"])
+    _add_slots(request, plan.added)
+    request.release()
+    request.eligible_at = plan.eligible_at
+    request.held_at, request.held_by = None, None
+    request.blocker, request.blocked_until = "", None
+    request.next_wake_at = policy.next_wake(
+        eligible_at=plan.eligible_at, pending=slot_views(request, pending_only=True), blocked_until=None
+    )
+    request.last_action = f"released by {actor.name} after {held_for}; eligible at {plan.eligible_at}"
+    request.updated_at = now
+    request.save(
+        update_fields=[
+            "status",
+            "eligible_at",
+            "held_at",
+            "held_by",
+            "blocker",
+            "blocked_until",
+            "next_wake_at",
+            "last_action",
+            "updated_at",
+        ]
+    )
+    log_decision(
+        request=request,
+        workspace=workspace,
+        actor=actor,
+        action="release",
+        reason=reason or f"held for {held_for}; eligibility extended to {plan.eligible_at.isoformat()}",
+        now=now,
+    )
+
+
+def cancel(request: RetirementRequest, workspace: Workspace, *, actor: Actor, reason: str, now: datetime) -> None:
+    """The workspace returns to disabled, pending notices are suppressed, watchers settle."""
+    request.cancel()
+    request.cancelled_at, request.cancelled_by, request.cancel_reason = now, actor.user, reason
+    request.next_wake_at = None
+    request.concluded_at = now
+    request.conclusion = f"cancelled by {actor.name}: {reason}"
+    request.last_action = request.conclusion
+    request.updated_at = now
+    request.save(
+        update_fields=[
+            "status",
+            "cancelled_at",
+            "cancelled_by",
+            "cancel_reason",
+            "next_wake_at",
+            "concluded_at",
+            "conclusion",
+            "last_action",
+            "updated_at",
+        ]
+    )
+    _restore_workspace(workspace)
+    suppress_pending_notices(request)
+    for watcher in RetirementWatcher.objects.select_for_update().filter(request=request, status__in=ACTIVE_WATCHER):
+        settle_watcher(watcher, reason="request cancelled", now=now)
+    log_decision(request=request, workspace=workspace, actor=actor, action="cancel", reason=reason, now=now)
+
+
+def replace_watcher(
+    request: RetirementRequest, workspace: Workspace, *, actor: Actor, old: RetirementWatcher | None, now: datetime
+) -> RetirementWatcher:
+    new = RetirementWatcher.objects.create(request=request, created_at=now, replaces=old)
+    if old is not None and old.status in ACTIVE_WATCHER:
+        settle_watcher(old, reason=f"superseded by {new.id} (resumed by {actor.name})", now=now, superseded=True)
+    request.watcher = new
+    if request.status == "waiting":
+        request.next_wake_at = now
+    request.last_action = f"watcher resumed by {actor.name}"
+    request.updated_at = now
+    request.save(update_fields=["watcher", "next_wake_at", "last_action", "updated_at"])
+    resolve_alarms(kind="watcher_stalled", request=request, now=now)
+    log_decision(
+        request=request,
+        workspace=workspace,
+        actor=actor,
+        action="resume",
+        reason=f"watcher {new.id} replaces {old.id if old else 'none'}",
+        now=now,
+    )
+    return new
+
+
+# The watcher
+
+
+def settle_watcher(watcher: RetirementWatcher, *, reason: str, now: datetime, superseded: bool = False) -> None:
+    if superseded:
+        watcher.supersede()
+    else:
+        watcher.settle()
+    watcher.concluded_at = now
+    watcher.conclusion = reason
+    watcher.save(update_fields=["status", "concluded_at", "conclusion"])
+
+
+def beat_watcher(watcher: RetirementWatcher, request: RetirementRequest, *, now: datetime) -> None:
+    """The authoritative watcher wakes: started once, heartbeat now, any stall alarm cleared."""
+    if watcher.status == WatcherStatus.PENDING:
+        watcher.start()
+        watcher.started_at = now
+    watcher.heartbeat_at = now
+    watcher.save(update_fields=["status", "started_at", "heartbeat_at"])
+    resolve_alarms(kind="watcher_stalled", request=request, now=now)
+
+
+def apply_verdict(
+    verdict: policy.Verdict,
+    request: RetirementRequest,
+    workspace: Workspace,
+    watcher: RetirementWatcher,
+    *,
+    now: datetime,
+) -> PurgeJob | None:
+    """Apply the point-of-no-return verdict under the locks the watcher holds; the purge job on PROCEED."""
+    fields = ["next_wake_at", "last_action", "updated_at"]
+    request.updated_at = now
+    if verdict.action == policy.SUPERSEDED:
+        settle_watcher(watcher, reason=verdict.reason, now=now, superseded=True)
+    elif verdict.action == policy.CONCLUDE:
+        settle_watcher(watcher, reason=verdict.reason, now=now)
+    elif verdict.action == policy.SLEEP:
+        request.next_wake_at = None
+        request.save(update_fields=["next_wake_at"])
+    elif verdict.action == policy.WAIT:
+        blocked = verdict.reason != policy.NOT_YET_ELIGIBLE
+        request.blocker = verdict.reason if blocked else ""
+        request.blocked_until = verdict.wake_at if blocked else None
+        request.next_wake_at = policy.next_wake(
+            eligible_at=request.eligible_at,
+            pending=slot_views(request, pending_only=True),
+            blocked_until=request.blocked_until,
+        )
+        request.last_action = f"waiting: {verdict.reason}" if blocked else request.last_action
+        request.save(update_fields=[*fields, "blocker", "blocked_until"])
+        if blocked:
+            log_decision(
+                request=request, workspace=workspace, actor=None, action="boundary_wait", reason=verdict.reason, now=now
+            )
+    elif verdict.action == policy.HOLD:
+        hold(request, workspace, actor=None, reason=verdict.reason, now=now, action="boundary_hold")
+    elif verdict.action == policy.CLOSE:
+        request.close()
+        request.next_wake_at = None
+        request.concluded_at, request.conclusion = now, f"closed without purge: {verdict.reason}"
+        request.last_action = request.conclusion
+        request.save(update_fields=[*fields, "status", "concluded_at", "conclusion"])
+        _restore_workspace(workspace)
+        suppress_pending_notices(request)
+        settle_watcher(watcher, reason=request.conclusion, now=now)
+        log_decision(
+            request=request, workspace=workspace, actor=None, action="boundary_close", reason=verdict.reason, now=now
+        )
+    elif verdict.action == policy.PROCEED:
+        return _begin_execution(request, workspace, watcher, now=now)
+    else:
+        raise ValueError(f"unknown verdict {verdict.action!r}")
+    return None
+
+
+def _begin_execution(
+    request: RetirementRequest, workspace: Workspace, watcher: RetirementWatcher, *, now: datetime
+) -> PurgeJob:
+    """Every recheck passed: destructive state commits here, together."""
+    job = PurgeJob.objects.create(request=request, created_at=now)
+    request.begin_execution()
+    request.next_wake_at = None
+    request.blocker, request.blocked_until = "", None
+    request.last_action = f"point of no return passed; purge job {job.operation_id}"
+    request.save(update_fields=["next_wake_at", "last_action", "updated_at", "status", "blocker", "blocked_until"])
+    workspace.begin_deleting()
+    workspace.save(update_fields=["lifecycle"])
+    NoticeSlot.objects.get_or_create(
+        request=request, kind=policy.DESTRUCTION_STARTED, due_at=now, defaults={"gating": False}
+    )
+    settle_watcher(watcher, reason=f"destruction began: purge operation {job.operation_id}", now=now)
+    log_decision(
+        request=request,
+        workspace=workspace,
+        actor=None,
+        action="point_of_no_return",
+        reason=f"all rechecks passed; purge operation {job.operation_id}",
+        now=now,
+    )
+    return job
+
+
+# Notices
+
+
+def suppress_pending_notices(request: RetirementRequest) -> int:
+    slots = list(NoticeSlot.objects.select_for_update().filter(request=request, status=NoticeStatus.PENDING))
+    for slot in slots:
+        suppress_slot(slot)
+    return len(slots)
+
+
+def suppress_slot(slot: NoticeSlot) -> None:
+    slot.suppress()
+    slot.next_attempt_at = None
+    slot.save(update_fields=["status", "next_attempt_at"])
+
+
+def count_attempt(slot: NoticeSlot) -> None:
+    slot.attempts += 1
+    slot.save(update_fields=["attempts"])
+
+
+def record_delivered(slot_id: int, *, now: datetime) -> None:
+    with transaction.atomic():
+        slot = NoticeSlot.objects.select_for_update().get(id=slot_id)
+        if slot.status != NoticeStatus.PENDING:
+            return
+        slot.deliver()
+        slot.delivered_at, slot.next_attempt_at, slot.last_error = now, None, ""
+        slot.save(update_fields=["status", "delivered_at", "next_attempt_at", "last_error"])
+
+
+def record_notice_failure(slot_id: int, error: str, *, now: datetime) -> None:
+    with transaction.atomic():
+        slot = NoticeSlot.objects.select_for_update().select_related("request").get(id=slot_id)
+        retry = policy.notice_retry(slot.attempts, now)
+        slot.last_error = error
+        slot.next_attempt_at = retry.next_attempt_at
+        if retry.exhausted:
+            slot.give_up()
+        slot.save(update_fields=["last_error", "next_attempt_at", "status"])
+        logger.warning("notice failed slot=%s kind=%s attempt=%s", slot.id, slot.kind, slot.attempts)
+        if retry.exhausted:
+            raise_alarm(
+                kind="notice_failed",
+                request=slot.request,
+                message=f"{slot.kind} notice failed {slot.attempts} times: {error}",
+                now=now,
+            )
+
+
+def _add_slots(request: RetirementRequest, plan: Iterable[policy.PlannedNotice]) -> None:
+    NoticeSlot.objects.bulk_create(
+        NoticeSlot(request=request, kind=p.kind, due_at=p.due_at, gating=p.gating) for p in plan
+    )
+
+
+def _restore_workspace(workspace: Workspace) -> None:
+    if workspace.lifecycle == Lifecycle.DELETION_PENDING:
+        workspace.restore_disabled()
+        workspace.save(update_fields=["lifecycle"])
+
+
+# The purge
+
+
+def lock_purge(job_id: int) -> tuple[RetirementRequest, Workspace, PurgeJob] | None:
+    request_id = PurgeJob.objects.filter(id=job_id).values_list("request_id", flat=True).first()
+    if request_id is None:
+        return None
+    request, workspace = lock_request(request_id)
+    return request, workspace, PurgeJob.objects.select_for_update().get(id=job_id)
+
+
+def apply_purge(request: RetirementRequest, workspace: Workspace, job: PurgeJob, *, now: datetime) -> None:
+    workspace.mark_deleted()
+    workspace.save(update_fields=["lifecycle"])
+    job.finish()
+    job.finished_at = now
+    job.save(update_fields=["status", "finished_at"])
+    request.complete()
+    request.concluded_at = now
+    request.conclusion = f"workspace deleted by purge operation {job.operation_id}"
+    request.last_action = request.conclusion
+    request.updated_at = now
+    request.save(update_fields=["status", "concluded_at", "conclusion", "last_action", "updated_at"])
+    log_decision(
+        request=request,
+        workspace=workspace,
+        actor=None,
+        action="purged",
+        reason=f"operation {job.operation_id}",
+        now=now,
+    )
+
+
+# As plain data, for commands and scripts
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def summary(request_id: UUID, *keys: str) -> dict[str, Any]:
+    """The named fields of a freshly read request, as `describe` spells them."""
+    data = describe(get(request_id))
+    return {k: data[k] for k in keys}
+
+
+def describe(request: RetirementRequest) -> dict[str, Any]:
+    ws = request.workspace
+    job = getattr(request, "purge_job", None)
+    return {
+        "id": str(request.id),
+        "status": request.status,
+        "workspace": {"slug": ws.slug, "lifecycle": ws.lifecycle, "legal_hold": ws.legal_hold},
+        "requested_by": request.requested_by.get_username(),
+        "reason": request.reason,
+        "requested_at": _iso(request.requested_at),
+        "eligibility_policy": request.eligibility_policy,
+        "eligible_at": _iso(request.eligible_at),
+        "next_wake_at": _iso(request.next_wake_at),
+        "owner": request.owner.get_username() if request.owner else None,
+        "last_action": request.last_action,
+        "hold": {"held_at": _iso(request.held_at), "reason": request.hold_reason} if request.held_at else None,
+        "blocker": {"reason": request.blocker, "until": _iso(request.blocked_until)} if request.blocker else None,
+        "conclusion": request.conclusion or None,
+        "notices": [
+            {
+                "kind": n.kind,
+                "due_at": _iso(n.due_at),
+                "gating": n.gating,
+                "status": n.status,
+                "attempts": n.attempts,
+                "last_error": n.last_error or None,
+            }
+            for n in request.notices.order_by("due_at", "id")
+        ],
+        "watchers": [
+            {
+                "id": str(w.id),
+                "status": w.status,
+                "authoritative": w.id == request.watcher_id,
+                "started_at": _iso(w.started_at),
+                "heartbeat_at": _iso(w.heartbeat_at),
+                "conclusion": w.conclusion or None,
+                "replaces": str(w.replaces_id) if w.replaces_id else None,
+            }
+            for w in request.watchers.order_by("created_at")
+        ],
+        "purge_job": {"operation_id": str(job.operation_id), "status": job.status} if job else None,
+        "decisions": [
+            {"at": _iso(d.created_at), "actor": d.actor_label, "action": d.action, "reason": d.reason}
+            for d in request.decisions.order_by("created_at", "id")
+        ],
+        "alarms": [
+            {"kind": a.kind, "message": a.message, "resolved": a.resolved_at is not None} for a in request.alarms.all()
+        ],
+    }
