@@ -1,1 +1,2 @@
-"""Pieces shared by both workflows: refusal types and the thin command base."""
+"""The base both workflows stand on: clock, errors, logs, queue, authority, decision log,
+store plumbing, backoff, command and admin bases. Imports no app of ours."""
