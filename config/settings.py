@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_q",
+    "pgtrigger",
     "deletions",
     "retirements",
     "ops",
@@ -190,6 +191,9 @@ LOGGING = {
 TEST_RUNNER = "config.test_runner.PytestRunner"
 
 # Workspace retirement (SPEC 4).
+# A notice claim outlives any send; a sender that died is replaced after it (at least once).
+RETIREMENT_NOTICE_CLAIM_SECONDS = int(os.environ.get("RETIREMENT_NOTICE_CLAIM_SECONDS", "300"))
+RETIREMENT_PURGE_LEASE_SECONDS = int(os.environ.get("RETIREMENT_PURGE_LEASE_SECONDS", "60"))
 RETIREMENT_DISPOSABLE_WAIT_SECONDS = int(os.environ.get("RETIREMENT_DISPOSABLE_WAIT_SECONDS", "600"))
 RETIREMENT_NOTICE_RECIPIENTS = [
     e.strip()

@@ -1,9 +1,9 @@
 """Who acts, and whether they may: the one permission check both workflows call.
 
-Every service takes an `Actor` and checks the action's named permission itself,
-so the admin, the commands and any future API get the same checks. An actor is a
-staff user; the one exception, until the deletion command lines name accounts, is
-a bare operator name typed on a deletion command line (`Actor.user` is None).
+Every actor is a Django user. Every service takes an `Actor` and checks the
+action's named permission itself, so the admin, the commands and any future API
+get the same checks; the receiving boundaries check the same rule again where
+the effect lands.
 """
 
 from __future__ import annotations
@@ -13,39 +13,45 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from core.errors import BadInput, NotFound, Refused
+from core.errors import BadInput, Refused
 
 
 @dataclass(frozen=True)
 class Actor:
     name: str
-    user: Any = None  # a Django user, or None for a bare name
+    user: Any  # a Django user
 
     @classmethod
     def of(cls, user: Any) -> Actor:
         return cls(name=user.get_username(), user=user)
 
 
-def named(name: str, flag: str = "by") -> Actor:
-    """The actor a command line names: the account with that username, or a bare name."""
+def named(name: str, flag: str = "--by") -> Actor:
+    """The user a command line names. Usernames match whatever their case: `Operator-A` is
+    operator-a, so four eyes cannot be passed by typing a name differently."""
     name = (name or "").strip()
     if not name or len(name) > 150 or not name.isprintable():
-        raise BadInput(f"{flag} {name!r} is refused: give an operator name of 1-150 printable characters")
-    return Actor(name=name, user=get_user_model().objects.filter(username=name).first())
+        raise BadInput(f"{flag} {name!r} is refused: give a username of 1-150 printable characters")
+    matches = list(get_user_model().objects.filter(username__iexact=name)[:2])
+    exact = [u for u in matches if u.get_username() == name]
+    if exact:
+        return Actor.of(exact[0])
+    if len(matches) != 1:
+        raise Refused(f"{flag} {name!r}: " + ("no such user" if not matches else "several users match that name"))
+    return Actor.of(matches[0])
+
+
+def may(user: Any, perm: str) -> bool:
+    """The rule every check uses: an active staff user holding `perm` (read fresh by the caller)."""
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(perm))
 
 
 def require(actor: Actor, perm: str) -> Any:
-    """The acting user, when it is active staff holding `perm`; otherwise a refusal naming the rule."""
-    user = actor.user
-    if user is None:
-        raise NotFound(f"no user named {actor.name!r}")
-    if not (user.is_active and user.is_staff and user.has_perm(perm)):
+    """The acting user, when it may `perm`; otherwise a refusal naming the rule."""
+    if not may(actor.user, perm):
         raise Refused(f"{actor.name} lacks permission {perm} (active staff only)")
-    return user
+    return actor.user
 
 
-def require_if_account(actor: Actor, perm: str) -> None:
-    """Deletion services: a named account is checked like any other; a bare command-line
-    name is recorded as given (the seed's walkthrough names operators as free text)."""
-    if actor.user is not None:
-        require(actor, perm)
+def same_person(a: Any, b: Any) -> bool:
+    return a is not None and b is not None and a.pk == b.pk

@@ -10,6 +10,7 @@ import logging
 from datetime import datetime
 from typing import Any, TypeVar
 
+import pgtrigger
 from django.conf import settings
 from django.db import models
 
@@ -26,10 +27,13 @@ class DecisionRecord(models.Model):
     action = models.CharField(max_length=64)
     reason = models.TextField(blank=True, default="")
     created_at = models.DateTimeField()
+    generation = models.BigIntegerField(null=True, blank=True, help_text="the lease generation it acted under")
 
     class Meta:
         abstract = True
         ordering = ["created_at", "id"]
+        # Evidence: a log row is never rewritten or removed, whatever writes to the database.
+        triggers = [pgtrigger.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:
         return f"{self.actor_label}: {self.action}"
@@ -46,13 +50,14 @@ def record(
     reason: str,
     now: datetime,
     system: str = "system",
+    generation: int | None = None,
     **links: Any,
 ) -> D:
     """Save one decision; `actor` None means the system component named by `system` decided."""
     label = actor.name if actor is not None else system
     user = actor.user if actor is not None else None
     row = model._default_manager.create(
-        actor=user, actor_label=label, action=action, reason=reason, created_at=now, **links
+        actor=user, actor_label=label, action=action, reason=reason, created_at=now, generation=generation, **links
     )
     # Ids only in logs: the row keeps who and why.
     logging.getLogger(model._meta.app_label).info(

@@ -5,6 +5,8 @@ Table and column names are fixed by the operators' runbook SQL (SPEC 3.1).
 
 import uuid
 
+import pgtrigger
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django_fsm import FSMField, FSMModelMixin, transition
@@ -18,6 +20,7 @@ class Status(models.TextChoices):
     RUNNING = "running", "Running"
     RETRY_WAIT = "retry_wait", "Waiting to retry"
     NEEDS_ATTENTION = "needs_attention", "Needs attention"
+    NEEDS_REVIEW = "needs_review", "Back in review"
     COMPLETED = "completed", "Completed"
     CANCELLED = "cancelled", "Cancelled"
 
@@ -28,6 +31,7 @@ OPEN_STATUSES = [
     Status.RUNNING,
     Status.RETRY_WAIT,
     Status.NEEDS_ATTENTION,
+    Status.NEEDS_REVIEW,
 ]
 TERMINAL_STATUSES = [Status.COMPLETED, Status.CANCELLED]
 RUNNABLE_STATUSES = [Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT]
@@ -38,6 +42,10 @@ class DeletionRequest(FSMModelMixin, models.Model):
     entity_type = models.CharField(max_length=32, default="user")
     target = models.CharField(max_length=255)
     requested_by = models.CharField(max_length=150)
+    # The seed's text column keeps the username (runbook SQL); the key says who it is.
+    requested_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     inventory_json = models.JSONField()
     inventory_version = models.IntegerField()
     inventory_digest = models.CharField(max_length=64)
@@ -71,7 +79,16 @@ class DeletionRequest(FSMModelMixin, models.Model):
             ),
         ]
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="deletion_status_due")]
+        triggers = [
+            # The proposal an approval covers never changes, whatever writes the row.
+            pgtrigger.Protect(
+                name="proposal_is_immutable",
+                operation=pgtrigger.Update,
+                condition=pgtrigger.AnyChange("inventory_json", "inventory_digest", "inventory_version", "target"),
+            ),
+        ]
         permissions = [
+            ("submit_deletionrequest", "Can submit a deletion request"),
             ("approve_deletionrequest", "Can approve a deletion request"),
             ("cancel_deletionrequest", "Can cancel a deletion request"),
             ("run_deletionrequest", "Can run or resume a deletion request"),
@@ -81,7 +98,7 @@ class DeletionRequest(FSMModelMixin, models.Model):
         return f"{self.target} ({self.status})"
 
     # Lifecycle: transitions change only the row; callers lock it first.
-    @transition(field=status, source=Status.SUBMITTED, target=Status.APPROVED)
+    @transition(field=status, source=[Status.SUBMITTED, Status.NEEDS_REVIEW], target=Status.APPROVED)
     def approve(self) -> None:
         pass
 
@@ -105,6 +122,14 @@ class DeletionRequest(FSMModelMixin, models.Model):
     def retry(self) -> None:
         pass
 
+    @transition(field=status, source=[Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT], target=Status.NEEDS_REVIEW)
+    def refuse_at_boundary(self) -> None:
+        """The receiver refused an effect for want of authority: back to review."""
+
+    @transition(field=status, source=Status.APPROVED, target=Status.RUNNING)
+    def resume_approved(self) -> None:
+        """A fresh approval of a started request: the saved stage continues."""
+
     @transition(field=status, source=Status.NEEDS_ATTENTION, target=Status.RETRY_WAIT)
     def operator_resume(self) -> None:
         pass
@@ -122,9 +147,16 @@ class DeletionApproval(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="approvals")
     approved_by = models.CharField(max_length=150)
+    approved_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     approved_at = models.DateTimeField()
+    # The exact proposal covered: the digest, and the inventory and rules versions it was read under.
     inventory_digest = models.CharField(max_length=64)
+    inventory_version = models.IntegerField(null=True, blank=True)
+    rules_version = models.IntegerField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "entity_deletion_approvals"
@@ -177,6 +209,10 @@ class StageHistory(FSMModelMixin, models.Model):
     def run(self) -> None:
         pass
 
+    @transition(field=status, source=StageStatus.RUNNING, target=StageStatus.PENDING)
+    def set_aside(self) -> None:
+        """Refused at the receiver: nothing was applied, and it is not a failure."""
+
     @transition(field=status, source=StageStatus.RUNNING, target=StageStatus.COMPLETED)
     def succeed(self) -> None:
         pass
@@ -190,6 +226,9 @@ class DeletionDecision(DecisionRecord):
     """Who decided what about a request, why and when (the shape both workflows share)."""
 
     request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="decisions")
+    approval = models.ForeignKey(
+        DeletionApproval, null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="acted under"
+    )
 
     class Meta(DecisionRecord.Meta):
         db_table = "entity_deletion_decisions"

@@ -33,12 +33,14 @@ from deletions.users import inventory, workflow
 from deletions.users.handlers import RunOptions
 
 HEX = set("0123456789abcdef")
+SUBMIT = "deletions.submit_deletionrequest"
 APPROVE = "deletions.approve_deletionrequest"
 CANCEL = "deletions.cancel_deletionrequest"
 RUN = "deletions.run_deletionrequest"
 
 
 def deletion_submit(*, actor: Actor, target: str) -> DeletionRequest:
+    authority.require(actor, SUBMIT)
     inventory.validate_target(target)
     inv = inventory.build_inventory(target)
     inventory.validate_inventory(inv)
@@ -47,7 +49,7 @@ def deletion_submit(*, actor: Actor, target: str) -> DeletionRequest:
         req = insert_request(
             entity_type="user",
             target=target,
-            requested_by=actor.name,
+            requested_by=actor.user,
             inventory=inv,
             version=inventory.INVENTORY_VERSION,
             now=now,
@@ -59,18 +61,18 @@ def deletion_submit(*, actor: Actor, target: str) -> DeletionRequest:
 def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> DeletionApproval:
     """Four eyes on the exact inventory: a second operator approves the digest they saw."""
     rid = parse_request_id(request_id)
-    authority.require_if_account(actor, APPROVE)
+    authority.require(actor, APPROVE)
     digest = (digest or "").strip().lower()
     if len(digest) != 64 or not set(digest) <= HEX:
         raise BadInput(f"inventory digest {digest!r} is refused: expected 64 hexadecimal characters")
     now = clock.now()
     with transaction.atomic():
         req = lock_request(rid)
-        if req.status != Status.SUBMITTED:
+        if req.status not in (Status.SUBMITTED, Status.NEEDS_REVIEW):
             previous = approvals.latest(req)
             by = f" (approved by {previous.approved_by} at {previous.approved_at.isoformat()})" if previous else ""
             raise Refused(f"request {req.id} is {req.status}, not submitted: it cannot be approved again{by}")
-        if actor.name == req.requested_by:
+        if submitted_by(req, actor):
             raise Refused(
                 f"four eyes: {actor.name} submitted request {req.id} and cannot approve it; "
                 "a second operator must approve"
@@ -83,21 +85,31 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
         inventory.validate_inventory(req.inventory_json)
         approval = approvals.save_approval(
             req,
-            approved_by=actor.name,
+            approved_by=actor.user,
             digest=digest,
+            rules_version=workflow.RULES_VERSION,
             now=now,
             ttl=timedelta(days=settings.DELETION_APPROVAL_TTL_DAYS),
         )
-        decisions.record(request_id=rid, actor=actor, action="approve", reason=f"digest {digest}", now=now)
+        decisions.record(
+            request_id=rid, actor=actor, action="approve", reason=f"digest {digest}", now=now, approval=approval
+        )
         transaction.on_commit(lambda: tasks.enqueue_run(rid))
         return approval
+
+
+def submitted_by(req: DeletionRequest, actor: Actor) -> bool:
+    """Four eyes compares people: the linked user, or (rows from before users were linked) the name in any case."""
+    if req.requested_by_user_id is not None:
+        return bool(req.requested_by_user_id == actor.user.pk)
+    return req.requested_by.casefold() == actor.name.casefold()
 
 
 def deletion_cancel(*, actor: Actor, request_id: str | UUID, reason: str) -> DeletionRequest:
     """Before the first stage: cancel outright. Once running: record it; the worker
     stops at its next transition and completed stages stay done."""
     rid = parse_request_id(request_id)
-    authority.require_if_account(actor, CANCEL)
+    authority.require(actor, CANCEL)
     reason = (reason or "").strip()
     if not reason:
         raise BadInput("a cancellation needs a reason")
@@ -124,7 +136,7 @@ def deletion_resume(
     allows the next attempt to submit it (under the same operation id).
     """
     rid = parse_request_id(request_id)
-    authority.require_if_account(actor, RUN)
+    authority.require(actor, RUN)
     now = clock.now()
     with transaction.atomic():
         req = lock_request(rid)
@@ -155,7 +167,7 @@ def deletion_resume(
 def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest:
     """Enqueue a worker run on commit; the lease, not the queue, decides who executes."""
     rid = parse_request_id(request_id)
-    authority.require_if_account(actor, RUN)
+    authority.require(actor, RUN)
     now = clock.now()
     with transaction.atomic():
         req = lock_request(rid)

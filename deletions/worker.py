@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connections
 
 from core import clock
-from deletions.crashpoints import crash_point
+from core.crashpoints import crash_point
 from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
 from deletions.models import Status
 from deletions.store import approvals, leases
@@ -137,6 +137,8 @@ def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutc
         return RunOutcome(
             1, "stage failed too many times in a row; the request needs an operator to resume it", handled
         )
+    if nxt.status == Status.NEEDS_REVIEW:
+        return RunOutcome(1, f"back in review, nothing applied: {nxt.note}", handled)
     if nxt.status == Status.CANCELLED:
         return RunOutcome(
             1, f"request cancelled; {nxt.completed_stages} completed stage(s) are done and were not undone", handled

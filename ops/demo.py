@@ -22,16 +22,19 @@ DEMO_USERS = [
 ]
 
 
-def ensure_users(password: str) -> list[str]:
-    logins = []
+def ensure_users(password: str, *, reset: bool) -> list[str]:
+    """The demo staff logins, in their groups; a new login (or every one with `reset`) gets `password`.
+    Returns the logins that got it."""
+    given = []
     for username, group in DEMO_USERS:
-        user, _ = User.objects.get_or_create(username=username, defaults={"email": f"{username}@localhost"})
+        user, created = User.objects.get_or_create(username=username, defaults={"email": f"{username}@localhost"})
         user.is_staff = True
-        user.set_password(password)
+        if created or reset:
+            user.set_password(password)
+            given.append(f"{username} ({group})")
         user.save()
         user.groups.set(Group.objects.filter(name=group))
-        logins.append(f"{username} ({group})")
-    return logins
+    return given
 
 
 def seed(demo_user: Any) -> bool:

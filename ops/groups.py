@@ -7,6 +7,7 @@ from typing import Any
 GROUPS: dict[str, list[tuple[str, str]]] = {
     "operators": [
         ("deletions", "view_deletionrequest"),
+        ("deletions", "submit_deletionrequest"),
         ("deletions", "cancel_deletionrequest"),
         ("deletions", "run_deletionrequest"),
         ("retirements", "view_workspace"),
@@ -15,6 +16,7 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("retirements", "hold_retirementrequest"),
         ("retirements", "cancel_retirementrequest"),
         ("retirements", "resume_retirementrequest"),
+        ("retirements", "retry_notices_retirementrequest"),
     ],
     "approvers": [
         ("deletions", "view_deletionrequest"),

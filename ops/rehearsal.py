@@ -56,7 +56,7 @@ ROWS = (
         "Do not report cancelled after the update begins; check unknown results against the target system",
         (
             C + "test_cancellation_and_claim_race_exactly_one_wins",
-            C + "test_cancel_while_a_worker_runs_stops_at_the_next_transition",
+            C + "test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops",
         ),
     ),
     Row(

@@ -108,6 +108,16 @@ class RetirementRequestAdmin(CaseAdmin):
             ),
         ),
         CaseAction(
+            name="retry-notices",
+            perm=services.RETRY_NOTICES,
+            title="Retry failed notices",
+            explanation="Notices that failed all their attempts get a fresh budget and are sent at the next step.",
+            success="Failed notices re-armed.",
+            call=lambda actor, req, data: services.retirement_retry_notices(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
+        ),
+        CaseAction(
             name="resume",
             perm=services.RESUME,
             title="Resume the watcher",
@@ -132,7 +142,14 @@ class RetirementRequestAdmin(CaseAdmin):
         notices = list(req.notices.order_by("due_at", "id"))
         decisions = list(req.decisions.order_by("created_at", "id"))
         stalled = watcher.stall_reason(req, now)
-        can = case.actions(req, request.user.get_all_permissions())
+        perms = request.user.get_all_permissions()
+        can = case.actions(req, perms)
+        # Offered only where a notice failed all its attempts: the one way forward for it.
+        can["retry_notices"] = (
+            req.status in ("waiting", "held", "executing")
+            and services.RETRY_NOTICES in perms
+            and any(n.status == "failed" for n in notices)
+        )
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,

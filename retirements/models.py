@@ -116,6 +116,7 @@ class RetirementRequest(FSMModelMixin, models.Model):
             ("hold_retirementrequest", "Can hold or release a retirement"),
             ("cancel_retirementrequest", "Can cancel a retirement"),
             ("resume_retirementrequest", "Can resume a retirement watcher"),
+            ("retry_notices_retirementrequest", "Can re-arm failed retirement notices"),
         ]
 
     def __str__(self) -> str:
@@ -148,6 +149,7 @@ class RetirementRequest(FSMModelMixin, models.Model):
 
 class NoticeStatus(models.TextChoices):
     PENDING = "pending"
+    SENDING = "sending"
     DELIVERED = "delivered"
     SUPPRESSED = "suppressed"
     FAILED = "failed"
@@ -163,6 +165,9 @@ class NoticeSlot(FSMModelMixin, models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # Who is sending it now, until when: a concurrent watcher skips a live claim.
+    claimed_by = models.CharField(max_length=200, blank=True, default="")
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["due_at", "id"]
@@ -173,17 +178,30 @@ class NoticeSlot(FSMModelMixin, models.Model):
     def __str__(self) -> str:
         return f"{self.kind} at {self.due_at:%Y-%m-%d %H:%M} ({self.status})"
 
-    @transition(field=status, source=NoticeStatus.PENDING, target=NoticeStatus.DELIVERED)
+    # A claim whose sender died (claim expired) is claimed again: at least once, never twice for nothing.
+    @transition(field=status, source=[NoticeStatus.PENDING, NoticeStatus.SENDING], target=NoticeStatus.SENDING)
+    def claim(self) -> None:
+        pass
+
+    @transition(field=status, source=NoticeStatus.SENDING, target=NoticeStatus.PENDING)
+    def retry_later(self) -> None:
+        pass
+
+    @transition(field=status, source=NoticeStatus.SENDING, target=NoticeStatus.DELIVERED)
     def deliver(self) -> None:
         pass
 
-    @transition(field=status, source=NoticeStatus.PENDING, target=NoticeStatus.SUPPRESSED)
+    @transition(field=status, source=[NoticeStatus.PENDING, NoticeStatus.SENDING], target=NoticeStatus.SUPPRESSED)
     def suppress(self) -> None:
         pass
 
-    @transition(field=status, source=NoticeStatus.PENDING, target=NoticeStatus.FAILED)
+    @transition(field=status, source=NoticeStatus.SENDING, target=NoticeStatus.FAILED)
     def give_up(self) -> None:
         pass
+
+    @transition(field=status, source=NoticeStatus.FAILED, target=NoticeStatus.PENDING)
+    def rearm(self) -> None:
+        """A staff decision gives a failed notice a fresh attempt budget."""
 
 
 class WatcherStatus(models.TextChoices):
@@ -226,6 +244,7 @@ class RetirementWatcher(FSMModelMixin, models.Model):
 class PurgeStatus(models.TextChoices):
     QUEUED = "queued"
     DONE = "done"
+    REFUSED = "refused"
 
 
 class PurgeJob(FSMModelMixin, models.Model):
@@ -234,6 +253,11 @@ class PurgeJob(FSMModelMixin, models.Model):
     status = FSMField(default=PurgeStatus.QUEUED, choices=PurgeStatus.choices, protected=True, max_length=16)
     created_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The executor's lease: every write checks owner + generation, as deletions do.
+    lease_owner = models.CharField(max_length=200, null=True, blank=True)
+    lease_generation = models.BigIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    refusal = models.TextField(blank=True, default="")
 
     def __str__(self) -> str:
         return f"purge {self.operation_id} ({self.status})"
@@ -241,6 +265,10 @@ class PurgeJob(FSMModelMixin, models.Model):
     @transition(field=status, source=PurgeStatus.QUEUED, target=PurgeStatus.DONE)
     def finish(self) -> None:
         pass
+
+    @transition(field=status, source=PurgeStatus.QUEUED, target=PurgeStatus.REFUSED)
+    def refuse(self) -> None:
+        """The receiving boundary refused: nothing was purged."""
 
 
 class Decision(DecisionRecord):
@@ -258,6 +286,7 @@ class Alarm(models.Model):
 
     kind = models.CharField(max_length=32)
     request = models.ForeignKey(RetirementRequest, on_delete=models.PROTECT, related_name="alarms")
+    slot = models.ForeignKey("NoticeSlot", null=True, blank=True, on_delete=models.PROTECT, related_name="alarms")
     message = models.TextField()
     created_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
@@ -266,7 +295,10 @@ class Alarm(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["kind", "request"], condition=Q(resolved_at__isnull=True), name="one_open_alarm_per_kind"
+                fields=["kind", "request", "slot"],
+                condition=Q(resolved_at__isnull=True),
+                nulls_distinct=False,
+                name="one_open_alarm_per_kind_and_slot",
             ),
         ]
 

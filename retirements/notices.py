@@ -1,18 +1,22 @@
-"""Staff notices through Django's email framework, delivered at least once.
+"""Staff notices through Django's email framework: at least once, never twice for nothing.
 
-The slot is re-checked under its lock, the attempt counted, the lock released;
-then the mail is sent and its outcome saved. A send followed by a failed save
-leaves the slot pending, so it is sent again: at least once, never exactly once.
+A slot is claimed in its own transaction before the send (status `sending`, a
+claimer and a claim expiry, the attempt counted); a concurrent watcher skips a
+live claim. The outcome is saved by the claimer only. A sender that dies between
+the send and saving its outcome leaves a claim that runs out, and the slot is
+sent again: the seed's at-least-once, and the only way a notice repeats.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import uuid
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 
+from core.crashpoints import crash_point
 from retirements import policy, store
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
 
@@ -25,23 +29,37 @@ SUBJECTS = {
 DELIVERABLE = (RequestStatus.WAITING, RequestStatus.EXECUTING)
 
 
+def deliverable(kind: str, request_status: str) -> bool:
+    """Notices of an open request; `destruction_started` also once the purge finished first."""
+    return request_status in DELIVERABLE or (
+        kind == policy.DESTRUCTION_STARTED and request_status == RequestStatus.COMPLETED
+    )
+
+
 def deliver(slot_id: int, *, now: datetime) -> str:
+    claimer = uuid.uuid4().hex
     with transaction.atomic():
         slot = store.lock_slot(slot_id)
-        if slot.status != NoticeStatus.PENDING:
+        if slot.status == NoticeStatus.SENDING and slot.claim_expires_at and slot.claim_expires_at > now:
+            return "claimed by another sender"
+        if slot.status not in (NoticeStatus.PENDING, NoticeStatus.SENDING):
             return "skipped"
-        if slot.request.status not in DELIVERABLE:
+        if not deliverable(slot.kind, slot.request.status):
             store.suppress_slot(slot)
             return "suppressed"
-        if slot.due_at > now or (slot.next_attempt_at and slot.next_attempt_at > now):
+        if slot.status == NoticeStatus.PENDING and (
+            slot.due_at > now or (slot.next_attempt_at and slot.next_attempt_at > now)
+        ):
             return "not due"
-        store.count_attempt(slot)
+        until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
+        store.claim_slot(slot, claimer=claimer, until=until)
     try:
         send_notice(slot)
     except Exception as exc:
-        store.record_notice_failure(slot_id, f"{type(exc).__name__}: {exc}", now=now)
+        store.record_notice_failure(slot_id, f"{type(exc).__name__}: {exc}", claimer=claimer, now=now)
         return "failed"
-    store.record_delivered(slot_id, now=now)
+    crash_point("notice-sent")
+    store.record_delivered(slot_id, claimer=claimer, now=now)
     return "delivered"
 
 

@@ -69,11 +69,14 @@ class SlotView:
     due_at: datetime
     status: str
     next_attempt_at: datetime | None = None
+    claim_expires_at: datetime | None = None
 
 
 def next_wake(*, eligible_at: datetime, pending: Iterable[SlotView], blocked_until: datetime | None) -> datetime:
-    """The earliest instant the watcher has something to do."""
+    """The earliest instant the watcher has something to do; a claimed notice whose sender
+    may have died is looked at again when its claim runs out."""
     candidates = [s.next_attempt_at or s.due_at for s in pending if s.status == "pending"]
+    candidates += [s.claim_expires_at for s in pending if s.status == "sending" and s.claim_expires_at]
     candidates.append(max(eligible_at, blocked_until) if blocked_until else eligible_at)
     return min(candidates)
 
@@ -188,6 +191,48 @@ def point_of_no_return(f: BoundaryFacts) -> Verdict:
             WAIT, f"gating notice(s) not delivered: {', '.join(f.undelivered_gating)}", f.now + BLOCKER_REVISIT
         )
     return Verdict(PROCEED, "all rechecks passed")
+
+
+@dataclass(frozen=True)
+class PurgeFacts:
+    """What the purge's receiving boundary rechecks in the transaction of the effect."""
+
+    job_status: str
+    holder: str  # the job's lease owner now
+    holder_generation: int
+    owner: str  # who asks to apply
+    generation: int
+    job_operation_id: object
+    operation_id: object
+    request_status: str
+    requester: str
+    requester_may: bool
+
+
+APPLY = "apply"
+ALREADY_DONE = "already done"  # the operation was applied: its first outcome stands
+STALE = "stale"  # fencing: another executor owns the job now; nothing applied
+REFUSE = "refuse"  # authority: nothing applied, a person must look
+
+
+def purge_verdict(f: PurgeFacts) -> Verdict:
+    if f.operation_id != f.job_operation_id:
+        return Verdict(STALE, f"operation {f.operation_id} is not this job's operation {f.job_operation_id}")
+    if f.job_status == "done":
+        return Verdict(ALREADY_DONE, f"operation {f.operation_id} was already applied")
+    if f.holder != f.owner or f.holder_generation != f.generation:
+        return Verdict(
+            STALE,
+            f"stale executor {f.owner} generation {f.generation}: the job is held by "
+            f"{f.holder or 'nobody'} generation {f.holder_generation}",
+        )
+    if f.job_status != "queued":
+        return Verdict(STALE, f"purge job is {f.job_status}")
+    if f.request_status != "executing":
+        return Verdict(REFUSE, f"request is {f.request_status}, not executing")
+    if not f.requester_may:
+        return Verdict(REFUSE, f"requester {f.requester} is no longer active staff holding request_retirement")
+    return Verdict(APPLY, "all rechecks passed")
 
 
 def is_stalled(

@@ -1,4 +1,4 @@
-"""One service per staff decision: request, hold, release, cancel, resume.
+"""One service per staff decision: request, hold, release, cancel, resume, retry notices.
 
 Each takes the acting `Actor`, checks its permission itself, locks workspace
 then request (through the store), refuses with the rule's name, has the store
@@ -25,6 +25,7 @@ REQUEST = "retirements.request_retirement"
 HOLD = "retirements.hold_retirementrequest"
 CANCEL = "retirements.cancel_retirementrequest"
 RESUME = "retirements.resume_retirementrequest"
+RETRY_NOTICES = "retirements.retry_notices_retirementrequest"
 
 
 def _reason(reason: str, what: str) -> str:
@@ -149,4 +150,22 @@ def retirement_resume(*, actor: Actor, request_id: UUID | str) -> RetirementRequ
             raise Refused(f"watcher still running: {old.id} heartbeat at {old.heartbeat_at.isoformat()}")
         new = store.replace_watcher(request, workspace, actor=actor, old=old, now=now)
         transaction.on_commit(lambda: tasks.enqueue_watcher_step(new.id))
+        return request
+
+
+def retirement_retry_notices(*, actor: Actor, request_id: UUID | str, reason: str) -> RetirementRequest:
+    """Failed notices get a fresh attempt budget; a failed gating notice no longer blocks for good."""
+    authority.require(actor, RETRY_NOTICES)
+    reason = _reason(reason, "retry failed notices")
+    now = clock.now()
+    with transaction.atomic():
+        request, workspace = store.lock_request(request_id)
+        if request.status not in (RequestStatus.WAITING, RequestStatus.HELD, RequestStatus.EXECUTING):
+            raise _closed_refusal(request)
+        if not request.notices.filter(status="failed").exists():
+            raise Refused(f"request {request.id} has no failed notice to retry")
+        store.rearm_failed_notices(request, workspace, actor=actor, reason=reason, now=now)
+        watcher_id = request.watcher_id
+        if watcher_id and request.status == RequestStatus.WAITING:
+            transaction.on_commit(lambda: tasks.enqueue_watcher_step(watcher_id))
         return request

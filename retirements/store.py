@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 
-from core import decisions
+from core import authority, decisions
 from core.authority import Actor
 from core.errors import NotFound
 from core.store import get_or_not_found, lock_or_not_found, parse_id
@@ -29,6 +30,8 @@ from retirements.models import (
     NoticeSlot,
     NoticeStatus,
     PurgeJob,
+    PurgeStatus,
+    RequestStatus,
     RetirementRequest,
     RetirementWatcher,
     WatcherStatus,
@@ -50,11 +53,11 @@ def get(request_id: str | UUID) -> RetirementRequest:
 
 
 def slot_views(request: RetirementRequest, *, pending_only: bool = False) -> list[policy.SlotView]:
-    """The request's notice slots as the pure policy sees them."""
+    """The request's notice slots as the pure policy sees them (`pending_only`: not yet settled)."""
     slots = NoticeSlot.objects.filter(request=request)
     if pending_only:
-        slots = slots.filter(status=NoticeStatus.PENDING)
-    return [policy.SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at) for s in slots]
+        slots = slots.filter(status__in=[NoticeStatus.PENDING, NoticeStatus.SENDING])
+    return [policy.SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at, s.claim_expires_at) for s in slots]
 
 
 def open_request(workspace: Workspace) -> RetirementRequest | None:
@@ -69,10 +72,24 @@ def undelivered_gating(request: RetirementRequest) -> tuple[str, ...]:
     )
 
 
+def _due(now: datetime) -> Q:
+    """Pending and due, or claimed by a sender whose claim ran out (it died between send and save)."""
+    pending = Q(status=NoticeStatus.PENDING, due_at__lte=now) & ~Q(next_attempt_at__gt=now)
+    return pending | Q(status=NoticeStatus.SENDING, claim_expires_at__lte=now)
+
+
 def due_slot_ids(request_id: UUID, now: datetime) -> list[int]:
     return list(
-        NoticeSlot.objects.filter(request_id=request_id, status=NoticeStatus.PENDING, due_at__lte=now)
-        .exclude(next_attempt_at__gt=now)
+        NoticeSlot.objects.filter(_due(now), request_id=request_id)
+        .order_by("due_at", "id")
+        .values_list("id", flat=True)
+    )
+
+
+def due_slot_ids_after_ponr(now: datetime) -> list[int]:
+    """Due notices of requests past the point of no return (destruction_started), even once purged."""
+    return list(
+        NoticeSlot.objects.filter(_due(now), request__status__in=[RequestStatus.EXECUTING, RequestStatus.COMPLETED])
         .order_by("due_at", "id")
         .values_list("id", flat=True)
     )
@@ -140,21 +157,28 @@ def log_decision(
     )
 
 
-def raise_alarm(*, kind: str, request: RetirementRequest, message: str, now: datetime) -> Alarm | None:
-    """Save an open alarm (one per kind and request) and log it as an error."""
-    logger.error("alarm kind=%s request=%s", kind, request.id)  # the message (maybe addresses) stays in the row
-    existing = Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True).first()
+def raise_alarm(
+    *, kind: str, request: RetirementRequest, message: str, now: datetime, slot: NoticeSlot | None = None
+) -> Alarm | None:
+    """Save an open alarm (one per kind, request and slot) and log it as an error."""
+    logger.error("alarm kind=%s request=%s slot=%s", kind, request.id, slot.id if slot else None)  # ids only
+    open_ = Alarm.objects.filter(kind=kind, request=request, slot=slot, resolved_at__isnull=True)
+    existing = open_.first()
     if existing:
         return existing
     try:
         with transaction.atomic():
-            return Alarm.objects.create(kind=kind, request=request, message=message, created_at=now)
+            return Alarm.objects.create(kind=kind, request=request, slot=slot, message=message, created_at=now)
     except IntegrityError:
-        return Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True).first()
+        return open_.first()
 
 
-def resolve_alarms(*, kind: str, request: RetirementRequest, now: datetime) -> None:
-    Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True).update(resolved_at=now)
+def resolve_alarms(*, kind: str, request: RetirementRequest, now: datetime, slot_ids: Iterable[int] = ()) -> None:
+    alarms = Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True)
+    slot_ids = list(slot_ids)
+    if slot_ids:
+        alarms = alarms.filter(slot_id__in=slot_ids)
+    alarms.update(resolved_at=now)
 
 
 # Staff decisions
@@ -428,38 +452,85 @@ def suppress_slot(slot: NoticeSlot) -> None:
     slot.save(update_fields=["status", "next_attempt_at"])
 
 
-def count_attempt(slot: NoticeSlot) -> None:
+def claim_slot(slot: NoticeSlot, *, claimer: str, until: datetime) -> None:
+    """Claimed in its own transaction before the send: a concurrent watcher skips a live claim."""
+    slot.claim()
+    slot.claimed_by, slot.claim_expires_at = claimer, until
     slot.attempts += 1
-    slot.save(update_fields=["attempts"])
+    slot.save(update_fields=["status", "claimed_by", "claim_expires_at", "attempts"])
 
 
-def record_delivered(slot_id: int, *, now: datetime) -> None:
+def _lock_claimed(slot_id: int, claimer: str) -> NoticeSlot | None:
+    slot = NoticeSlot.objects.select_for_update().select_related("request").get(id=slot_id)
+    if slot.status != NoticeStatus.SENDING or slot.claimed_by != claimer:
+        logger.warning("notice outcome for a lost claim slot=%s", slot.id)  # another sender took over
+        return None
+    return slot
+
+
+def record_delivered(slot_id: int, *, claimer: str, now: datetime) -> None:
     with transaction.atomic():
-        slot = NoticeSlot.objects.select_for_update().get(id=slot_id)
-        if slot.status != NoticeStatus.PENDING:
+        slot = _lock_claimed(slot_id, claimer)
+        if slot is None:
             return
         slot.deliver()
         slot.delivered_at, slot.next_attempt_at, slot.last_error = now, None, ""
-        slot.save(update_fields=["status", "delivered_at", "next_attempt_at", "last_error"])
+        slot.claimed_by, slot.claim_expires_at = "", None
+        slot.save(
+            update_fields=["status", "delivered_at", "next_attempt_at", "last_error", "claimed_by", "claim_expires_at"]
+        )
 
 
-def record_notice_failure(slot_id: int, error: str, *, now: datetime) -> None:
+def record_notice_failure(slot_id: int, error: str, *, claimer: str, now: datetime) -> None:
     with transaction.atomic():
-        slot = NoticeSlot.objects.select_for_update().select_related("request").get(id=slot_id)
+        slot = _lock_claimed(slot_id, claimer)
+        if slot is None:
+            return
         retry = policy.notice_retry(slot.attempts, now)
-        slot.last_error = error
-        slot.next_attempt_at = retry.next_attempt_at
         if retry.exhausted:
             slot.give_up()
-        slot.save(update_fields=["last_error", "next_attempt_at", "status"])
+        else:
+            slot.retry_later()
+        slot.last_error = error
+        slot.next_attempt_at = retry.next_attempt_at
+        slot.claimed_by, slot.claim_expires_at = "", None
+        slot.save(update_fields=["status", "last_error", "next_attempt_at", "claimed_by", "claim_expires_at"])
         logger.warning("notice failed slot=%s kind=%s attempt=%s", slot.id, slot.kind, slot.attempts)
         if retry.exhausted:
             raise_alarm(
                 kind="notice_failed",
                 request=slot.request,
+                slot=slot,
                 message=f"{slot.kind} notice failed {slot.attempts} times: {error}",
                 now=now,
             )
+
+
+def rearm_failed_notices(
+    request: RetirementRequest, workspace: Workspace, *, actor: Actor, reason: str, now: datetime
+) -> list[str]:
+    """A staff decision: failed notices get a fresh attempt budget, due now."""
+    slots = list(NoticeSlot.objects.select_for_update().filter(request=request, status=NoticeStatus.FAILED))
+    for slot in slots:
+        slot.rearm()
+        slot.attempts, slot.next_attempt_at = 0, None
+        slot.save(update_fields=["status", "attempts", "next_attempt_at"])
+    resolve_alarms(kind="notice_failed", request=request, now=now, slot_ids=[s.id for s in slots])
+    kinds = [s.kind for s in slots]
+    if request.status == RequestStatus.WAITING:
+        request.next_wake_at = now
+    request.last_action = f"notices re-armed by {actor.name}: {', '.join(kinds)}"
+    request.updated_at = now
+    request.save(update_fields=["next_wake_at", "last_action", "updated_at"])
+    log_decision(
+        request=request,
+        workspace=workspace,
+        actor=actor,
+        action="retry_notices",
+        reason=f"{', '.join(kinds)}: {reason}",
+        now=now,
+    )
+    return kinds
 
 
 def _add_slots(request: RetirementRequest, plan: Iterable[policy.PlannedNotice]) -> None:
@@ -477,6 +548,19 @@ def _restore_workspace(workspace: Workspace) -> None:
 # The purge
 
 
+def claim_purge(job_id: int, *, owner: str, now: datetime, lease_seconds: int) -> int | None:
+    """Take the purge job's lease with a new generation (a conditional update); None when held or done."""
+    free = Q(lease_owner__isnull=True) | Q(lease_expires_at__lte=now)
+    claimed = PurgeJob.objects.filter(free, id=job_id, status=PurgeStatus.QUEUED).update(
+        lease_owner=owner,
+        lease_generation=F("lease_generation") + 1,
+        lease_expires_at=now + timedelta(seconds=lease_seconds),
+    )
+    if not claimed:
+        return None
+    return PurgeJob.objects.values_list("lease_generation", flat=True).get(id=job_id)
+
+
 def lock_purge(job_id: int) -> tuple[RetirementRequest, Workspace, PurgeJob] | None:
     request_id = PurgeJob.objects.filter(id=job_id).values_list("request_id", flat=True).first()
     if request_id is None:
@@ -485,25 +569,76 @@ def lock_purge(job_id: int) -> tuple[RetirementRequest, Workspace, PurgeJob] | N
     return request, workspace, PurgeJob.objects.select_for_update().get(id=job_id)
 
 
-def apply_purge(request: RetirementRequest, workspace: Workspace, job: PurgeJob, *, now: datetime) -> None:
+def purge_facts(
+    request: RetirementRequest, job: PurgeJob, *, owner: str, generation: int, operation_id: UUID, now: datetime
+) -> policy.PurgeFacts:
+    requester = type(request.requested_by).objects.get(pk=request.requested_by_id)  # fresh: active flag, groups
+    return policy.PurgeFacts(
+        job_status=job.status,
+        holder=job.lease_owner or "",
+        holder_generation=job.lease_generation,
+        owner=owner,
+        generation=generation,
+        job_operation_id=job.operation_id,
+        operation_id=operation_id,
+        request_status=request.status,
+        requester=requester.get_username(),
+        requester_may=authority.may(requester, "retirements.request_retirement"),
+    )
+
+
+def apply_purge(
+    request: RetirementRequest, workspace: Workspace, job: PurgeJob, *, generation: int, now: datetime
+) -> None:
     workspace.mark_deleted()
     workspace.save(update_fields=["lifecycle"])
     job.finish()
     job.finished_at = now
-    job.save(update_fields=["status", "finished_at"])
+    job.lease_owner, job.lease_expires_at = None, None
+    job.save(update_fields=["status", "finished_at", "lease_owner", "lease_expires_at"])
     request.complete()
     request.concluded_at = now
     request.conclusion = f"workspace deleted by purge operation {job.operation_id}"
     request.last_action = request.conclusion
     request.updated_at = now
     request.save(update_fields=["status", "concluded_at", "conclusion", "last_action", "updated_at"])
-    log_decision(
+    _log_purge(request, workspace, "purged", f"operation {job.operation_id}", generation, now)
+
+
+def refuse_purge(
+    request: RetirementRequest, workspace: Workspace, job: PurgeJob, *, rule: str, generation: int, now: datetime
+) -> None:
+    """The receiving boundary refused for want of authority: nothing purged, a person must look."""
+    job.refuse()
+    job.refusal = rule
+    job.lease_owner, job.lease_expires_at = None, None
+    job.save(update_fields=["status", "refusal", "lease_owner", "lease_expires_at"])
+    request.last_action = f"purge refused at the receiving boundary: {rule}"
+    request.updated_at = now
+    request.save(update_fields=["last_action", "updated_at"])
+    raise_alarm(kind="purge_refused", request=request, message=rule, now=now)
+    _log_purge(request, workspace, "purge_refused", rule, generation, now)
+
+
+def log_stale_purge(
+    request: RetirementRequest, workspace: Workspace, *, rule: str, generation: int, now: datetime
+) -> None:
+    _log_purge(request, workspace, "purge_rejected", rule, generation, now)
+
+
+def _log_purge(
+    request: RetirementRequest, workspace: Workspace, action: str, reason: str, generation: int, now: datetime
+) -> None:
+    decisions.record(
+        Decision,
+        actor=None,
+        action=action,
+        reason=reason,
+        now=now,
+        system="purge",
+        generation=generation,
         request=request,
         workspace=workspace,
-        actor=None,
-        action="purged",
-        reason=f"operation {job.operation_id}",
-        now=now,
     )
 
 

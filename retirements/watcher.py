@@ -117,8 +117,9 @@ def detect_stalls(*, now: datetime) -> list[tuple[RetirementRequest, str]]:
 
 
 def run_due(*, now: datetime) -> dict[str, Any]:
-    """Run every due watcher step, deliver due notices of executing requests, run queued purges,
-    then record alarms for stalled watchers. The django-q2 schedule and `run_watchers` call this."""
+    """Run every due watcher step, run queued purges, deliver due notices past the point of no
+    return (even when the purge finished first), then record alarms for stalled watchers.
+    The django-q2 schedule and `run_watchers` call this."""
     summary: dict[str, Any] = {"steps": {}, "notices": 0, "purges": [], "stalled": []}
     due = RetirementRequest.objects.filter(
         status=RequestStatus.WAITING, next_wake_at__lte=now, watcher__status__in=ACTIVE_WATCHER
@@ -129,12 +130,10 @@ def run_due(*, now: datetime) -> dict[str, Any]:
         except Exception:
             logger.exception("watcher step failed request=%s watcher=%s", request_id, watcher_id)
             summary["steps"][str(request_id)] = "error"
-    executing = RetirementRequest.objects.filter(status=RequestStatus.EXECUTING).values_list("id", flat=True)
-    for request_id in executing:
-        for slot_id in store.due_slot_ids(request_id, now):
-            summary["notices"] += notices.deliver(slot_id, now=now) == "delivered"
     for job_id in PurgeJob.objects.filter(status=PurgeStatus.QUEUED).values_list("id", flat=True):
         summary["purges"].append(run_purge(job_id, now=now))
+    for slot_id in store.due_slot_ids_after_ponr(now):
+        summary["notices"] += notices.deliver(slot_id, now=now) == "delivered"
     for request, why in detect_stalls(now=now):
         store.raise_alarm(kind="watcher_stalled", request=request, message=why, now=now)
         summary["stalled"].append({"request": str(request.id), "why": why})

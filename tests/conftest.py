@@ -65,6 +65,43 @@ def manage_argv(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "manage.py"), *args]
 
 
+# The staff the deletion tests name on command lines and in services.
+PEOPLE = {
+    "operator-a": ("operators", "approvers"),
+    "operator-b": ("operators", "approvers"),
+    "operator-c": ("operators", "approvers"),
+}
+
+
+def ensure_people() -> None:
+    """Groups (a flushed transactional test loses the migration's) and the staff above."""
+    from django.contrib.auth.models import Group, Permission, User
+
+    from ops.groups import ensure_groups
+
+    ensure_groups(Group, Permission)
+    for username, groups in PEOPLE.items():
+        user, created = User.objects.get_or_create(
+            username=username, defaults={"is_staff": True, "email": f"{username}@hq.example"}
+        )
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+            user.groups.set(Group.objects.filter(name__in=groups))
+
+
+@pytest.fixture(autouse=True)
+def people(request: pytest.FixtureRequest) -> None:
+    """Every test that uses the database can name operator-a, -b and -c."""
+    marker = request.node.get_closest_marker("django_db")
+    names = request.fixturenames
+    if marker is None and "db" not in names and "transactional_db" not in names:
+        return
+    transactional = "transactional_db" in names or bool(marker and marker.kwargs.get("transaction"))
+    request.getfixturevalue("transactional_db" if transactional else "db")
+    ensure_people()
+
+
 def submit_and_approve(target: str = "demo:alice") -> Any:
     from deletions.services import deletion_approve, deletion_submit
 

@@ -40,7 +40,7 @@ def lock_request(request_id: UUID) -> DeletionRequest:
 
 
 def insert_request(
-    *, entity_type: str, target: str, requested_by: str, inventory: dict[str, Any], version: int, now: datetime
+    *, entity_type: str, target: str, requested_by: Any, inventory: dict[str, Any], version: int, now: datetime
 ) -> DeletionRequest:
     """Insert a submitted request; refuse a second open request for the target."""
     try:
@@ -52,14 +52,15 @@ def insert_request(
             return DeletionRequest.objects.create(
                 entity_type=entity_type,
                 target=target,
-                requested_by=requested_by,
+                requested_by=requested_by.get_username(),
+                requested_by_user=requested_by,
                 inventory_json=inventory,
                 inventory_version=version,
                 inventory_digest=inventory_digest(inventory),
                 status=Status.SUBMITTED,
-                owner=requested_by,
+                owner=requested_by.get_username(),
                 open_question="waiting for a second operator to approve the inventory",
-                last_action=f"submitted by {requested_by}",
+                last_action=f"submitted by {requested_by.get_username()}",
                 created_at=now,
                 updated_at=now,
             )

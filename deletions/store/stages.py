@@ -19,6 +19,7 @@ from django.db import transaction
 from core.logs import event
 from deletions.errors import RetryNotDue, StaleLease, WorkflowError
 from deletions.models import DeletionRequest, StageHistory, StageStatus, Status
+from deletions.store import decisions
 from deletions.store.leases import lock_owned
 from deletions.store.requests import load_history, request_snapshot, stage_snapshot
 from deletions.store.types import (
@@ -114,6 +115,50 @@ def save_success(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: d
         return stage_snapshot(row)
 
 
+def set_aside(
+    lease: Lease, stage_id: UUID, rule: str, *, review: bool, approval_id: UUID | None, now: datetime
+) -> None:
+    """The receiver refused the effect for want of authority; nothing was applied.
+
+    The row goes back to pending (not a failure, no retry counted). With `review`,
+    the request waits for a person: owner, open question, next check. Either way
+    the refusal is logged with the approval and generation it met.
+    """
+    with transaction.atomic():
+        req = lock_owned(lease)
+        row = _lock_current_row(req, stage_id)
+        row.set_aside()
+        row.submitted_at = None
+        row.save(update_fields=["status", "submitted_at"])
+        if review:
+            req.refuse_at_boundary()
+            req.owner = "approvers"
+            req.open_question = f"{rule}; approve the same inventory again to resume, or cancel"
+            req.next_check_at = now
+            req.last_action = f"{row.stage} refused at the receiving boundary: {rule}"
+            req.updated_at = now
+            req.save(update_fields=["status", "owner", "open_question", "next_check_at", "last_action", "updated_at"])
+        decisions.record(
+            request_id=req.id,
+            actor=None,
+            action="boundary_refused",
+            reason=f"{row.stage} (operation {row.operation_id}): {rule}",
+            now=now,
+            approval_id=approval_id,
+            generation=lease.generation,
+        )
+    event(
+        logger,
+        "boundary_refused",
+        logging.WARNING,
+        request_id=lease.request_id,
+        stage_id=stage_id,
+        executor=lease.owner,
+        generation=lease.generation,
+        reason=rule,
+    )
+
+
 def save_failure(
     lease: Lease,
     stage_id: UUID,
@@ -181,9 +226,9 @@ def transition_stage(lease: Lease, decide: Decide, *, now: datetime) -> NextStag
         if len(history) > MAX_STAGES:
             raise WorkflowError(f"request {req.id} has more than {MAX_STAGES:,} stages; refusing to reconstruct")
         snapshot = request_snapshot(req)
-        if snapshot.status in (Status.COMPLETED, Status.CANCELLED, Status.NEEDS_ATTENTION):
-            # Terminal, or parked for an operator: nothing runs until a person acts.
-            return Finished(status=snapshot.status, completed_stages=_completed(history))
+        if snapshot.status in (Status.COMPLETED, Status.CANCELLED, Status.NEEDS_ATTENTION, Status.NEEDS_REVIEW):
+            # Terminal, or parked for a person: nothing runs until someone acts.
+            return Finished(status=snapshot.status, completed_stages=_completed(history), note=req.open_question)
         if snapshot.cancel_requested:
             return _finish_cancelled(req, history, now)
         operation = decide(snapshot, history, now)
@@ -226,6 +271,11 @@ def _current(history: list[StageSnapshot]) -> StageSnapshot | None:
 
 def _apply(req: DeletionRequest, history: list[StageSnapshot], op: Operation, now: datetime) -> NextStage:
     current = _current(history)
+    if history and req.status == Status.APPROVED:
+        # A fresh approval after a review: the saved stage continues, completed ones stay done.
+        req.resume_approved()
+        req.updated_at = now
+        req.save(update_fields=["status", "updated_at"])
     if isinstance(op, AlreadyFinished):
         if req.status != Status.COMPLETED:
             raise WorkflowError(f"decision says finished but request {req.id} is {req.status}")

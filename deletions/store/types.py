@@ -63,6 +63,30 @@ class RequestSnapshot:
     cancel_requested: bool
 
 
+@dataclass(frozen=True)
+class AuthorityFacts:
+    """What the receiving boundary rechecks with every effect, read under the request lock."""
+
+    now: datetime
+    status: str
+    cancel_requested: bool
+    stored_digest: str
+    recomputed_digest: str
+    inventory_version: int
+    rules_version: int
+    approval_id: UUID | None
+    approval_digest: str | None
+    approval_inventory_version: int | None
+    approval_rules_version: int | None
+    approval_expires_at: datetime | None
+    approval_revoked_at: datetime | None
+    approver: str
+    approver_may: bool
+    requester: str
+    requester_may: bool
+    same_person: bool
+
+
 # Operations a decide function may return.
 @dataclass(frozen=True)
 class NewStage:
@@ -106,6 +130,7 @@ Operation = Initialize | Resume | Advance | AlreadyFinished | WaitUntil
 class Finished:
     status: str
     completed_stages: int = 0
+    note: str = ""
 
 
 @dataclass(frozen=True)

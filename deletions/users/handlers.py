@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import clock
-from deletions import target_system
-from deletions.crashpoints import crash_point
+from core.crashpoints import crash_point
+from deletions import receiver, target_system
 from deletions.errors import Interrupted, StaleLease
 from deletions.retry import decide_retry
 from deletions.store import stages
@@ -61,16 +61,18 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> None:
             raise Interrupted(f"stopped before {row.stage}; the row stays current")
         stages.mark_submitted(ctx.lease, row.id, now=clock.now())
         crash_point("after-submit-mark")
-        applied = target_system.apply(
-            operation_id=row.operation_id,
-            request_id=ctx.lease.request_id,
-            generation=ctx.lease.generation,
-            executor=ctx.lease.owner,
-            action=row.stage,
-            community_id=row.community_id,
-            outcome=_outcome(ctx, row),
+        applied = receiver.apply_effect(ctx.lease, row, outcome=_outcome(ctx, row), now=clock.now())
+    except receiver.AuthorityRefused as refused:
+        # Nothing was applied, and it is no failure: the case goes back to review.
+        stages.set_aside(
+            ctx.lease,
+            row.id,
+            refused.refusal.rule,
+            review=refused.refusal.review,
+            approval_id=refused.approval_id,
             now=clock.now(),
         )
+        return
     except (Interrupted, StaleLease):
         raise
     except Exception as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group
 from django.urls import reverse
 from django_q.models import OrmQ
 
@@ -77,6 +78,7 @@ def test_approver_approves_through_the_confirmation_page(login, submitted) -> No
 
 
 def test_four_eyes_the_requester_cannot_approve(login, staff) -> None:
+    staff["approver"].groups.add(Group.objects.get(name="operators"))  # may submit and approve, not both
     mine = deletion_submit(target="demo:own", actor=named("approver-1"))
     client = login("approver")
     page = client.get(url("change", mine))

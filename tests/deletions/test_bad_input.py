@@ -65,8 +65,8 @@ def test_empty_requester_is_refused(cmd) -> None:
 @pytest.mark.parametrize("command", ["approve_deletion", "run_deletion", "show_deletion", "cancel_deletion"])
 def test_unknown_request_ids_exit_2(cmd, command: str) -> None:
     extra = {
-        "approve_deletion": ["--approved-by", "b", "--inventory-digest", "a" * 64],
-        "cancel_deletion": ["--by", "b", "--reason", "r"],
+        "approve_deletion": ["--approved-by", "operator-b", "--inventory-digest", "a" * 64],
+        "cancel_deletion": ["--by", "operator-b", "--reason", "r"],
     }.get(command, [])
     missing = str(uuid.uuid4())
     refused(cmd, 2, f"no deletion request with id {missing}", command, missing, *extra)
@@ -155,7 +155,15 @@ def test_running_a_cancelled_request_is_refused(cmd) -> None:
     assert cmd("cancel_deletion", sub["id"], "--by", "operator-b", "--reason", "customer withdrew").code == 0
     refused(cmd, 1, "is cancelled (by operator-b)", "run_deletion", sub["id"])
     refused(
-        cmd, 1, "is already cancelled; nothing to cancel", "cancel_deletion", sub["id"], "--by", "x", "--reason", "r"
+        cmd,
+        1,
+        "is already cancelled; nothing to cancel",
+        "cancel_deletion",
+        sub["id"],
+        "--by",
+        "operator-c",
+        "--reason",
+        "r",
     )
 
 

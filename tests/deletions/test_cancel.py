@@ -17,7 +17,7 @@ from deletions.services import deletion_cancel
 from deletions.store import leases
 from deletions.users.handlers import RunOptions
 from tests.conftest import submit_and_approve
-from tests.deletions.helpers import running_row
+from tests.deletions.helpers import effects, running_row
 from tests.support import race, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,7 +33,7 @@ def test_cancel_before_first_stage_cancels_outright(cmd) -> None:
     assert not StageHistory.objects.filter(request_id=req.id).exists()
 
 
-def test_cancel_while_a_worker_runs_stops_at_the_next_transition(settings, observe) -> None:
+def test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops(settings, observe) -> None:
     settings.DELETION_HEARTBEAT_SECONDS = 0.2
     req = submit_and_approve()
     stop = threading.Event()
@@ -52,13 +52,18 @@ def test_cancel_while_a_worker_runs_stops_at_the_next_transition(settings, obser
     assert recorded.status == "running" and "stops at its next transition" in recorded.last_action
     thread.join(timeout=30)
     assert outcome["r"].exit_code == 1
-    assert "1 completed stage(s) are done and were not undone" in outcome["r"].message
+    assert "0 completed stage(s) are done and were not undone" in outcome["r"].message
     after = DeletionRequest.objects.get(id=req.id)
     assert after.status == "cancelled" and after.lease_owner is None
     rows = list(StageHistory.objects.filter(request_id=req.id))
-    assert [(r.stage, r.status) for r in rows] == [("gate_user", "completed")]
+    # The receiver refused the in-flight effect: nothing applied, and nothing is reported as done.
+    assert [(r.stage, r.status, r.submitted_at) for r in rows] == [("gate_user", "pending", None)]
+    assert effects(req.id) == []
+    refusal = after.decisions.get(action="boundary_refused")
+    assert "request cancelled" in refusal.reason and refusal.generation == 1
     observe(
-        "cancel recorded mid-stage; the stage finished, the worker stopped at the boundary: cancelled, 1 stage done"
+        f"cancel recorded mid-stage; the receiver refused the pending effect (effects at receiver: "
+        f"{len(effects(req.id))}); request {after.status}, {len(rows)} stage row left pending"
     )
 
 

@@ -43,7 +43,7 @@ def test_dispatcher_selects_only_work_that_is_due() -> None:
     done = submit_and_approve("demo:done")
     worker.run(done.id, executor_id="w")
     cancelled = submit_and_approve("demo:cancelled")
-    deletion_cancel(request_id=cancelled.id, actor=named("c"), reason="r")
+    deletion_cancel(request_id=cancelled.id, actor=named("operator-c"), reason="r")
 
     assert set(due_request_ids(now)) == {approved.id}
     later = now + timedelta(seconds=61)  # the retry is due and the lease expired
@@ -105,7 +105,7 @@ def test_cancellation_of_a_running_request_whose_worker_died_is_finished_by_the_
     from deletions.users.transition import get_next_stage
 
     get_next_stage(lease, None, now=t0)  # running, then the worker dies
-    deletion_cancel(request_id=req.id, actor=named("op"), reason="stop")
+    deletion_cancel(request_id=req.id, actor=named("operator-c"), reason="stop")
     assert DeletionRequest.objects.get(id=req.id).status == "running"
     with time_machine.travel(t0 + timedelta(seconds=61), tick=False):
         assert req.id in due_request_ids(t0 + timedelta(seconds=61))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pgtrigger
 import pytest
 from django.db import connection
 
@@ -13,18 +14,22 @@ from tests.deletions.helpers import effects
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def snapshot(request_id) -> tuple[list, list]:
+def snapshot(request_id) -> tuple[list, list, list]:
     with connection.cursor() as cur:
         cur.execute("SELECT * FROM entity_deletion_requests WHERE id = %s", [request_id])
         req = cur.fetchall()
+        cur.execute("SELECT * FROM entity_deletion_approvals WHERE request_id = %s", [request_id])
+        approvals = cur.fetchall()
         cur.execute("SELECT * FROM entity_deletion_stage_history WHERE request_id = %s", [request_id])
-        return req, cur.fetchall()
+        return req, approvals, cur.fetchall()
 
 
-def restore(request_id, backup: tuple[list, list]) -> None:
+def restore(request_id, backup: tuple[list, list, list]) -> None:
     """Put the case records back as they were; the target system keeps what it applied."""
-    req_rows, stage_rows = backup
-    with connection.cursor() as cur:
+    req_rows, approval_rows, stage_rows = backup
+    # A restore replaces the case tables whole, as pg_restore --disable-triggers does: the
+    # append-only guard on the decision log is for the application, not for a restore.
+    with pgtrigger.ignore("deletions.DeletionDecision:append_only"), connection.cursor() as cur:
         cur.execute("DELETE FROM entity_deletion_stage_history WHERE request_id = %s", [request_id])
         cur.execute("DELETE FROM entity_deletion_lease_events WHERE request_id = %s", [request_id])
         cur.execute("DELETE FROM entity_deletion_decisions WHERE request_id = %s", [request_id])
@@ -32,6 +37,9 @@ def restore(request_id, backup: tuple[list, list]) -> None:
         cur.execute("DELETE FROM entity_deletion_requests WHERE id = %s", [request_id])
         placeholders = ", ".join(["%s"] * len(req_rows[0]))
         cur.execute(f"INSERT INTO entity_deletion_requests VALUES ({placeholders})", list(req_rows[0]))
+        for row in approval_rows:
+            placeholders = ", ".join(["%s"] * len(row))
+            cur.execute(f"INSERT INTO entity_deletion_approvals VALUES ({placeholders})", list(row))
         for row in stage_rows:
             placeholders = ", ".join(["%s"] * len(row))
             cur.execute(f"INSERT INTO entity_deletion_stage_history VALUES ({placeholders})", list(row))

@@ -122,24 +122,29 @@ def test_notice_failing_six_times_raises_the_alarm_and_blocks(hq, make_workspace
     assert not PurgeJob.objects.exists() and fresh(req).blocker.startswith("gating notice(s) not delivered")
 
 
-def test_send_followed_by_failed_save_is_sent_again(hq, make_workspace, monkeypatch) -> None:
+def test_send_followed_by_failed_save_is_sent_again_once_its_claim_runs_out(
+    hq, make_workspace, monkeypatch, settings
+) -> None:
     make_workspace()
     req = request_at(T, hq)
     real = store.record_delivered
     calls = {"n": 0}
 
-    def flaky(slot_id, *, now):
+    def flaky(slot_id, *, claimer, now):
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("database went away after the send")
-        real(slot_id, now=now)
+        real(slot_id, claimer=claimer, now=now)
 
     monkeypatch.setattr(store, "record_delivered", flaky)
-    run_at(T)  # sent, outcome lost: the step errors and the slot stays pending
+    claim = timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
+    run_at(T)  # sent, outcome lost: the step errors and the slot stays claimed
     assert subjects() == ["Retirement requested for workspace acme-old"]
-    assert notice_states(req)["request_received"] == "pending"
-    run_at(T + timedelta(minutes=1))  # at least once: sent again, now saved
+    assert notice_states(req)["request_received"] == "sending"
+    run_at(T + claim - timedelta(seconds=1))  # the claim still stands: nobody sends it again
+    assert len(subjects()) == 1
+    run_at(T + claim)  # the claim ran out: at least once, sent again, now saved
     assert subjects() == ["Retirement requested for workspace acme-old"] * 2
     assert notice_states(req)["request_received"] == "delivered"
-    run_at(T + timedelta(minutes=2))  # a delivered slot is never sent again
+    run_at(T + claim + timedelta(minutes=2))  # a delivered slot is never sent again
     assert len(subjects()) == 2

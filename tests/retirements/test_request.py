@@ -52,7 +52,7 @@ def test_request_commits_request_slots_watcher_and_pending_lifecycle(cmd, hq, ma
     ("setup", "args", "code", "message"),
     [
         ({}, request_args(slug="nope", confirm="nope"), 2, "no workspace with slug 'nope'"),
-        ({}, request_args(user="ghost"), 2, "no user named 'ghost'"),
+        ({}, request_args(user="ghost"), 1, "--requested-by 'ghost': no such user"),
         ({}, request_args(user="hq-nobody"), 1, "hq-nobody lacks permission retirements.request_retirement"),
         ({}, request_args(reason="  "), 2, "a reason is required"),
         ({}, request_args(confirm="acme-olde"), 1, "confirmation does not match slug: typed 'acme-olde'"),

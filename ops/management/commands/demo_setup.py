@@ -27,14 +27,16 @@ class Command(BaseCommand):
         user.is_staff = True
         user.is_superuser = True
         user.email = user.email or f"{username}@localhost"
-        if created or not options["keep_password"]:
+        reset = created or not options["keep_password"]
+        if reset:
             user.set_password(password)
-            user.save()
-            others = demo.ensure_users(password)
+        user.save()
+        others = demo.ensure_users(password, reset=reset)
+        if reset:
             self.stdout.write(f"Demo staff login: username={username} password={password}")
-            self.stdout.write(f"Same password for: {', '.join(others)}")
         else:
-            user.save()
             self.stdout.write(f"Demo staff login: username={username} (password unchanged)")
+        if others:
+            self.stdout.write(f"Password {password} for: {', '.join(others)}")
         if not options["no_data"] and demo.seed(user):
             self.stdout.write("Demo cases created: deletions in each state, workspaces, one retirement waiting.")

@@ -1,0 +1,186 @@
+"""Authority is checked where the effect lands: people, exact approvals, a receiver that checks them."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.contrib.auth.models import Group, User
+from django.db import DatabaseError, connection, transaction
+
+from deletions.models import DeletionDecision, DeletionRequest, StageHistory
+from tests.deletions.helpers import all_rows, effects
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def submitted(cmd, target: str = "demo:bob", by: str = "operator-a") -> dict:
+    ran = cmd("submit_deletion", "--target", target, "--requested-by", by)
+    assert ran.code == 0, ran.err
+    return json.loads(ran.out)
+
+
+def approve(cmd, req: dict, by: str) -> None:
+    ran = cmd("approve_deletion", req["id"], "--approved-by", by, "--inventory-digest", req["inventory_digest"])
+    assert ran.code == 0, ran.err
+
+
+def case(req: dict) -> DeletionRequest:
+    return DeletionRequest.objects.get(id=req["id"])
+
+
+def distinct_effects(request_id) -> int:
+    return len({op for op, _, _ in effects(request_id)})
+
+
+@pytest.mark.parametrize(
+    ("setup", "by", "message"),
+    [
+        (None, "no-such-user", "--approved-by 'no-such-user': no such user"),
+        ("inactive", "operator-c", "operator-c lacks permission deletions.approve_deletionrequest"),
+        ("support", "support-7", "support-7 lacks permission deletions.approve_deletionrequest"),
+        (None, "Operator-A", "four eyes: operator-a submitted request"),
+        (None, "operator-a", "four eyes: operator-a submitted request"),
+    ],
+    ids=["unknown", "inactive", "read-only", "submitter-other-case", "submitter"],
+)
+def test_command_line_actors_are_people_with_the_permission(cmd, setup, by: str, message: str) -> None:
+    req = submitted(cmd)
+    if setup == "inactive":
+        User.objects.filter(username="operator-c").update(is_active=False)
+    if setup == "support":
+        User.objects.create_user("support-7", is_staff=True).groups.add(Group.objects.get(name="support (read-only)"))
+    before = all_rows()
+    ran = cmd("approve_deletion", req["id"], "--approved-by", by, "--inventory-digest", req["inventory_digest"])
+    assert ran.code == 1, (ran.code, ran.err)
+    assert message in ran.err and len(ran.err.strip().splitlines()) == 1, ran.err
+    assert all_rows() == before
+
+
+def test_submitting_needs_the_submit_permission(cmd) -> None:
+    User.objects.create_user("support-7", is_staff=True).groups.add(Group.objects.get(name="support (read-only)"))
+    before = all_rows()
+    ran = cmd("submit_deletion", "--target", "demo:bob", "--requested-by", "support-7")
+    assert ran.code == 1 and "support-7 lacks permission deletions.submit_deletionrequest" in ran.err
+    assert all_rows() == before
+
+
+def test_actors_are_linked_users_beside_the_seed_text_columns(cmd) -> None:
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    saved = case(req)
+    approval = saved.approvals.get()
+    assert (saved.requested_by, saved.requested_by_user.username) == ("operator-a", "operator-a")
+    assert (approval.approved_by, approval.approved_by_user.username) == ("operator-b", "operator-b")
+    assert (approval.inventory_version, approval.rules_version) == (1, 1)
+
+
+def refused_then_resumed(cmd, req: dict, rule: str) -> DeletionRequest:
+    """The next stage is refused at the boundary: nothing applied, back in review with owner and question."""
+    ran = cmd("run_deletion", req["id"])
+    assert ran.code == 1 and "back in review, nothing applied" in ran.err and rule in ran.err, ran.err
+    saved = case(req)
+    assert saved.status == "needs_review" and saved.owner == "approvers" and saved.next_check_at is not None
+    assert rule in saved.open_question
+    gate, refused = StageHistory.objects.filter(request_id=req["id"]).order_by("created_at")
+    assert (gate.status, refused.stage, refused.status, refused.submitted_at) == (
+        "completed",
+        "purge_db",
+        "pending",
+        None,
+    )
+    assert saved.retry_count == 0  # a refusal is not a failure
+    log = DeletionDecision.objects.get(request_id=req["id"], action="boundary_refused")
+    assert rule in log.reason and log.approval_id == saved.approvals.get().id and log.generation == 2
+    return saved
+
+
+def test_approver_removed_between_stages_stops_the_next_stage_until_a_new_approval(cmd, observe) -> None:
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    assert cmd("run_deletion", req["id"], "--next-step").code == 0  # gate_user applied
+    User.objects.get(username="operator-b").groups.remove(Group.objects.get(name="approvers"))
+    refused_then_resumed(cmd, req, "approver operator-b is no longer active staff holding")
+    assert distinct_effects(req["id"]) == 1
+    approve(cmd, req, "operator-c")
+    ran = cmd("run_deletion", req["id"])
+    assert ran.code == 0, ran.err
+    assert case(req).status == "completed"
+    assert len(effects(req["id"])) == distinct_effects(req["id"]) == 5  # each stage applied exactly once
+    observe(
+        f"approver removed: next stage refused at the receiver (effects 1 -> 1), needs_review owned by approvers; "
+        f"re-approved by operator-c, completed with {len(effects(req['id']))} effects, each once"
+    )
+
+
+def test_requester_deactivated_mid_run_stops_the_next_stage(cmd) -> None:
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    assert cmd("run_deletion", req["id"], "--next-step").code == 0
+    User.objects.filter(username="operator-a").update(is_active=False)
+    refused_then_resumed(cmd, req, "requester operator-a is no longer active staff")
+    assert distinct_effects(req["id"]) == 1
+    User.objects.filter(username="operator-a").update(is_active=True)  # authority restored, then re-approved
+    approve(cmd, req, "operator-c")
+    assert cmd("run_deletion", req["id"]).code == 0
+    assert case(req).status == "completed" and len(effects(req["id"])) == 5
+
+
+def test_approval_expiring_after_the_first_stage_blocks_new_effects(cmd, observe) -> None:
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    assert cmd("run_deletion", req["id"], "--next-step").code == 0
+    expired = case(req).approvals.get().expires_at + timedelta(minutes=1)
+    with time_machine.travel(expired, tick=False):
+        saved = refused_then_resumed(cmd, req, "approval expired at")
+        assert distinct_effects(req["id"]) == 1
+        approve(cmd, req, "operator-c")  # a fresh approval of the same digest
+        assert cmd("run_deletion", req["id"]).code == 0
+    assert case(req).status == "completed" and len(effects(req["id"])) == 5
+    observe(
+        f"approval expired after gate_user: purge_db refused at the receiver ({saved.open_question[:40]}...), "
+        f"no new effect; fresh approval resumed, {len(effects(req['id']))} effects in all, none repeated"
+    )
+
+
+def test_the_approved_proposal_cannot_change_in_the_database(cmd) -> None:
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    for sql in (
+        "UPDATE entity_deletion_requests SET inventory_json = '{\"communities\": []}' WHERE id = %s",
+        "UPDATE entity_deletion_requests SET inventory_digest = repeat('0', 64) WHERE id = %s",
+        "UPDATE entity_deletion_requests SET inventory_version = 2 WHERE id = %s",
+    ):
+        with pytest.raises(DatabaseError, match="Cannot update"), transaction.atomic(), connection.cursor() as cur:
+            cur.execute(sql, [req["id"]])
+    assert case(req).inventory_digest == req["inventory_digest"]
+
+
+def test_an_edited_approval_is_refused_at_the_boundary(cmd) -> None:
+    """If the digest check at approval is bypassed by editing the approval, the receiver still refuses."""
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE entity_deletion_approvals SET inventory_digest = repeat('f', 64) WHERE request_id = %s", [req["id"]]
+        )
+    ran = cmd("run_deletion", req["id"])
+    assert ran.code == 1 and "approval covers digest ffff" in ran.err, ran.err
+    assert effects(req["id"]) == []
+
+
+def test_decision_logs_are_append_only_in_the_database(cmd) -> None:
+    req = submitted(cmd)
+    for sql in (
+        "UPDATE entity_deletion_decisions SET reason = 'rewritten' WHERE request_id = %s",
+        "DELETE FROM entity_deletion_decisions WHERE request_id = %s",
+    ):
+        with (
+            pytest.raises(DatabaseError, match="Cannot update or delete"),
+            transaction.atomic(),
+            connection.cursor() as cur,
+        ):
+            cur.execute(sql, [req["id"]])
+    assert DeletionDecision.objects.get(request_id=req["id"], action="submit").reason == ""
