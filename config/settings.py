@@ -125,6 +125,8 @@ EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = os.environ.get("EMAIL_USE_TLS", "0") == "1"
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "backoffice@localhost")
+if os.environ.get("EMAIL_FILE_PATH"):  # with EMAIL_BACKEND=...filebased.EmailBackend: one file per connection
+    EMAIL_FILE_PATH = os.environ["EMAIL_FILE_PATH"]
 
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True

@@ -60,7 +60,7 @@ def actions(req: Any, perms: set[str]) -> dict[str, bool]:
     """Which action buttons to offer; the services re-check everything on POST."""
     open_ = req.status not in ("completed", "cancelled")
     return {
-        "approve": req.status == "submitted" and "deletions.approve_deletionrequest" in perms,
+        "approve": req.status in ("submitted", "needs_review") and "deletions.approve_deletionrequest" in perms,
         "cancel": open_ and req.cancel_requested_at is None and "deletions.cancel_deletionrequest" in perms,
         "resume": req.status == "needs_attention" and "deletions.run_deletionrequest" in perms,
         "run": req.status in ("approved", "running", "retry_wait") and "deletions.run_deletionrequest" in perms,

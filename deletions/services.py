@@ -122,7 +122,9 @@ def deletion_cancel(*, actor: Actor, request_id: str | UUID, reason: str) -> Del
             raise Refused(f"cancellation of request {req.id} was already recorded by {req.cancel_requested_by}")
         worker_live = req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
         record_cancel(req, by=actor.name, reason=reason, now=now, outright=not worker_live)
-        decisions.record(request_id=req.id, actor=actor, action="cancel", reason=reason, now=now)
+        decisions.record(
+            request_id=req.id, actor=actor, action="cancel", reason=reason, now=now, approval=approvals.latest(req)
+        )
         return req
 
 
@@ -160,7 +162,9 @@ def deletion_resume(
                 now=now,
             )
         record_resume(req, by=actor.name, now=now)
-        decisions.record(request_id=req.id, actor=actor, action="resume", reason=reason, now=now)
+        decisions.record(
+            request_id=req.id, actor=actor, action="resume", reason=reason, now=now, approval=approvals.latest(req)
+        )
         return req
 
 
@@ -173,7 +177,9 @@ def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest
         req = lock_request(rid)
         if req.status not in (Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT):
             raise Refused(f"request {req.id} is {req.status}; only an approved, running or retrying request can run")
-        decisions.record(request_id=req.id, actor=actor, action="run_now", reason="", now=now)
+        decisions.record(
+            request_id=req.id, actor=actor, action="run_now", reason="", now=now, approval=approvals.latest(req)
+        )
         transaction.on_commit(lambda: tasks.enqueue_run(rid))
         return req
 

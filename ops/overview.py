@@ -38,7 +38,9 @@ def overview(now: datetime) -> dict[str, Any]:
         "retirement_counts": [(s.label, retirement_counts.get(s.value, 0), s.value) for s in RequestStatus],
         "needs_attention": list(DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION)[:LIMIT]),
         "awaiting_approval": list(
-            DeletionRequest.objects.filter(status=Status.SUBMITTED).order_by("created_at")[:LIMIT]
+            DeletionRequest.objects.filter(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW]).order_by("created_at")[
+                :LIMIT
+            ]
         ),
         "effect_unknown": list(effect_unknown),
         "held": list(

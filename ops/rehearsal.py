@@ -12,6 +12,8 @@ WT = "tests/deletions/test_walkthrough.py::"
 EU = "tests/deletions/test_effect_unknown.py::"
 C = "tests/deletions/test_cancel.py::"
 B = "tests/deletions/test_bad_input.py::"
+A = "tests/deletions/test_authority.py::"
+R = "tests/retirements/test_receivers.py::"
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,10 @@ ROWS = (
         "seed 003",
         "Approval expires before application",
         "No update under expired approval; case returns to review",
-        (WT + "test_expired_approval_sends_the_request_back_to_review",),
+        (
+            WT + "test_expired_approval_sends_the_request_back_to_review",
+            A + "test_approval_expiring_after_the_first_stage_blocks_new_effects",
+        ),
     ),
     Row(
         "seed 003",
@@ -93,7 +98,10 @@ ROWS = (
         "seed 003",
         "Original worker resumes late after a replacement is considered",
         "Receiving boundary rejects stale ownership with the effect",
-        (W + "test_stale_generation_writes_are_rejected",),
+        (
+            W + "test_stale_generation_writes_are_rejected",
+            R + "test_a_purge_executor_paused_past_its_lease_is_rejected_when_it_resumes",
+        ),
     ),
     Row(
         "seed 003",
@@ -105,7 +113,11 @@ ROWS = (
         "seed 003",
         "Customer cancels or approval expires while the case is held",
         "Record the change, block new application, preserve what was done",
-        (C + "test_cancel_during_retry_wait_keeps_completed_stages",),
+        (
+            C + "test_cancel_during_retry_wait_keeps_completed_stages",
+            C + "test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops",
+            A + "test_approver_removed_between_stages_stops_the_next_stage_until_a_new_approval",
+        ),
     ),
     Row(
         "seed 003",

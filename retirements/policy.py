@@ -218,14 +218,14 @@ REFUSE = "refuse"  # authority: nothing applied, a person must look
 def purge_verdict(f: PurgeFacts) -> Verdict:
     if f.operation_id != f.job_operation_id:
         return Verdict(STALE, f"operation {f.operation_id} is not this job's operation {f.job_operation_id}")
-    if f.job_status == "done":
-        return Verdict(ALREADY_DONE, f"operation {f.operation_id} was already applied")
-    if f.holder != f.owner or f.holder_generation != f.generation:
+    if f.holder_generation != f.generation or (f.job_status == "queued" and f.holder != f.owner):
         return Verdict(
             STALE,
-            f"stale executor {f.owner} generation {f.generation}: the job is held by "
-            f"{f.holder or 'nobody'} generation {f.holder_generation}",
+            f"stale executor {f.owner} generation {f.generation}: the job is at generation "
+            f"{f.holder_generation}{f' held by {f.holder}' if f.holder else ''}",
         )
+    if f.job_status == "done":
+        return Verdict(ALREADY_DONE, f"operation {f.operation_id} was already applied")
     if f.job_status != "queued":
         return Verdict(STALE, f"purge job is {f.job_status}")
     if f.request_status != "executing":

@@ -30,6 +30,7 @@ ALL_RETIREMENT = {
         ("running", True, {"run"}),  # cancellation already recorded
         ("retry_wait", False, {"cancel", "run"}),
         ("needs_attention", False, {"cancel", "resume"}),
+        ("needs_review", False, {"approve", "cancel"}),  # refused at the boundary: approve again or cancel
         ("completed", False, set()),
         ("cancelled", False, set()),
     ],

@@ -72,6 +72,7 @@ def test_actors_are_linked_users_beside_the_seed_text_columns(cmd) -> None:
     approve(cmd, req, "operator-b")
     saved = case(req)
     approval = saved.approvals.get()
+    assert saved.requested_by_user is not None and approval.approved_by_user is not None
     assert (saved.requested_by, saved.requested_by_user.username) == ("operator-a", "operator-a")
     assert (approval.approved_by, approval.approved_by_user.username) == ("operator-b", "operator-b")
     assert (approval.inventory_version, approval.rules_version) == (1, 1)
@@ -132,7 +133,9 @@ def test_approval_expiring_after_the_first_stage_blocks_new_effects(cmd, observe
     req = submitted(cmd)
     approve(cmd, req, "operator-b")
     assert cmd("run_deletion", req["id"], "--next-step").code == 0
-    expired = case(req).approvals.get().expires_at + timedelta(minutes=1)
+    expires_at = case(req).approvals.get().expires_at
+    assert expires_at is not None
+    expired = expires_at + timedelta(minutes=1)
     with time_machine.travel(expired, tick=False):
         saved = refused_then_resumed(cmd, req, "approval expired at")
         assert distinct_effects(req["id"]) == 1
@@ -184,3 +187,23 @@ def test_decision_logs_are_append_only_in_the_database(cmd) -> None:
         ):
             cur.execute(sql, [req["id"]])
     assert DeletionDecision.objects.get(request_id=req["id"], action="submit").reason == ""
+
+
+def test_investigating_an_unknown_effect_is_still_allowed_after_the_approval_expired(cmd, observe) -> None:
+    """Block any new application under the old approval; only the permitted investigation continues."""
+    from tests.deletions.helpers import crash_at
+
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    crashed = crash_at("after-effect", req["id"])  # gate_user applied, its outcome never saved
+    assert len(effects(req["id"])) == 1
+    expires_at = crashed.approvals.get().expires_at
+    assert expires_at is not None and crashed.lease_expires_at is not None
+    with time_machine.travel(max(expires_at, crashed.lease_expires_at) + timedelta(minutes=1), tick=False):
+        ran = cmd("run_deletion", req["id"], "--executor-id", "worker-b")
+    assert ran.code == 1 and "approval expired" in ran.err, ran.err
+    gate = StageHistory.objects.get(request_id=req["id"], stage="gate_user")
+    assert gate.status == "completed" and gate.metadata_json["result"] == {"gated": True, "target": "demo:bob"}
+    assert len(effects(req["id"])) == 1  # looked up and saved, nothing new applied
+    assert case(req).status == "needs_review"
+    observe("approval expired with gate_user's effect unknown: the lookup settled it, the next stage was refused")

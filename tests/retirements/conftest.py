@@ -33,7 +33,13 @@ def make_staff(username: str, *perms: str, email: str | None = None) -> User:
     return user
 
 
-ALL_PERMS = ("request_retirement", "hold_retirementrequest", "cancel_retirementrequest", "resume_retirementrequest")
+ALL_PERMS = (
+    "request_retirement",
+    "hold_retirementrequest",
+    "cancel_retirementrequest",
+    "resume_retirementrequest",
+    "retry_notices_retirementrequest",
+)
 
 
 @pytest.fixture

@@ -1,0 +1,202 @@
+"""Where retirement effects land: notices sent at least once and never twice for nothing,
+and a purge that rechecks its fencing token, operation and authority with the effect."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import psutil
+import pytest
+import time_machine
+from django.core import mail
+from django.utils import timezone
+
+from core import clock
+from core.authority import Actor
+from retirements import purge, watcher
+from retirements.models import Alarm, Decision, NoticeSlot, PurgeJob
+from retirements.services import retirement_retry_notices
+from tests.conftest import manage_argv, subprocess_env
+from tests.retirements.helpers import fresh, request_at, run_at
+from tests.support import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def sent_subjects(folder: Path) -> list[str]:
+    """What the mail receiver got: every message the file backend wrote."""
+    return [
+        line.removeprefix("Subject: ")
+        for path in folder.iterdir()
+        for line in path.read_text().splitlines()
+        if line.startswith("Subject: ")
+    ]
+
+
+def mail_env(folder: Path, **extra: str) -> dict[str, str]:
+    return subprocess_env(
+        EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend", EMAIL_FILE_PATH=str(folder), **extra
+    )
+
+
+@pytest.mark.slow
+def test_two_watcher_processes_at_once_send_every_notice_exactly_once(hq, make_workspace, tmp_path, observe) -> None:
+    now = timezone.now()
+    requests = []
+    for n in range(20):
+        make_workspace(f"ws-{n:02}")
+        requests.append(request_at(now, hq, slug=f"ws-{n:02}"))
+    procs = [
+        subprocess.Popen(manage_argv("run_watchers"), env=mail_env(tmp_path), stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for proc in procs:
+        proc.communicate(timeout=120)
+        assert proc.returncode == 0
+    subjects = sent_subjects(tmp_path)
+    assert len(subjects) == 20 and len(set(subjects)) == 20  # one request_received per workspace
+    slots = NoticeSlot.objects.filter(kind="request_received")
+    assert set(slots.values_list("status", "attempts")) == {("delivered", 1)}
+    observe(f"2 run_watchers processes over 20 due notices: {len(subjects)} mails at the receiver, each once")
+
+
+@pytest.mark.slow
+def test_a_sender_killed_between_send_and_save_sends_once_more_after_its_claim(
+    hq, make_workspace, tmp_path, settings
+) -> None:
+    make_workspace()
+    req = request_at(timezone.now(), hq)
+    proc = subprocess.run(manage_argv("run_watchers"), env=mail_env(tmp_path, CRASH_AT="notice-sent"), timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert sent_subjects(tmp_path) == ["Retirement requested for workspace acme-old"]
+    slot = NoticeSlot.objects.get(request=req, kind="request_received")
+    assert slot.status == "sending"
+    run_at(timezone.now())  # the claim stands: nobody sends it again
+    assert mail.outbox == []
+    claim_ends = slot.claim_expires_at
+    assert claim_ends is not None
+    run_at(claim_ends)  # the sender is gone: at least once, sent again, now saved
+    run_at(claim_ends + timedelta(hours=1))
+    assert [m.subject for m in mail.outbox] == ["Retirement requested for workspace acme-old"]
+    slot.refresh_from_db()
+    assert (slot.status, slot.attempts) == ("delivered", 2)
+
+
+def executing(hq, make_workspace):
+    """A retirement past its point of no return, its purge job queued and not yet run."""
+    make_workspace(activated=False)
+    T = timezone.now() - timedelta(days=2)
+    req = request_at(T, hq)
+    run_at(T)  # notices
+    with time_machine.travel(req.eligible_at + timedelta(minutes=1), tick=False):
+        watcher_id = fresh(req).watcher_id
+        assert watcher_id is not None and watcher.step(watcher_id, now=clock.now()) == "proceed"
+    return fresh(req), PurgeJob.objects.get(request=req)
+
+
+@pytest.mark.slow
+def test_a_purge_executor_paused_past_its_lease_is_rejected_when_it_resumes(hq, make_workspace, observe) -> None:
+    req, job = executing(hq, make_workspace)
+    original = subprocess.Popen(
+        manage_argv("run_watchers"), env=subprocess_env(PAUSE_AT="purge-claimed"), stdout=subprocess.PIPE, text=True
+    )
+    proc = psutil.Process(original.pid)
+    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="the purge executor paused after its claim")
+    job.refresh_from_db()
+    assert (job.status, job.lease_generation) == ("queued", 1)
+    assert job.lease_expires_at is not None
+    later = job.lease_expires_at + timedelta(seconds=1)
+    assert purge.run_purge(job.id, now=later, owner="replacement").endswith("done")
+    original.send_signal(signal.SIGCONT)
+    out, _ = original.communicate(timeout=120)
+    assert original.returncode == 0
+    assert "rejected: stale executor" in out and "generation 2" in out
+    job.refresh_from_db()
+    assert (job.status, job.lease_generation) == ("done", 2)
+    assert fresh(req).workspace.lifecycle == "deleted"
+    assert Decision.objects.filter(request=req, action="purged").count() == 1
+    rejected = Decision.objects.get(request=req, action="purge_rejected")
+    assert rejected.generation == 1
+    observe(
+        "purge executor SIGSTOPped past its lease; replacement took generation 2 and purged; the original, "
+        "resumed with SIGCONT, was rejected at the receiver; purged once"
+    )
+
+
+def test_a_purge_whose_requester_lost_authority_is_refused_and_purges_nothing(hq, make_workspace) -> None:
+    req, job = executing(hq, make_workspace)
+    hq.groups.clear()
+    assert "refused: requester hq-alice is no longer" in purge.run_purge(job.id, now=timezone.now())
+    job.refresh_from_db()
+    assert job.status == "refused" and fresh(req).workspace.lifecycle == "deleting"
+    assert Alarm.objects.filter(request=req, kind="purge_refused", resolved_at__isnull=True).exists()
+    assert Decision.objects.filter(request=req, action="purge_refused").count() == 1
+
+
+def test_a_repeated_purge_returns_the_first_outcome(hq, make_workspace) -> None:
+    req, job = executing(hq, make_workspace)
+    assert purge.run_purge(job.id, now=timezone.now()).endswith("done")
+    generation = PurgeJob.objects.get(id=job.id).lease_generation
+    assert "not claimed" in purge.run_purge(job.id, now=timezone.now())
+    # The executor that applied it, asking again, gets the first outcome; a stale one is rejected.
+    first = PurgeJob.objects.get(id=job.id)
+    assert purge.apply(job.id, owner="x", generation=generation, now=timezone.now()).endswith("already done")
+    assert "rejected: stale executor" in purge.apply(job.id, owner="y", generation=generation - 1, now=timezone.now())
+    assert PurgeJob.objects.get(id=job.id).finished_at == first.finished_at
+    assert Decision.objects.filter(request=req, action="purged").count() == 1
+
+
+def test_destruction_started_is_delivered_even_when_the_purge_finishes_first(hq, make_workspace) -> None:
+    req, job = executing(hq, make_workspace)
+    mail.outbox.clear()
+    assert purge.run_purge(job.id, now=timezone.now()).endswith("done")
+    assert fresh(req).status == "completed"
+    run_at(timezone.now())
+    assert [m.subject for m in mail.outbox] == ["Deletion of workspace acme-old has started"]
+
+
+def test_a_failed_gating_notice_has_a_way_forward(hq, make_workspace, monkeypatch, observe) -> None:
+    from retirements import notices
+
+    make_workspace()
+    T = timezone.now() - timedelta(days=1)
+    monkeypatch.setattr(notices, "send_notice", lambda slot: (_ for _ in ()).throw(OSError("smtp down")))
+    req = request_at(T, hq)
+    at = T
+    for _ in range(6):
+        run_at(at)
+        at += timedelta(hours=2)
+    slot = NoticeSlot.objects.get(request=req, kind="request_received")
+    assert (slot.status, slot.attempts) == ("failed", 6)
+    assert Alarm.objects.filter(request=req, slot=slot, kind="notice_failed", resolved_at__isnull=True).count() == 1
+    monkeypatch.undo()
+    retirement_retry_notices(actor=Actor.of(hq), request_id=req.id, reason="SMTP fixed")
+    slot.refresh_from_db()
+    assert (slot.status, slot.attempts) == ("pending", 0)
+    assert not Alarm.objects.filter(request=req, slot=slot, resolved_at__isnull=True).exists()
+    run_at(timezone.now())
+    slot.refresh_from_db()
+    assert slot.status == "delivered"
+    assert Decision.objects.get(request=req, action="retry_notices").actor_label == "hq-alice"
+    observe(f"request_received failed {6} times (one alarm); retry_notices re-armed it; delivered on the next step")
+
+
+def test_the_retirement_decision_log_is_append_only(hq, make_workspace) -> None:
+    from django.db import DatabaseError, connection, transaction
+
+    make_workspace()
+    req = request_at(timezone.now(), hq)
+    for sql in (
+        "UPDATE retirements_decision SET reason = 'rewritten' WHERE request_id = %s",
+        "DELETE FROM retirements_decision WHERE request_id = %s",
+    ):
+        with (
+            pytest.raises(DatabaseError, match="Cannot update or delete"),
+            transaction.atomic(),
+            connection.cursor() as cur,
+        ):
+            cur.execute(sql, [req.id])
+    assert Decision.objects.get(request=req, action="request").reason == "contract ended"
