@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 
 from core import clock
-from core.admin import CaseAction, CaseAdmin, ConfirmForm
+from core.admin import CaseAction, CaseAdmin, ConfirmForm, actor
 from deletions import case, services
 from deletions.models import DeletionRequest
 from deletions.store.requests import stage_snapshot
@@ -102,6 +102,6 @@ class DeletionRequestAdmin(CaseAdmin):
             "approvals": list(req.approvals.order_by("approved_at")),
             "decisions": list(req.decisions.all()),
             "can": can,
-            "own_request": req.requested_by == user.get_username(),
+            "own_request": services.submitted_by(req, actor(request)),
         }
         return TemplateResponse(request, "admin/deletions/case.html", context)
