@@ -147,6 +147,10 @@ DELETION_TASK_SECONDS = int(os.environ.get("DELETION_TASK_SECONDS", "30"))
 # Development/test knob: a dummy delay in every queued stage, to watch or interrupt work.
 DELETION_DEMO_STAGE_DELAY_MS = int(os.environ.get("DELETION_DEMO_STAGE_DELAY_MS", "0"))
 DELETION_APPROVAL_TTL_DAYS = int(os.environ.get("DELETION_APPROVAL_TTL_DAYS", "7"))
+# Demo switches (off by default): the target system's lookup raises until this ISO time,
+# and answers "not found" for this many seconds after an effect was applied.
+DEMO_TARGET_UNREADABLE_UNTIL = os.environ.get("DEMO_TARGET_UNREADABLE_UNTIL", "")
+DEMO_TARGET_LOOKUP_LAG_SECONDS = int(os.environ.get("DEMO_TARGET_LOOKUP_LAG_SECONDS", "0"))
 
 # django-q2: our leases, never the queue, decide who executes a stage, so the
 # queue's own retries stay off (max_attempts 1) and timeout stays below retry.

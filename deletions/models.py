@@ -234,6 +234,28 @@ class DeletionDecision(DecisionRecord):
         db_table = "entity_deletion_decisions"
 
 
+class DeletionAlarm(models.Model):
+    """An owner alerted: a case that waits on a person (effect unknown). Cleared when settled."""
+
+    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="alarms")
+    kind = models.CharField(max_length=32)
+    message = models.TextField()
+    created_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "entity_deletion_alarms"
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "kind"], condition=Q(resolved_at__isnull=True), name="one_open_deletion_alarm"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
 class LeaseEvent(models.Model):
     """Every claim and release: the lease generation history of a request."""
 

@@ -19,7 +19,7 @@ from core.authority import Actor
 from deletions import target_system, tasks
 from deletions.errors import BadInput, Refused
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
-from deletions.store import approvals, decisions, stages
+from deletions.store import alarms, approvals, decisions, stages
 from deletions.store.requests import (
     get_request,
     insert_request,
@@ -149,11 +149,12 @@ def deletion_resume(
             row = stages.lock_current(req)
             if row is None or row.submitted_at is None:
                 raise Refused(f"request {req.id}: the current stage submitted nothing, so no effect is unknown")
-            if target_system.lookup(row.operation_id) is not None:
+            if target_system.lookup(row.operation_id, now=now) is not None:
                 raise Refused(
                     f"the target system has a record of operation {row.operation_id}: it was applied; nothing to resend"
                 )
             stages.clear_submitted(row)
+            alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)
             decisions.record(
                 request_id=req.id,
                 actor=actor,

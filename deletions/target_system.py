@@ -12,13 +12,19 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.utils.dateparse import parse_datetime
 
-from deletions.errors import StaleLease
+from deletions.errors import Refused, StaleLease
 
 
 class FencedOut(StaleLease):
     pass
+
+
+class SourceUnavailable(Refused):
+    """The target system's records cannot be read now: nothing can be concluded from that."""
 
 
 def apply(
@@ -66,12 +72,23 @@ def apply(
         return _as_dict(cur.fetchone()[0])
 
 
-def lookup(operation_id: UUID) -> dict[str, Any] | None:
-    """What the target system recorded for an operation, or None when not found."""
+def lookup(operation_id: UUID, *, now: datetime) -> dict[str, Any] | None:
+    """What the target system recorded for an operation, or None when not found.
+
+    Two demo switches (off by default) make it behave like a real remote system:
+    `DEMO_TARGET_UNREADABLE_UNTIL` (an ISO time) makes every lookup raise until then,
+    and `DEMO_TARGET_LOOKUP_LAG_SECONDS` makes an applied effect answer "not found" for
+    that long. Callers treat both as "unknown", never as "no effect".
+    """
+    until = parse_datetime(settings.DEMO_TARGET_UNREADABLE_UNTIL or "")
+    if until is not None and now < until:
+        raise SourceUnavailable(f"the target system cannot be read until {until.isoformat()}")
     with connection.cursor() as cur:
-        cur.execute("SELECT outcome FROM demo_target_effects WHERE operation_id = %s", [operation_id])
+        cur.execute("SELECT outcome, applied_at FROM demo_target_effects WHERE operation_id = %s", [operation_id])
         row = cur.fetchone()
-    return _as_dict(row[0]) if row else None
+    if row is None or (now - row[1]).total_seconds() < settings.DEMO_TARGET_LOOKUP_LAG_SECONDS:
+        return None
+    return _as_dict(row[0])
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from core import clock
-from deletions.models import DeletionRequest, StageHistory, Status
+from deletions.models import DeletionAlarm, DeletionRequest, StageHistory, Status
 from retirements.models import Alarm, NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
 from retirements.watcher import detect_stalls
 
@@ -51,6 +51,9 @@ def overview(now: datetime) -> dict[str, Any]:
             NoticeSlot.objects.filter(status=NoticeStatus.FAILED).select_related("request__workspace")[:LIMIT]
         ),
         "alarms": list(Alarm.objects.filter(resolved_at__isnull=True).select_related("request__workspace")[:LIMIT]),
+        "deletion_alarms": list(
+            DeletionAlarm.objects.filter(resolved_at__isnull=True).select_related("request")[:LIMIT]
+        ),
     }
 
 

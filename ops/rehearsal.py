@@ -1,6 +1,10 @@
 """The rehearsal tables (seed 003's failures, seed 000's restart points) mapped to the
 automated tests that try each failure on real PostgreSQL. `manage.py rehearse` runs
 them on a scratch database and fills in the Actual result from what they observed.
+
+The "Failure to try" and "Required evidence" columns keep the seed's wording; only its
+example names are translated: DATE-41-1 is an operation id, AP-9 an approval, D-41 the
+case, the order system the target system.
 """
 
 from __future__ import annotations
@@ -68,18 +72,18 @@ ROWS = (
         "seed 003",
         "Submission times out and source cannot be read",
         "Same operation remains unknown, no blind repeat, owner alerted",
-        (EU + "test_crash_after_submission_mark_stays_unknown_and_is_never_resent",),
+        (EU + "test_a_source_that_cannot_be_read_keeps_the_effect_unknown_and_alerts_the_owner",),
     ),
     Row(
         "seed 003",
-        "Stored case records are restored from a backup after a change",
+        "Stored case records are restored from a backup after a target-system change",
         "Replacement worker finds the pending operation and checks it against the target system before resuming",
         ("tests/deletions/test_restore.py::test_restored_backup_does_not_repeat_an_applied_operation",),
     ),
     Row(
         "seed 003",
-        "Worker stops after claiming, before submission",
-        "Claim expiry alone cannot release a replacement to write; the replacement takes over with a new generation",
+        "Worker stops after claiming Applying, before submission",
+        "Hold and reconcile the operation id; claim expiry alone cannot release a replacement to write",
         (
             W + "test_crash_before_first_transition_initializes_on_takeover",
             W + "test_crash_during_handler_resumes_same_row_after_lease_expiry",
@@ -97,7 +101,8 @@ ROWS = (
     Row(
         "seed 003",
         "Original worker resumes late after a replacement is considered",
-        "Receiving boundary rejects stale ownership with the effect",
+        "Receiving boundary rejects stale ownership with the effect and enforces current permission, approval, and "
+        "proposal version",
         (
             W + "test_stale_generation_writes_are_rejected",
             R + "test_a_purge_executor_paused_past_its_lease_is_rejected_when_it_resumes",
@@ -112,7 +117,8 @@ ROWS = (
     Row(
         "seed 003",
         "Customer cancels or approval expires while the case is held",
-        "Record the change, block new application, preserve what was done",
+        "Record the change, block new application under the old approval, and preserve investigation of the "
+        "original operation",
         (
             C + "test_cancel_during_retry_wait_keeps_completed_stages",
             C + "test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops",
@@ -121,9 +127,12 @@ ROWS = (
     ),
     Row(
         "seed 003",
-        "Delayed lookup says not found",
-        "Do not infer no effect; hold until source evidence can establish the result",
-        (EU + "test_crash_after_submission_mark_stays_unknown_and_is_never_resent",),
+        "Delayed target-system lookup says not found",
+        "Do not infer no effect; hold until permitted source evidence can establish the result",
+        (
+            EU + "test_a_lagging_lookup_that_says_not_found_is_not_taken_as_no_effect",
+            EU + "test_crash_after_submission_mark_stays_unknown_and_is_never_resent",
+        ),
     ),
     Row(
         "seed 000",

@@ -19,7 +19,7 @@ from django.db import transaction
 from core.logs import event
 from deletions.errors import RetryNotDue, StaleLease, WorkflowError
 from deletions.models import DeletionRequest, StageHistory, StageStatus, Status
-from deletions.store import decisions
+from deletions.store import alarms, decisions
 from deletions.store.leases import lock_owned
 from deletions.store.requests import load_history, request_snapshot, stage_snapshot
 from deletions.store.types import (
@@ -109,6 +109,7 @@ def save_success(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: d
         row.last_error = None
         row.metadata_json = {**row.metadata_json, "result": result}
         row.save(update_fields=["status", "finished_at", "last_error", "metadata_json"])
+        alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)  # settled from the record
         req.last_action = f"{lease.owner} (generation {lease.generation}) completed {row.stage}"
         req.updated_at = now
         req.save(update_fields=["last_action", "updated_at"])
@@ -187,6 +188,14 @@ def save_failure(
             req.next_check_at = decision.next_attempt_at
             req.open_question = open_question
             req.owner = req.owner or req.requested_by
+            if open_question:
+                alarms.raise_alarm(
+                    request_id=req.id,
+                    kind=alarms.EFFECT_UNKNOWN,
+                    message=f"{open_question} (owner {req.owner}, next check {decision.next_attempt_at})",
+                    now=now,
+                    stage_id=row.id,
+                )
         req.retry_count = failures
         req.next_attempt_at = decision.next_attempt_at
         req.last_error = error
@@ -253,6 +262,7 @@ def _completed(history: list[StageSnapshot]) -> int:
 def _finish_cancelled(req: DeletionRequest, history: list[StageSnapshot], now: datetime) -> Finished:
     """Stop at a transition: completed stages stay completed and are reported as done."""
     req.cancel()
+    alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)
     req.next_attempt_at = None
     req.next_check_at = None
     req.open_question = ""

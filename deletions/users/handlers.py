@@ -91,15 +91,19 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> None:
     the effect stays unknown with an owner and a next check; only an operator who
     confirms it was not applied (`resume_deletion --effect-not-applied`) allows a resend.
     """
-    recorded = target_system.lookup(row.operation_id)
-    if recorded is not None:
-        stages.save_success(ctx.lease, row.id, recorded, now=clock.now())
-        return
+    try:
+        recorded = target_system.lookup(row.operation_id, now=clock.now())
+    except target_system.SourceUnavailable as exc:
+        found = f"the target system could not be read ({exc.message})"
+    else:
+        if recorded is not None:
+            stages.save_success(ctx.lease, row.id, recorded, now=clock.now())
+            return
+        found = "the target system has no record of it yet (it may lag)"
     stages.save_failure(
         ctx.lease,
         row.id,
-        f"effect unknown: operation {row.operation_id} was submitted at {row.submitted_at} but the target "
-        "system has no record of it yet; not resent",
+        f"effect unknown: operation {row.operation_id} was submitted at {row.submitted_at} but {found}; not resent",
         now=clock.now(),
         retry_policy=decide_retry,
         open_question=f"did operation {row.operation_id} ({row.stage}) take effect? the next check looks it up again",

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.utils import timezone
 
 from deletions import target_system
 from deletions.models import DeletionRequest, StageHistory
@@ -20,7 +21,9 @@ def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd, obse
     crashed = crash_at("after-submit-mark", req.id)
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     assert gate.submitted_at is not None and gate.status == "running"
-    assert target_system.lookup(gate.operation_id) is None  # it crashed before the target saw anything
+    assert (
+        target_system.lookup(gate.operation_id, now=timezone.now()) is None
+    )  # it crashed before the target saw anything
 
     ran = take_over(cmd, crashed)
     assert ran.code == 1 and "retry not before" in ran.err
@@ -62,7 +65,7 @@ def test_found_effect_is_saved_from_the_record_without_resending(cmd, observe) -
     req = submit_and_approve()
     crashed = crash_at("after-effect", req.id)
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
-    recorded = target_system.lookup(gate.operation_id)
+    recorded = target_system.lookup(gate.operation_id, now=timezone.now())
     assert recorded is not None
     assert take_over(cmd, crashed, "--next-step").code == 0
     settled = StageHistory.objects.get(id=gate.id)
@@ -92,3 +95,57 @@ def test_unknown_effect_is_listed_on_the_operations_overview(cmd, client) -> Non
     client.force_login(User.objects.create_superuser("root-1", "r@x.example", "pw"))
     page = client.get("/admin/operations/").content.decode()
     assert "deletion demo:alice" in page and str(gate.operation_id) in page
+
+
+def unknown_case(req) -> str:
+    """What a support lead sees of an effect-unknown case, built from the saved rows."""
+    from deletions.models import DeletionAlarm
+
+    after = DeletionRequest.objects.get(id=req.id)
+    alarm = DeletionAlarm.objects.filter(request_id=req.id, resolved_at__isnull=True).first()
+    wait = int((after.next_check_at - after.updated_at).total_seconds()) if after.next_check_at else None
+    return (
+        f"effects at receiver: {len(effects(req.id))}; status: {after.status} (effect unknown); "
+        f"owner: {after.owner}; next check in {wait} s; alarm: {alarm.kind if alarm else 'none'}"
+    )
+
+
+def test_a_source_that_cannot_be_read_keeps_the_effect_unknown_and_alerts_the_owner(
+    cmd, settings, observe, admin_client
+) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-effect", req.id)  # the effect was applied; its outcome was never saved
+    settings.DEMO_TARGET_UNREADABLE_UNTIL = (timezone.now() + timedelta(hours=1)).isoformat()
+    ran = take_over(cmd, crashed)
+    assert ran.code == 1 and "retry not before" in ran.err
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.status == "retry_wait" and "could not be read" in (after.last_error or "")
+    assert after.owner and after.open_question and after.next_check_at is not None
+    assert len(effects(req.id)) == 1  # never read as "no effect", never resent
+    seen = unknown_case(req)
+    assert "alarm: effect_unknown" in seen
+    overview = admin_client.get("/admin/operations/").content.decode()
+    assert f"deletion {req.target}" in overview and "effect_unknown" in overview
+    settings.DEMO_TARGET_UNREADABLE_UNTIL = ""  # the source is back: the next check settles it from the record
+    with time_machine.travel((after.next_attempt_at or timezone.now()) + timedelta(seconds=1), tick=False):
+        assert cmd("run_deletion", str(req.id), "--executor-id", "worker-c").code == 0
+    assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(effects(req.id)) == 5
+    assert not after.alarms.filter(resolved_at__isnull=True).exists()
+    observe(f"{seen}; after the source came back: settled from its record, alarm cleared, 5 effects, none twice")
+
+
+def test_a_lagging_lookup_that_says_not_found_is_not_taken_as_no_effect(cmd, settings, observe) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-effect", req.id)
+    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # the record exists but the lookup is an hour behind
+    assert take_over(cmd, crashed).code == 1
+    seen = unknown_case(req)
+    assert "effects at receiver: 1;" in seen and "alarm: effect_unknown" in seen
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert gate.submitted_at is not None and gate.status == "failed"  # still unknown: nothing resent
+    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 0
+    after = DeletionRequest.objects.get(id=req.id)
+    with time_machine.travel((after.next_attempt_at or timezone.now()) + timedelta(seconds=1), tick=False):
+        assert cmd("run_deletion", str(req.id), "--executor-id", "worker-c").code == 0
+    assert len(effects(req.id)) == 5 and not after.alarms.filter(resolved_at__isnull=True).exists()
+    observe(f"lookup an hour behind said not found: {seen}; once caught up, settled without a resend")

@@ -97,7 +97,7 @@ def test_crash_after_effect_before_save_settles_from_the_target_system(cmd, obse
     assert gate_after.status == "completed" and gate_after.attempts == 2
     ops = [op for op, _, _ in effects(req.id)]
     assert len(ops) == len(set(ops)) == StageHistory.objects.filter(request_id=req.id).count()
-    assert target_system.lookup(gate.operation_id) == gate_after.metadata_json["result"]
+    assert target_system.lookup(gate.operation_id, now=timezone.now()) == gate_after.metadata_json["result"]
     observe(
         f"killed after the effect; next attempt found operation {str(gate.operation_id)[:8]} at the target, saved it"
     )

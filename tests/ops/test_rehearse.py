@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -12,14 +13,24 @@ from tests.conftest import ROOT, manage_argv, subprocess_env
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 
-def test_rehearse_prints_both_tables_with_observed_results() -> None:
-    proc = subprocess.run(
-        manage_argv("rehearse"), cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=600
+def rehearse(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        manage_argv("rehearse", *args), cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=900
     )
+
+
+def test_rehearse_prints_every_row_with_observed_results_in_each_format() -> None:
+    proc = rehearse("--format", "json")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
+    rows = json.loads(proc.stdout)
+    assert [(r["table"], r["failure"], r["required"]) for r in rows] == [(r.table, r.failure, r.required) for r in ROWS]
+    for row in rows:
+        assert set(row) == {"table", "failure", "required", "tests", "passed", "observed"}
+        assert row["passed"] is True and len(row["observed"]) == len(row["tests"]), row
+        assert not any("no observation recorded" in text for text in row["observed"]), row
+    markdown = rehearse("--format", "markdown")
+    assert markdown.returncode == 0
     for row in ROWS:
-        line = next(line for line in out.splitlines() if line.startswith(f"| {row.failure} |"))
-        assert "| passed " in line and "evidence asserted" not in line, line
-    total = sum(len(r.tests) for r in ROWS)
-    assert f"{total} of {total} rehearsal checks passed on a scratch database" in out
+        line = next(line for line in markdown.stdout.splitlines() if line.startswith(f"| {row.failure} |"))
+        assert f"| {row.required} | passed: " in line, line
+    assert f"{len(ROWS)} of {len(ROWS)} rehearsal rows passed on a scratch database" in markdown.stdout

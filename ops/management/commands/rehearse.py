@@ -7,15 +7,44 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ops.rehearsal import ROWS, node_ids
+
+TABLES = (("seed 003", "Failure to try"), ("seed 000", "Restart point"))
 
 
 class Command(BaseCommand):
     help = "Run the rehearsal tables (seed 003 failures, seed 000 restart points) on a scratch database."
 
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+
     def handle(self, *args: Any, **options: Any) -> None:
+        results = self.run_tests()
+        rows = [
+            {
+                "table": row.table,
+                "failure": row.failure,
+                "required": row.required,
+                "tests": [test.split("::")[-1] for test in row.tests],
+                "passed": all(results.get(t, {}).get("outcome") == "passed" for t in row.tests),
+                "observed": [self.observed(t, results.get(t)) for t in row.tests],
+            }
+            for row in ROWS
+        ]
+        fmt = options["format"]
+        if fmt == "json":
+            self.stdout.write(json.dumps(rows, indent=2))
+        else:
+            self.render(rows, markdown=fmt == "markdown")
+        failed = [r for r in rows if not r["passed"]]
+        if fmt != "json":
+            self.stdout.write(f"\n{len(rows) - len(failed)} of {len(rows)} rehearsal rows passed on a scratch database")
+        if failed:
+            raise CommandError(f"{len(failed)} rehearsal row(s) failed", returncode=1)
+
+    def run_tests(self) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
             report = Path(tmp) / "report.json"
             # Always a throw-away embedded server (config.settings_test): never the working
@@ -32,25 +61,28 @@ class Command(BaseCommand):
             )
             if not report.exists():
                 raise CommandError(f"the rehearsal did not run: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-            results = json.loads(report.read_text())
-        failed = 0
-        for table in ("seed 003", "seed 000"):
-            self.stdout.write(f"\n{'Failure to try' if table == 'seed 003' else 'Restart point'} ({table})")
-            self.stdout.write("| Failure | Required evidence | Actual result |")
-            self.stdout.write("| --- | --- | --- |")
-            for row in (r for r in ROWS if r.table == table):
-                actual = []
-                for test in row.tests:
-                    res = results.get(test, {"outcome": "not run", "observed": [], "message": ""})
-                    name = test.split("::")[-1]
-                    if res["outcome"] != "passed":
-                        failed += 1
-                        actual.append(f"{res['outcome'].upper()} {name}: {res['message']}")
-                    else:
-                        seen = "; ".join(res["observed"]) or "evidence asserted"
-                        actual.append(f"passed {name} ({res.get('seconds', 0)} s): {seen}")
-                self.stdout.write(f"| {row.failure} | {row.required} | {' / '.join(actual)} |")
-        total = sum(len(r.tests) for r in ROWS)
-        self.stdout.write(f"\n{total - failed} of {total} rehearsal checks passed on a scratch database")
-        if failed:
-            raise CommandError(f"{failed} rehearsal check(s) failed", returncode=1)
+            results: dict[str, Any] = json.loads(report.read_text())
+            return results
+
+    @staticmethod
+    def observed(test: str, result: dict[str, Any] | None) -> str:
+        name = test.split("::")[-1]
+        if result is None:
+            return f"NOT RUN {name}"
+        if result["outcome"] != "passed":
+            return f"{result['outcome'].upper()} {name}: {result['message']}"
+        return "; ".join(result["observed"]) or f"passed {name} (no observation recorded)"
+
+    def render(self, rows: list[dict[str, Any]], *, markdown: bool) -> None:
+        for table, heading in TABLES:
+            self.stdout.write(f"\n{heading} ({table})")
+            if markdown:
+                self.stdout.write(f"| {heading} | Required evidence | Actual result |")
+                self.stdout.write("| --- | --- | --- |")
+            for row in (r for r in rows if r["table"] == table):
+                mark = "passed" if row["passed"] else "FAILED"
+                actual = f"{mark}: " + " / ".join(row["observed"])
+                if markdown:
+                    self.stdout.write(f"| {row['failure']} | {row['required']} | {actual} |")
+                else:
+                    self.stdout.write(f"- {row['failure']}\n    required: {row['required']}\n    actual:   {actual}")
