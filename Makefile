@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install migrate stop-db clean bench
+.PHONY: run test check install migrate stop-db clean bench chaos
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,3 +39,6 @@ clean: stop-db
 
 bench: install
 	$(PY) bench/stages.py
+
+chaos: install
+	$(MANAGE) chaos --seconds 600 --workers 4 --requests 40 --db-restarts

@@ -169,6 +169,26 @@ def deletion_resume(
         return req
 
 
+def deletion_revoke_approval(*, actor: Actor, request_id: str | UUID, reason: str) -> DeletionRequest:
+    """Withdraw the current approval: nothing more is applied under it (investigation continues)."""
+    rid = parse_request_id(request_id)
+    authority.require(actor, APPROVE)
+    reason = (reason or "").strip()
+    if not reason:
+        raise BadInput("a revocation needs a reason")
+    now = clock.now()
+    with transaction.atomic():
+        req = lock_request(rid)
+        approval = approvals.latest(req)
+        if req.status in TERMINAL_STATUSES or approval is None or approval.revoked_at is not None:
+            raise Refused(f"request {req.id} ({req.status}) has no current approval to revoke")
+        approvals.revoke(req, approval, by=actor.name, reason=reason, now=now)
+        decisions.record(
+            request_id=req.id, actor=actor, action="revoke_approval", reason=reason, now=now, approval=approval
+        )
+        return req
+
+
 def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest:
     """Enqueue a worker run on commit; the lease, not the queue, decides who executes."""
     rid = parse_request_id(request_id)

@@ -111,6 +111,8 @@ def run(
             crash_point("after-handler")
             nxt = get_next_stage(lease, nxt.id, now=clock.now())
             crash_point("after-transition")
+            if isinstance(nxt, Finished):
+                crash_point("after-terminal-commit")
             if next_step:
                 break
         return _outcome(nxt, handled)

@@ -28,18 +28,21 @@ class Row:
     tests: tuple[str, ...]
 
 
-ROWS = (
+ROWS: tuple[Row, ...] = (
     Row(
         "seed 003",
         "Worker stops while source is unavailable",
         "Replacement finds the case, checked evidence, open question, owner, and next safe read",
-        (WT + "test_failure_then_retry_after_deadline_resumes_the_same_row",),
+        (EU + "test_worker_killed_while_the_source_is_unavailable_leaves_a_case_the_replacement_can_pick_up",),
     ),
     Row(
         "seed 003",
         "Worker stops while approval waits",
         "Replacement finds the same proposal and current approval state",
-        (B + "test_running_an_unapproved_request_is_refused",),
+        (
+            A + "test_worker_stopped_while_the_approval_is_withdrawn_finds_the_same_proposal_and_its_state",
+            B + "test_running_an_unapproved_request_is_refused",
+        ),
     ),
     Row(
         "seed 003",
@@ -78,7 +81,10 @@ ROWS = (
         "seed 003",
         "Stored case records are restored from a backup after a target-system change",
         "Replacement worker finds the pending operation and checks it against the target system before resuming",
-        ("tests/deletions/test_restore.py::test_restored_backup_does_not_repeat_an_applied_operation",),
+        (
+            "tests/deletions/test_restore.py::test_a_restored_pg_dump_is_checked_at_the_target_system_before_resuming",
+            "tests/deletions/test_restore.py::test_restored_backup_does_not_repeat_an_applied_operation",
+        ),
     ),
     Row(
         "seed 003",
@@ -104,6 +110,7 @@ ROWS = (
         "Receiving boundary rejects stale ownership with the effect and enforces current permission, approval, and "
         "proposal version",
         (
+            W + "test_a_worker_paused_past_its_lease_is_rejected_where_the_effect_lands",
             W + "test_stale_generation_writes_are_rejected",
             R + "test_a_purge_executor_paused_past_its_lease_is_rejected_when_it_resumes",
         ),
@@ -168,7 +175,70 @@ ROWS = (
         "seed 000",
         "After terminal commit",
         "A rerun returns success without changing saved state",
-        (WT + "test_rerunning_a_completed_request_is_read_only_and_exits_0",),
+        (
+            W + "test_crash_after_the_terminal_commit_reruns_read_only",
+            WT + "test_rerunning_a_completed_request_is_read_only_and_exits_0",
+        ),
+    ),
+)
+
+
+RB = "tests/retirements/test_boundary.py::"
+RR = "tests/retirements/test_resume.py::"
+RC = "tests/retirements/test_races.py::"
+
+# Seed 002 has no rehearsal table; these rows try the failures its hops name (on_failure).
+ROWS += (
+    Row(
+        "seed 002",
+        "Notice send fails six times",
+        "Six attempts; undelivered gating notices block destruction and delivery failures feed the alarm; the "
+        "notice rows show outstanding delivery",
+        (
+            RB + "test_notice_failing_six_times_raises_the_alarm_and_blocks",
+            R + "test_a_failed_gating_notice_has_a_way_forward",
+        ),
+    ),
+    Row(
+        "seed 002",
+        "Watcher process killed while waiting",
+        "The wake-up time is durable and nothing is lost; a watcher that stops is reported stalled and an operator "
+        "resumes it",
+        (
+            R + "test_a_watcher_process_killed_mid_step_loses_nothing",
+            RR + "test_watcher_that_keeps_failing_is_reported_stalled_with_an_alarm",
+        ),
+    ),
+    Row(
+        "seed 002",
+        "Resume while the watcher still runs",
+        "Refused while the current watcher still runs; a superseded watcher that wakes settles without any "
+        "destructive action",
+        (
+            RR + "test_resume_is_refused_while_the_watcher_runs",
+            RR + "test_superseded_watcher_woken_later_does_nothing_destructive",
+        ),
+    ),
+    Row(
+        "seed 002",
+        "Requester loses authority before the point of no return",
+        "Hold on lost authority; no purge job",
+        (RB + "test_requester_who_lost_the_permission_puts_the_request_on_hold",),
+    ),
+    Row(
+        "seed 002",
+        "Two watchers race at the boundary",
+        "Reject according to the current locked request state: one purge job at most",
+        (
+            RC + "test_two_watcher_steps_racing_at_the_boundary_make_one_purge_job",
+            RC + "test_cancel_and_point_of_no_return_race_exactly_one_wins",
+        ),
+    ),
+    Row(
+        "seed 002",
+        "Purge worker killed mid-purge",
+        "The purge job's lease runs out; a replacement purges once under a new generation",
+        (R + "test_a_purge_worker_killed_mid_purge_is_replaced_after_its_lease",),
     ),
 )
 

@@ -16,6 +16,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import Q
 
+from core.crashpoints import crash_point
 from retirements import notices, policy, store, tasks
 from retirements.models import PurgeJob, PurgeStatus, RequestStatus, RetirementRequest, RetirementWatcher
 from retirements.purge import run_purge
@@ -38,6 +39,7 @@ def step(watcher_id: UUID, *, now: datetime) -> str:
             return "superseded"
         store.beat_watcher(watcher, request, now=now)
         status = request.status
+    crash_point("watcher-woke")
     if status == RequestStatus.WAITING:
         for slot_id in store.due_slot_ids(request_id, now):
             notices.deliver(slot_id, now=now)

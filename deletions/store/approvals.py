@@ -67,6 +67,23 @@ def save_approval(
     return approval
 
 
+def revoke(req: DeletionRequest, approval: DeletionApproval, *, by: str, reason: str, now: datetime) -> None:
+    """The approval no longer covers anything; an unstarted request goes back to submitted,
+    a started one is stopped where its next effect lands (the receiver refuses it)."""
+    approval.revoked_at = now
+    approval.save(update_fields=["revoked_at"])
+    fields = ["last_action", "updated_at", "owner", "open_question", "next_check_at"]
+    if req.status == Status.APPROVED and not req.stages.exists():
+        req.return_to_review()
+        fields.append("status")
+    req.owner = "approvers"
+    req.open_question = f"approval by {approval.approved_by} revoked by {by}: {reason}; approve again or cancel"
+    req.next_check_at = now
+    req.last_action = f"approval revoked by {by}"
+    req.updated_at = now
+    req.save(update_fields=fields)
+
+
 def latest(req: DeletionRequest) -> DeletionApproval | None:
     return req.approvals.order_by("-approved_at", "-id").first()
 

@@ -197,6 +197,7 @@ def inspect(request_id: str | UUID) -> dict[str, Any]:
                 "approved_at": _iso(a.approved_at),
                 "inventory_digest": a.inventory_digest,
                 "expires_at": _iso(a.expires_at),
+                "revoked_at": _iso(a.revoked_at),
             }
             for a in approvals
         ],

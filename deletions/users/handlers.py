@@ -8,18 +8,22 @@ applied by an earlier attempt).
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from core import clock
 from core.crashpoints import crash_point
+from core.logs import event
 from deletions import receiver, target_system
 from deletions.errors import Interrupted, StaleLease
 from deletions.retry import decide_retry
 from deletions.store import stages
 from deletions.store.types import Lease, StageSnapshot
 from deletions.users.workflow import GATE_USER, PURGE_AGENTS, PURGE_DB
+
+logger = logging.getLogger("deletions")
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,16 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> None:
     the effect stays unknown with an owner and a next check; only an operator who
     confirms it was not applied (`resume_deletion --effect-not-applied`) allows a resend.
     """
+    event(
+        logger,
+        "lookup",
+        request_id=ctx.lease.request_id,
+        stage_id=row.id,
+        stage=row.stage,
+        executor=ctx.lease.owner,
+        generation=ctx.lease.generation,
+        reason=f"operation {row.operation_id} submitted at {row.submitted_at}; checking the target system",
+    )
     try:
         recorded = target_system.lookup(row.operation_id, now=clock.now())
     except target_system.SourceUnavailable as exc:

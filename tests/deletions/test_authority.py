@@ -207,3 +207,27 @@ def test_investigating_an_unknown_effect_is_still_allowed_after_the_approval_exp
     assert len(effects(req["id"])) == 1  # looked up and saved, nothing new applied
     assert case(req).status == "needs_review"
     observe("approval expired with gate_user's effect unknown: the lookup settled it, the next stage was refused")
+
+
+def test_worker_stopped_while_the_approval_is_withdrawn_finds_the_same_proposal_and_its_state(cmd, observe) -> None:
+    from tests.deletions.helpers import crash_at, take_over
+
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    crashed = crash_at("after-handler", req["id"])  # gate_user done, the worker gone before its transition
+    revoked = cmd("revoke_approval", req["id"], "--by", "operator-c", "--reason", "customer disputes the inventory")
+    assert revoked.code == 0, revoked.err
+    ran = take_over(cmd, crashed)
+    assert ran.code == 1 and "approval revoked at" in ran.err, ran.err
+    shown = json.loads(cmd("show_deletion", req["id"], "--json").out)
+    assert shown["request"]["inventory_digest"] == req["inventory_digest"]  # the same proposal
+    assert shown["request"]["status"] == "needs_review" and shown["approvals"][0]["revoked_at"]
+    assert len(effects(req["id"])) == 1
+    approve(cmd, req, "operator-b")  # a new approval of the same digest
+    assert cmd("run_deletion", req["id"]).code == 0
+    assert case(req).status == "completed" and len(effects(req["id"])) == 5
+    observe(
+        f"worker killed after gate_user, approval revoked meanwhile: the replacement found digest "
+        f"{req['inventory_digest'][:12]}, status {shown['request']['status']}, approval revoked at "
+        f"{shown['approvals'][0]['revoked_at'][11:19]}; a new approval resumed, {len(effects(req['id']))} effects"
+    )

@@ -147,7 +147,11 @@ def test_running_an_unapproved_request_is_refused(cmd, observe) -> None:
     refused(cmd, 1, "is not approved (status submitted)", "run_deletion", sub["id"])
     digest = json.loads(cmd("show_deletion", sub["id"], "--json").out)["request"]["inventory_digest"]
     assert digest == sub["inventory_digest"]
-    observe("run refused (exit 1, not approved), no row changed; the same proposal and digest wait for approval")
+    shown = json.loads(cmd("show_deletion", sub["id"], "--json").out)
+    observe(
+        f"run refused ({shown['request']['status']}, not approved), no row changed; digest {digest[:12]} "
+        f"unchanged, approvals {len(shown['approvals'])}, owner {shown['request']['owner']}"
+    )
 
 
 def test_running_a_cancelled_request_is_refused(cmd) -> None:

@@ -75,7 +75,10 @@ def test_cancel_during_retry_wait_keeps_completed_stages(cmd, observe) -> None:
     after = DeletionRequest.objects.get(id=req.id)
     assert after.status == "cancelled" and "1 completed stage(s) stay done" in after.last_action
     assert StageHistory.objects.get(request_id=req.id, stage="gate_user").status == "completed"
-    observe("cancelled while waiting to retry; 1 completed stage reported as done, nothing undone")
+    observe(
+        f"cancelled while waiting to retry: {after.status}, '{after.last_action[-40:]}'; "
+        f"effects at receiver: {len(effects(req.id))}"
+    )
 
 
 def test_cancellation_and_claim_race_exactly_one_wins(observe) -> None:

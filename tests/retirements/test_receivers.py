@@ -200,3 +200,39 @@ def test_the_retirement_decision_log_is_append_only(hq, make_workspace) -> None:
         ):
             cur.execute(sql, [req.id])
     assert Decision.objects.get(request=req, action="request").reason == "contract ended"
+
+
+@pytest.mark.slow
+def test_a_watcher_process_killed_mid_step_loses_nothing(hq, make_workspace, observe) -> None:
+    make_workspace()
+    req = request_at(timezone.now(), hq)
+    proc = subprocess.run(manage_argv("run_watchers"), env=subprocess_env(CRASH_AT="watcher-woke"), timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    killed = fresh(req)
+    assert killed.status == "waiting" and killed.next_wake_at is not None  # the wake-up is durable
+    assert NoticeSlot.objects.get(request=req, kind="request_received").status == "pending"
+    run_at(timezone.now())  # the next scheduled run picks the step up again
+    run_at(timezone.now() + timedelta(minutes=5))
+    after = fresh(req)
+    assert [m.subject for m in mail.outbox] == ["Retirement requested for workspace acme-old"]
+    assert after.status == "waiting" and after.next_wake_at is not None and after.next_wake_at > timezone.now()
+    observe(
+        f"run_watchers SIGKILLed mid-step: request {killed.status}, wake-up kept; next run sent "
+        f"{len(mail.outbox)} notice, next wake {after.next_wake_at:%Y-%m-%d}"
+    )
+
+
+@pytest.mark.slow
+def test_a_purge_worker_killed_mid_purge_is_replaced_after_its_lease(hq, make_workspace, observe) -> None:
+    req, job = executing(hq, make_workspace)
+    proc = subprocess.run(manage_argv("run_watchers"), env=subprocess_env(CRASH_AT="purge-claimed"), timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    job.refresh_from_db()
+    assert (job.status, job.lease_generation) == ("queued", 1) and job.lease_expires_at is not None
+    assert "not claimed" in purge.run_purge(job.id, now=timezone.now())  # its lease still stands
+    assert purge.run_purge(job.id, now=job.lease_expires_at + timedelta(seconds=1)).endswith("done")
+    job.refresh_from_db()
+    assert (job.status, job.lease_generation) == ("done", 2)
+    assert fresh(req).workspace.lifecycle == "deleted"
+    assert Decision.objects.filter(request=req, action="purged").count() == 1
+    observe(f"purge worker SIGKILLed after its claim; replacement took generation {job.lease_generation}; purged once")

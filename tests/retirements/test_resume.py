@@ -21,7 +21,7 @@ T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
 
 
-def test_resume_is_refused_while_the_watcher_runs(hq, make_workspace, cmd) -> None:
+def test_resume_is_refused_while_the_watcher_runs(hq, make_workspace, cmd, observe) -> None:
     make_workspace()
     req = request_at(T, hq)
     run_at(T)  # the watcher starts and heartbeats
@@ -29,6 +29,7 @@ def test_resume_is_refused_while_the_watcher_runs(hq, make_workspace, cmd) -> No
         ran = cmd("resume_retirement", str(req.id), "--by", "hq-alice")
     assert ran.code == 1 and "watcher still running" in ran.err
     assert RetirementWatcher.objects.filter(request=req).count() == 1
+    observe(f"resume 1 min after the heartbeat: exit {ran.code}, '{ran.err.strip()[:40]}...', 1 watcher")
 
 
 def test_never_started_watcher_is_stalled_and_resume_replaces_it(hq, make_workspace, cmd) -> None:
@@ -65,7 +66,7 @@ def test_resume_keeps_holds_eligibility_and_gating_notices(hq, make_workspace) -
     assert not PurgeJob.objects.exists() and fresh(req).status == "held"
 
 
-def test_superseded_watcher_woken_later_does_nothing_destructive(hq, make_workspace) -> None:
+def test_superseded_watcher_woken_later_does_nothing_destructive(hq, make_workspace, observe) -> None:
     make_workspace()
     req = request_at(T, hq)
     old = req.watcher_id
@@ -83,9 +84,16 @@ def test_superseded_watcher_woken_later_does_nothing_destructive(hq, make_worksp
     # The authoritative watcher proceeds.
     run_at(T + 31 * DAY)
     assert fresh(req).watcher_id == new and fresh(req).workspace.lifecycle == "deleted"
+    observe(
+        f"superseded watcher woke twice: no purge job, conclusion "
+        f"'{RetirementWatcher.objects.get(id=old).conclusion}'; the authoritative one purged "
+        f"({PurgeJob.objects.count()} job)"
+    )
 
 
-def test_watcher_that_keeps_failing_is_reported_stalled_with_an_alarm(hq, make_workspace, monkeypatch, caplog) -> None:
+def test_watcher_that_keeps_failing_is_reported_stalled_with_an_alarm(
+    hq, make_workspace, monkeypatch, caplog, observe
+) -> None:
     make_workspace()
     req = request_at(T, hq)
 
@@ -101,6 +109,7 @@ def test_watcher_that_keeps_failing_is_reported_stalled_with_an_alarm(hq, make_w
     assert [s["request"] for s in summary["stalled"]] == [str(req.id)]
     alarm = req.alarms.get(kind="watcher_stalled")
     assert "missed its wake-up" in alarm.message and alarm.resolved_at is None
+    observe(f"watcher failing 16 min: stalled, alarm '{alarm.message[:50]}...'")
     assert any("alarm kind=watcher_stalled" in r.getMessage() for r in caplog.records)
     monkeypatch.undo()
     run_at(T + timedelta(minutes=17))

@@ -11,11 +11,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ops.rehearsal import ROWS, node_ids
 
-TABLES = (("seed 003", "Failure to try"), ("seed 000", "Restart point"))
+TABLES = (("seed 003", "Failure to try"), ("seed 000", "Restart point"), ("seed 002", "Failure to try"))
 
 
 class Command(BaseCommand):
-    help = "Run the rehearsal tables (seed 003 failures, seed 000 restart points) on a scratch database."
+    help = "Run the rehearsal tables (seeds 003, 000 and 002) on a scratch database and print the Actual results."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--format", choices=["text", "markdown", "json"], default="text")

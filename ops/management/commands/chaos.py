@@ -1,0 +1,106 @@
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ops import chaos
+
+
+class Command(BaseCommand):
+    help = (
+        "Chaos run: K real workers over M requests on a scratch PostgreSQL, with random SIGKILL, SIGSTOP past "
+        "the lease, cancellations, revoked approvals and (--db-restarts) abrupt database restarts; then checks "
+        "the outcome. The last line is one JSON object; exit 1 on any duplicate effect, stale write or lost request."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--seconds", type=float, default=60)
+        parser.add_argument("--workers", type=int, default=3)
+        parser.add_argument("--requests", type=int, default=20)
+        parser.add_argument("--db-restarts", action="store_true")
+        parser.add_argument("--seed", type=int, default=None, help="random seed (printed, for a rerun)")
+        parser.add_argument("--settle-seconds", type=float, default=180)
+        # Internal: the same command in its other roles.
+        parser.add_argument("--role", choices=["outer", "inner", "worker"], default="outer", help="internal")
+        parser.add_argument("--executor", default="chaos-worker", help="internal")
+        parser.add_argument("--datadir", default="", help="internal")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        role = options["role"]
+        if role == "worker":
+            chaos.work_forever(options["executor"])
+        elif role == "inner":
+            self.inner(options)
+        else:
+            self.outer(options)
+
+    def outer(self, options: dict[str, Any]) -> None:
+        """Own a scratch embedded server, run the orchestrator against it, stop it, relay the verdict."""
+        from config import embedded
+
+        if settings.PRODUCTION:
+            raise CommandError("chaos refuses to run with DEPLOYMENT_ENV=production", returncode=1)
+        if options["seconds"] <= 0 or options["workers"] < 1 or options["requests"] < 2:
+            raise CommandError("--seconds > 0, --workers >= 1 and --requests >= 2", returncode=2)
+        with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
+            datadir = Path(tmp) / "pg"
+            socket_dir = embedded.ensure_running(datadir, cleanup_mode=None)
+            url = f"postgresql://postgres@/postgres?host={socket_dir}"
+            seed = options["seed"] if options["seed"] is not None else random.randrange(1_000_000)
+            argv = [
+                sys.executable, "manage.py", "chaos", "--role", "inner", "--datadir", str(datadir),
+                "--seconds", str(options["seconds"]), "--workers", str(options["workers"]),
+                "--requests", str(options["requests"]), "--seed", str(seed),
+                "--settle-seconds", str(options["settle_seconds"]),
+                *(["--db-restarts"] if options["db_restarts"] else []),
+            ]  # fmt: skip
+            try:
+                proc = subprocess.run(
+                    argv, env=chaos.worker_env(url), cwd=settings.BASE_DIR, text=True, capture_output=True
+                )
+            finally:
+                embedded.stop(datadir)
+        for line in proc.stderr.splitlines()[-60:]:
+            self.stderr.write(line)
+        lines = proc.stdout.strip().splitlines()
+        for line in lines:
+            self.stdout.write(line)
+        if not lines:
+            raise CommandError("the chaos run printed nothing", returncode=1)
+        if proc.returncode:
+            raise CommandError(f"chaos run failed (seed {seed})", returncode=1)
+
+    def inner(self, options: dict[str, Any]) -> None:
+        call_command("migrate", verbosity=0)
+        seed = options["seed"]
+        rng = random.Random(seed)
+        chaos.seed(options["requests"])
+        self.stdout.write(f"seed {seed}: {options['requests']} requests, {options['workers']} workers")
+        started = time.monotonic()
+        orchestrator = chaos.Orchestrator(
+            workers=options["workers"],
+            database_url=os.environ["DATABASE_URL"],
+            datadir=Path(options["datadir"]),
+            rng=rng,
+        )
+        orchestrator.run(
+            seconds=options["seconds"], db_restarts=options["db_restarts"], settle_seconds=options["settle_seconds"]
+        )
+        result = chaos.verdict(time.monotonic() - started, orchestrator.tally)
+        tally = orchestrator.tally
+        self.stdout.write(f"deletions by status {json.dumps(chaos.statuses())}")
+        self.stdout.write(f"cancels {tally.cancels}, revokes {tally.revokes}, faults that failed {len(tally.faults)}")
+        for fault in tally.faults[:5]:
+            self.stdout.write(f"  {fault}")
+        self.stdout.write(chaos.summary_line(result))
+        if chaos.failed(result):
+            raise CommandError("duplicate effects, stale writes or lost requests", returncode=1)
