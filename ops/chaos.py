@@ -202,7 +202,9 @@ class Orchestrator:
         running = list(
             DeletionRequest.objects.filter(
                 status__in=["approved", "running", "retry_wait"], cancel_requested_at__isnull=True
-            ).values_list("id", flat=True)
+            )
+            .exclude(id__in=self.revoked)
+            .values_list("id", flat=True)
         )
         if running:
             request_id = self.rng.choice(running)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT, subprocess_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def section(name: str) -> str:
@@ -27,7 +27,7 @@ def run(script: str) -> subprocess.CompletedProcess[str]:
         env=subprocess_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # below the tests' own limit (pytestmark), so a hang reports its output
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc

@@ -18,7 +18,7 @@ LINT = str(Path(sys.executable).with_name("lint-imports"))  # the one `make chec
 
 
 def lint(tree: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([LINT, "--no-cache"], cwd=tree, capture_output=True, text=True, timeout=300)
+    return subprocess.run([LINT, "--no-cache"], cwd=tree, capture_output=True, text=True, timeout=240)
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,9 @@ from deletions.errors import Refused
 from deletions.models import DeletionRequest, StageHistory
 from deletions.services import deletion_cancel
 from deletions.store import leases
-from deletions.users.handlers import RunOptions
 from tests.conftest import submit_and_approve
-from tests.deletions.helpers import effects, running_row
-from tests.support import race, wait_for
+from tests.deletions.helpers import effects
+from tests.support import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,24 +32,36 @@ def test_cancel_before_first_stage_cancels_outright(cmd) -> None:
     assert not StageHistory.objects.filter(request_id=req.id).exists()
 
 
-def test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops(settings, observe) -> None:
+def test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops(settings, monkeypatch, observe) -> None:
+    """The worker is held just before it submits (an event, not a timing window) while the cancel is recorded."""
+    from deletions.users import handlers
+
     settings.DELETION_HEARTBEAT_SECONDS = 0.2
     req = submit_and_approve()
-    stop = threading.Event()
     outcome: dict[str, Any] = {}
+    reached, go = threading.Event(), threading.Event()
+    mark_submitted = handlers.stages.mark_submitted
+
+    def held_mark(*args: Any, **kwargs: Any) -> Any:
+        reached.set()
+        assert go.wait(timeout=120), "the test never let the worker submit"
+        return mark_submitted(*args, **kwargs)
+
+    monkeypatch.setattr(handlers.stages, "mark_submitted", held_mark)
 
     def run() -> None:
         try:
-            outcome["r"] = worker.run(req.id, executor_id="worker-a", options=RunOptions(stage_delay_ms=600), stop=stop)
+            outcome["r"] = worker.run(req.id, executor_id="worker-a")
         finally:
             connections.close_all()
 
     thread = threading.Thread(target=run)
     thread.start()
-    wait_for(lambda: running_row(req.id), what="gate running")
+    assert reached.wait(timeout=120), "the worker never reached its submission"
     recorded = deletion_cancel(request_id=req.id, actor=named("operator-c"), reason="legal asked to stop")
     assert recorded.status == "running" and "stops at its next transition" in recorded.last_action
-    thread.join(timeout=30)
+    go.set()
+    thread.join(timeout=120)
     assert outcome["r"].exit_code == 1
     assert "0 completed stage(s) are done and were not undone" in outcome["r"].message
     after = DeletionRequest.objects.get(id=req.id)

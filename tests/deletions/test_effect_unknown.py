@@ -115,12 +115,17 @@ def unknown_case(req) -> str:
 
 
 def test_a_source_that_cannot_be_read_keeps_the_effect_unknown_and_alerts_the_owner(
-    cmd, settings, observe, admin_client
+    cmd, settings, observe, admin_client, caplog
 ) -> None:
+    import logging
+
     req = submit_and_approve()
     crashed = crash_at("after-effect", req.id)  # the effect was applied; its outcome was never saved
     settings.DEMO_TARGET_UNREADABLE_UNTIL = (timezone.now() + timedelta(hours=1)).isoformat()
-    ran = take_over(cmd, crashed)
+    with caplog.at_level(logging.ERROR, logger="deletions"):
+        ran = take_over(cmd, crashed)
+    alarm_lines = [r for r in caplog.records if r.getMessage() == "alarm" and r.levelno == logging.ERROR]
+    assert [(str(r.request_id), r.reason) for r in alarm_lines] == [(str(req.id), "effect_unknown")]
     assert ran.code == 1 and "retry not before" in ran.err
     after = DeletionRequest.objects.get(id=req.id)
     assert after.status == "retry_wait" and "could not be read" in (after.last_error or "")

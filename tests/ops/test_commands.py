@@ -85,7 +85,7 @@ def test_manage_py_test_runs_the_suite_through_pytest() -> None:
         env=subprocess_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "test_policy" not in proc.stderr
@@ -96,7 +96,7 @@ def test_manage_py_test_fails_when_a_test_fails(tmp_path) -> None:
     failing = tmp_path / "test_runner_probe.py"
     failing.write_text("def test_probe():\n    assert False\n")
     proc = subprocess.run(
-        manage_argv("test", str(failing)), cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=300
+        manage_argv("test", str(failing)), cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=240
     )
     assert proc.returncode != 0 and "1 failed" in proc.stdout
 

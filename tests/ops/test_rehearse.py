@@ -19,6 +19,7 @@ def rehearse(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.timeout(2000)  # two rehearsals of up to 900 s each, on a loaded machine
 def test_rehearse_prints_every_row_with_observed_results_in_each_format() -> None:
     proc = rehearse("--format", "json")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

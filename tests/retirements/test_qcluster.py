@@ -15,7 +15,7 @@ from retirements.models import PurgeJob, Workspace
 from retirements.services import retirement_request
 from tests.conftest import ROOT, manage_argv, subprocess_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_qcluster_runs_a_disposable_retirement_to_deleted(hq, make_workspace, settings) -> None:

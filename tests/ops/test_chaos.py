@@ -1,0 +1,64 @@
+"""The chaos run's checks can fail: a duplicate effect, a stale write and a lost request are all counted."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+
+from deletions.models import DeletionRequest, StageHistory
+from ops import chaos
+from tests.conftest import submit_and_approve
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def completed(cmd, target: str) -> DeletionRequest:
+    req = submit_and_approve(target)
+    assert cmd("run_deletion", str(req.id)).code == 0
+    return DeletionRequest.objects.get(id=req.id)
+
+
+def test_a_clean_run_passes_every_check(cmd) -> None:
+    completed(cmd, "demo:clean")
+    result = chaos.verdict(1.0, chaos.Tally())
+    assert result["completed"] == 1 and result["effects"] == 5
+    assert (result["duplicate_effects"], result["stale_writes_accepted"], result["lost"]) == (0, 0, 0)
+    assert not chaos.failed(result)
+
+
+def test_a_second_effect_for_the_same_intended_change_is_a_duplicate(cmd) -> None:
+    req = completed(cmd, "demo:dup")
+    with connection.cursor() as cur:
+        cur.execute(
+            """INSERT INTO demo_target_effects
+               SELECT %s, request_id, action, community_id, generation, executor, outcome, applied_at
+               FROM demo_target_effects WHERE request_id = %s AND action = 'gate_user'""",
+            [uuid.uuid4(), req.id],
+        )
+    result = chaos.verdict(1.0, chaos.Tally())
+    assert result["duplicate_effects"] == 1 and chaos.failed(result)
+
+
+def test_an_effect_from_an_older_generation_later_in_the_chain_is_a_stale_write(cmd) -> None:
+    req = completed(cmd, "demo:stale")
+    last = chaos_tail(req)
+    with connection.cursor() as cur:
+        cur.execute("UPDATE demo_target_effects SET generation = generation + 1 WHERE request_id = %s", [req.id])
+        cur.execute("UPDATE demo_target_effects SET generation = 1 WHERE operation_id = %s", [last.operation_id])
+    result = chaos.verdict(1.0, chaos.Tally())
+    assert result["stale_writes_accepted"] == 1 and chaos.failed(result)
+
+
+def test_a_request_nobody_owns_or_checks_is_lost(cmd) -> None:
+    req = submit_and_approve("demo:lost")
+    DeletionRequest.objects.filter(id=req.id).update(owner="", next_check_at=None, next_attempt_at=None)
+    result = chaos.verdict(1.0, chaos.Tally())
+    assert result["lost"] == 1 and chaos.failed(result)
+
+
+def chaos_tail(req: DeletionRequest) -> StageHistory:
+    from deletions.store.requests import chain_order, load_history
+
+    return StageHistory.objects.get(id=chain_order(load_history(req.id, 100))[-1].id)
