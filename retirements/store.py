@@ -144,14 +144,18 @@ def log_decision(
     action: str,
     reason: str,
     now: datetime,
+    system: str = "watcher",
+    generation: int | None = None,
 ) -> Decision:
+    """`actor` None: the system component `system` decided; `generation`: the lease it acted under."""
     return decisions.record(
         Decision,
         actor=actor,
         action=action,
         reason=reason,
         now=now,
-        system="watcher",
+        system=system,
+        generation=generation,
         request=request,
         workspace=workspace,
     )
@@ -629,16 +633,15 @@ def log_stale_purge(
 def _log_purge(
     request: RetirementRequest, workspace: Workspace, action: str, reason: str, generation: int, now: datetime
 ) -> None:
-    decisions.record(
-        Decision,
+    log_decision(
+        request=request,
+        workspace=workspace,
         actor=None,
         action=action,
         reason=reason,
         now=now,
         system="purge",
         generation=generation,
-        request=request,
-        workspace=workspace,
     )
 
 

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from core.store import lock_or_not_found, parse_id
 from deletions.errors import Refused, UnknownRequest
 from deletions.models import OPEN_STATUSES, DeletionRequest, StageHistory, StageStatus, Status
+from deletions.store import alarms
 from deletions.store.types import RequestSnapshot, StageSnapshot
 
 
@@ -82,6 +83,7 @@ def record_cancel(req: DeletionRequest, *, by: str, reason: str, now: datetime, 
     if outright:
         started = req.stages.exists()
         req.cancel()
+        alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)  # nothing waits on a person now
         req.next_attempt_at = None
         req.next_check_at = None
         req.open_question = ""

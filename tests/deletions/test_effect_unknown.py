@@ -194,3 +194,16 @@ def test_worker_killed_while_the_source_is_unavailable_leaves_a_case_the_replace
         f"{gate.stage} unknown, evidence '{(found.last_error or '')[-60:]}', owner {found.owner}, "
         f"next read {found.next_check_at:%H:%M:%S}; effects at receiver: {len(effects(req.id))}"
     )
+
+
+def test_cancelling_an_effect_unknown_case_clears_its_alarm(cmd, settings) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-effect", req.id)
+    settings.DEMO_TARGET_UNREADABLE_UNTIL = (timezone.now() + timedelta(hours=1)).isoformat()
+    assert take_over(cmd, crashed).code == 1
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.alarms.filter(resolved_at__isnull=True).count() == 1
+    ran = cmd("cancel_deletion", str(req.id), "--by", "operator-c", "--reason", "customer withdrew")
+    assert ran.code == 0, ran.err
+    assert DeletionRequest.objects.get(id=req.id).status == "cancelled"
+    assert not after.alarms.filter(resolved_at__isnull=True).exists()
