@@ -124,7 +124,8 @@ def test_notice_failing_six_times_raises_the_alarm_and_blocks(hq, make_workspace
     run_at(ELIGIBLE)
     assert not PurgeJob.objects.exists() and fresh(req).blocker.startswith("gating notice(s) not delivered")
     observe(
-        f"{len(attempts)} sends failed: slot {slot.status} after {slot.attempts} attempts, alarm {alarm.kind}; "
+        f"{attempts.count('request_received')} sends of request_received failed: slot {slot.status} after "
+        f"{slot.attempts} attempts, alarm {alarm.kind}; "
         f"at eligibility blocked ('{fresh(req).blocker[:40]}'), purge jobs {PurgeJob.objects.count()}"
     )
 
