@@ -8,6 +8,10 @@ admin.site.site_header = "Deletion back-office"
 admin.site.site_title = "Back-office"
 admin.site.index_title = "Cases"
 
+# Refusals keep the admin's look and say what was missing (permission or object).
+handler403 = "core.admin.forbidden"
+handler404 = "core.admin.not_found"
+
 urlpatterns = [
     path("admin/operations/", admin.site.admin_view(operations_view), name="operations"),
     path("admin/", admin.site.urls),

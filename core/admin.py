@@ -16,7 +16,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -139,6 +139,17 @@ class CaseActionsMixin:
 class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     """A read-only list and case page: every change goes through a `CaseAction` and its service."""
 
+    def case_object(self, queryset: QuerySet[Any], object_id: str) -> Any:
+        """The case a URL names; a malformed or unknown id is a 404 that says so, never a 500."""
+        try:
+            pk = parse_id(object_id)
+        except DomainError as exc:
+            raise Http404(exc.message) from None
+        obj = queryset.filter(pk=pk).first()
+        if obj is None:
+            raise Http404(f"no {self.model._meta.verbose_name} with id {pk}")
+        return obj
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -156,6 +167,21 @@ class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
             return queryset.filter(id=parse_id(search_term.strip())), False
         except DomainError:
             return super().get_search_results(request, queryset, search_term)
+
+
+def refusal_page(request: HttpRequest, exception: Exception | None, *, status: int, title: str) -> HttpResponse:
+    """403 and 404 inside the admin's own look, naming what was missing."""
+    message = str(exception.args[0]) if exception is not None and exception.args else ""
+    context = {**admin.site.each_context(request), "title": title, "message": message}
+    return TemplateResponse(request, "admin/refusal.html", context, status=status)
+
+
+def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return refusal_page(request, exception, status=403, title="You may not do this")
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return refusal_page(request, exception, status=404, title="Not found")
 
 
 def action_view(

@@ -11,7 +11,6 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 
 from core import clock
@@ -84,7 +83,7 @@ class DeletionRequestAdmin(CaseAdmin):
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        req = get_object_or_404(DeletionRequest, pk=object_id)
+        req = self.case_object(DeletionRequest.objects.all(), object_id)
         if not self.has_view_permission(request, req):
             raise PermissionDenied
         stages = [stage_snapshot(s) for s in req.stages.all()]

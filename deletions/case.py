@@ -41,6 +41,46 @@ def open_question(status: str, stored: str, cancel_requested: bool, lease_expire
     return ""
 
 
+APPROVERS = "approvers (group)"
+ON_CALL = "operators on call (group)"
+
+
+def responsible(req: Any, now: datetime) -> str:
+    """Who must act next, from the case's state; never the submitter for an approval. Pure.
+
+    | state                                  | responsible                                    |
+    | submitted, needs_review                | the approvers                                  |
+    | approved / running with a live lease   | the system: executor and generation            |
+    | approved, no worker yet                | the system: the dispatcher, next run            |
+    | running with its lease lost (stuck)    | the operators on call                          |
+    | retry_wait (plain retry)               | the system, at the retry time                  |
+    | retry_wait (effect unknown)            | the named owner, else the operators on call    |
+    | needs_attention                        | the named owner, else the operators on call    |
+    | completed, cancelled                   | nobody                                         |
+    """
+    live = req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
+    if req.status in ("submitted", "needs_review"):
+        return APPROVERS
+    if req.status in ("approved", "running") and live:
+        return f"system: {req.lease_owner} (generation {req.lease_generation})"
+    if req.status == "approved":
+        return "system: the next worker (dispatcher)"
+    if req.status == "running":
+        return ON_CALL  # a worker was lost mid-stage: someone should look if no replacement takes over
+    if req.status == "retry_wait" and not req.open_question:
+        return "system: retry at the next attempt"
+    if req.status in ("retry_wait", "needs_attention"):
+        named = req.owner if req.owner and req.owner != req.requested_by else ""
+        return named or ON_CALL
+    return "-"
+
+
+def overdue(req: Any, now: datetime) -> bool:
+    """A waiting case whose next check has passed."""
+    due = req.next_check_at or req.next_attempt_at
+    return req.status not in ("completed", "cancelled") and due is not None and due < now
+
+
 def panel(req: Any, now: datetime) -> CasePanel:
     lease_expired = req.lease_owner is None or (req.lease_expires_at is not None and req.lease_expires_at <= now)
     attempt = f"{req.lease_owner} (generation {req.lease_generation})" if req.lease_owner else "none"
@@ -50,7 +90,7 @@ def panel(req: Any, now: datetime) -> CasePanel:
         status_label=req.get_status_display(),
         open_question=open_question(req.status, req.open_question, req.cancel_requested_at is not None, lease_expired),
         next_check_at=req.next_check_at or req.next_attempt_at,
-        owner=req.owner or "-",
+        owner=responsible(req, now) + (" (next check overdue)" if overdue(req, now) else ""),
         last_action=req.last_action or "-",
         attempt=attempt,
     )

@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from core import clock
+from deletions import case as deletion_case
 from deletions.models import DeletionAlarm, DeletionRequest, StageHistory, Status
 from retirements.models import Alarm, NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
 from retirements.watcher import detect_stalls
@@ -36,11 +37,12 @@ def overview(now: datetime) -> dict[str, Any]:
         "now": now,
         "deletion_counts": [(s.label, deletion_counts.get(s.value, 0), s.value) for s in Status],
         "retirement_counts": [(s.label, retirement_counts.get(s.value, 0), s.value) for s in RequestStatus],
-        "needs_attention": list(DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION)[:LIMIT]),
-        "awaiting_approval": list(
+        "needs_attention": with_responsible(DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION)[:LIMIT], now),
+        "awaiting_approval": with_responsible(
             DeletionRequest.objects.filter(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW]).order_by("created_at")[
                 :LIMIT
-            ]
+            ],
+            now,
         ),
         "effect_unknown": list(effect_unknown),
         "held": list(
@@ -55,6 +57,11 @@ def overview(now: datetime) -> dict[str, Any]:
             DeletionAlarm.objects.filter(resolved_at__isnull=True).select_related("request")[:LIMIT]
         ),
     }
+
+
+def with_responsible(rows: Any, now: datetime) -> list[tuple[Any, str]]:
+    """Each deletion case with who must act next (the same rule as its case page)."""
+    return [(r, deletion_case.responsible(r, now)) for r in rows]
 
 
 def operations_view(request: HttpRequest) -> TemplateResponse:

@@ -11,7 +11,6 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -132,9 +131,9 @@ class RetirementRequestAdmin(CaseAdmin):
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        req = get_object_or_404(
+        req = self.case_object(
             RetirementRequest.objects.select_related("workspace", "requested_by", "owner", "watcher", "held_by"),
-            pk=object_id,
+            object_id,
         )
         if not self.has_view_permission(request, req):
             raise PermissionDenied
