@@ -7,7 +7,7 @@ asks the store to write, logs the decision and enqueues work on commit.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -189,6 +189,20 @@ def deletion_revoke_approval(*, actor: Actor, request_id: str | UUID, reason: st
         return req
 
 
+def cannot_run_now(req: DeletionRequest, now: datetime) -> str:
+    """Why a run enqueued now would do nothing, or "" when it would run. Pure."""
+    if req.cancel_requested_at is not None:
+        return f"cancellation was recorded by {req.cancel_requested_by}"
+    if req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now:
+        return (
+            f"a worker ({req.lease_owner}, generation {req.lease_generation}) holds the lease until "
+            f"{req.lease_expires_at:%H:%M:%S}"
+        )
+    if req.status == Status.RETRY_WAIT and req.next_attempt_at is not None and req.next_attempt_at > now:
+        return f"the retry is not due for {int((req.next_attempt_at - now).total_seconds()) + 1} s"
+    return ""
+
+
 def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest:
     """Enqueue a worker run on commit; the lease, not the queue, decides who executes."""
     rid = parse_request_id(request_id)
@@ -198,6 +212,9 @@ def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest
         req = lock_request(rid)
         if req.status not in (Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT):
             raise Refused(f"request {req.id} is {req.status}; only an approved, running or retrying request can run")
+        why_not = cannot_run_now(req, now)
+        if why_not:
+            raise Refused(f"nothing to run now: {why_not}; nothing was enqueued or recorded")
         decisions.record(
             request_id=req.id, actor=actor, action="run_now", reason="", now=now, approval=approvals.latest(req)
         )

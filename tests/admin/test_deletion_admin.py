@@ -172,3 +172,16 @@ def test_operator_resumes_a_request_that_needs_attention(login, approved) -> Non
     req = DeletionRequest.objects.get(id=approved.id)
     assert req.status == Status.RETRY_WAIT and req.retry_count == 0 and req.owner == "operator-1"
     assert req.decisions.filter(action="resume", reason="target system fixed").exists()
+
+
+def test_run_now_that_cannot_run_says_why_and_records_nothing(login, approved, settings) -> None:
+    from django.utils import timezone
+
+    from deletions.store import leases
+
+    leases.claim(request_id=approved.id, owner="worker-z", now=timezone.now(), lease_seconds=60)
+    before = all_rows()
+    response = login("operator").post(url("run", approved), follow=True)
+    messages = [str(m) for m in response.context["messages"]]
+    assert any("a worker (worker-z, generation 1) holds the lease until" in m for m in messages), messages
+    assert all_rows() == before and not OrmQ.objects.exists()
