@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -72,7 +72,8 @@ def work_forever(executor: str) -> None:
     from retirements import watcher
 
     options = RunOptions(stage_delay_ms=random.randint(50, 400))  # stages long enough to be interrupted
-    while True:
+    parent = os.getppid()
+    while os.getppid() == parent:  # an orphan (its orchestrator died) stops by itself
         try:
             for request_id in dispatch.due_request_ids(clock.now(), limit=20):
                 with contextlib.suppress(DomainError):  # refusals are normal here: lease held, not due
@@ -245,6 +246,16 @@ class Orchestrator:
         return Actor.of(User.objects.get(username=username))
 
     def run(self, *, seconds: float, db_restarts: bool, settle_seconds: float) -> None:
+        try:
+            self._run(seconds=seconds, db_restarts=db_restarts, settle_seconds=settle_seconds)
+        finally:  # whatever happened, no worker outlives the run
+            self.resume_due(everyone=True)
+            for proc in self.procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+    def _run(self, *, seconds: float, db_restarts: bool, settle_seconds: float) -> None:
         for _ in range(self.workers_wanted):
             self.start_worker()
         deadline = time.monotonic() + seconds
@@ -266,10 +277,6 @@ class Orchestrator:
             except Exception:
                 connections.close_all()
             time.sleep(1)
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
 
 
 def settled() -> bool:
@@ -386,6 +393,3 @@ def statuses() -> dict[str, int]:
     from deletions.models import DeletionRequest
 
     return dict(DeletionRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
-
-
-__all__ = ["Orchestrator", "Tally", "asdict", "failed", "seed", "summary_line", "verdict", "work_forever"]
