@@ -19,6 +19,14 @@ class BadInput(DomainError):
     exit_code = 2
 
 
+def required_reason(reason: str | None, what: str) -> str:
+    """A staff decision's reason, stripped; refused (before any write) when empty."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise BadInput(f"a reason is required to {what}")
+    return reason
+
+
 class NotFound(DomainError):
     exit_code = 2
 

@@ -16,6 +16,7 @@ from django.db import transaction
 
 from core import authority, clock
 from core.authority import Actor
+from core.errors import required_reason
 from deletions import target_system, tasks
 from deletions.errors import BadInput, Refused
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
@@ -110,9 +111,7 @@ def deletion_cancel(*, actor: Actor, request_id: str | UUID, reason: str) -> Del
     stops at its next transition and completed stages stay done."""
     rid = parse_request_id(request_id)
     authority.require(actor, CANCEL)
-    reason = (reason or "").strip()
-    if not reason:
-        raise BadInput("a cancellation needs a reason")
+    reason = required_reason(reason, "cancel a deletion")
     now = clock.now()
     with transaction.atomic():
         req = lock_request(rid)
@@ -173,9 +172,7 @@ def deletion_revoke_approval(*, actor: Actor, request_id: str | UUID, reason: st
     """Withdraw the current approval: nothing more is applied under it (investigation continues)."""
     rid = parse_request_id(request_id)
     authority.require(actor, APPROVE)
-    reason = (reason or "").strip()
-    if not reason:
-        raise BadInput("a revocation needs a reason")
+    reason = required_reason(reason, "revoke an approval")
     now = clock.now()
     with transaction.atomic():
         req = lock_request(rid)

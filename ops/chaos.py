@@ -91,8 +91,7 @@ def work_forever(executor: str) -> None:
 def seed(requests: int) -> None:
     from django.contrib.auth.models import Group, Permission, User
 
-    from core import clock
-    from core.authority import Actor
+    from core import authority, clock
     from deletions import services
     from ops.groups import ensure_groups
     from retirements import services as retirements
@@ -106,8 +105,8 @@ def seed(requests: int) -> None:
     ):
         user, _ = User.objects.get_or_create(username=name, defaults={"is_staff": True})
         user.groups.set(Group.objects.filter(name=group))
-    operator = Actor.of(User.objects.get(username="chaos-operator"))
-    approver = Actor.of(User.objects.get(username="chaos-approver"))
+    operator = authority.named("chaos-operator")
+    approver = authority.named("chaos-approver")
     retirements_wanted = max(1, requests // 5)
     for n in range(requests - retirements_wanted):
         req = services.deletion_submit(actor=operator, target=f"demo:chaos-{n}")
@@ -239,11 +238,9 @@ class Orchestrator:
 
     @staticmethod
     def actor(username: str) -> Any:
-        from django.contrib.auth.models import User
+        from core import authority
 
-        from core.authority import Actor
-
-        return Actor.of(User.objects.get(username=username))
+        return authority.named(username)
 
     def run(self, *, seconds: float, db_restarts: bool, settle_seconds: float) -> None:
         try:

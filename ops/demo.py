@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import Group, User
 
-from core import clock
+from core import authority, clock
 from core.authority import Actor
 from deletions import services as deletions
 from deletions import worker
@@ -41,8 +41,8 @@ def seed(demo_user: Any) -> bool:
     """Create demo cases once; False when they already exist."""
     if DeletionRequest.objects.filter(target="demo:alice").exists():
         return False
-    operator = Actor.of(User.objects.get(username="operator-1"))
-    approver = Actor.of(User.objects.get(username="approver-1"))
+    operator = authority.named("operator-1")
+    approver = authority.named("approver-1")
 
     def submit(target: str) -> DeletionRequest:
         return deletions.deletion_submit(actor=operator, target=target)

@@ -141,13 +141,8 @@ class RetirementRequestAdmin(CaseAdmin):
         notices = list(req.notices.order_by("due_at", "id"))
         decisions = list(req.decisions.order_by("created_at", "id"))
         stalled = watcher.stall_reason(req, now)
-        perms = request.user.get_all_permissions()
-        can = case.actions(req, perms)
-        # Offered only where a notice failed all its attempts: the one way forward for it.
-        can["retry_notices"] = (
-            req.status in ("waiting", "held", "executing")
-            and services.RETRY_NOTICES in perms
-            and any(n.status == "failed" for n in notices)
+        can = case.actions(
+            req, request.user.get_all_permissions(), failed_notices=any(n.status == "failed" for n in notices)
         )
         context = {
             **self.admin_site.each_context(request),

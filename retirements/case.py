@@ -35,10 +35,16 @@ def panel(req: Any, stalled: str | None) -> CasePanel:
     )
 
 
-def actions(req: Any, perms: set[str]) -> dict[str, bool]:
-    """Which action buttons to offer; the services re-check everything on POST."""
+def actions(req: Any, perms: set[str], *, failed_notices: bool = False) -> dict[str, bool]:
+    """Which action buttons to offer; the services re-check everything on POST.
+
+    Retry notices is offered only where a notice failed all its attempts: its one way forward.
+    """
     open_ = req.status in ("waiting", "held")
     return {
+        "retry_notices": failed_notices
+        and req.status in ("waiting", "held", "executing")
+        and "retirements.retry_notices_retirementrequest" in perms,
         "hold": req.status == "waiting" and "retirements.hold_retirementrequest" in perms,
         "release": req.status == "held" and "retirements.hold_retirementrequest" in perms,
         "cancel": open_ and "retirements.cancel_retirementrequest" in perms,

@@ -15,7 +15,8 @@ from django.db import IntegrityError, transaction
 
 from core import authority, clock
 from core.authority import Actor
-from core.errors import BadInput, Refused
+from core.errors import Refused
+from core.errors import required_reason as _reason
 from retirements import policy, store, tasks
 from retirements.models import Lifecycle, RequestStatus, RetirementRequest, WatcherStatus
 
@@ -26,13 +27,6 @@ HOLD = "retirements.hold_retirementrequest"
 CANCEL = "retirements.cancel_retirementrequest"
 RESUME = "retirements.resume_retirementrequest"
 RETRY_NOTICES = "retirements.retry_notices_retirementrequest"
-
-
-def _reason(reason: str, what: str) -> str:
-    reason = (reason or "").strip()
-    if not reason:
-        raise BadInput(f"a reason is required to {what}")
-    return reason
 
 
 def _closed_refusal(request: RetirementRequest) -> Refused:

@@ -19,6 +19,7 @@ ALL_RETIREMENT = {
     "retirements.hold_retirementrequest",
     "retirements.cancel_retirementrequest",
     "retirements.resume_retirementrequest",
+    "retirements.retry_notices_retirementrequest",
 }
 
 
@@ -111,3 +112,17 @@ def test_an_overdue_next_check_is_marked() -> None:
         deletion_case.overdue(SimpleNamespace(status="retry_wait", next_check_at=LIVE, next_attempt_at=None), NOW)
         is False
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "failed_notices", "offered"),
+    [
+        ("waiting", True, True),
+        ("executing", True, True),  # destruction_started failed: still a way forward
+        ("waiting", False, False),  # nothing failed: nothing to retry
+        ("completed", True, False),
+    ],
+)
+def test_retry_notices_is_offered_only_where_a_notice_failed(status, failed_notices, offered) -> None:
+    got = retirement_case.actions(SimpleNamespace(status=status), ALL_RETIREMENT, failed_notices=failed_notices)
+    assert got["retry_notices"] is offered

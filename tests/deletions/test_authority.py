@@ -231,3 +231,22 @@ def test_worker_stopped_while_the_approval_is_withdrawn_finds_the_same_proposal_
         f"{req['inventory_digest'][:12]}, status {shown['request']['status']}, approval revoked at "
         f"{shown['approvals'][0]['revoked_at'][11:19]}; a new approval resumed, {len(effects(req['id']))} effects"
     )
+
+
+def test_revoking_an_unstarted_approval_sends_it_back_and_a_second_revoke_is_refused(cmd) -> None:
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    revoke = ("revoke_approval", req["id"], "--by", "operator-c", "--reason", "wrong customer")
+    ran = cmd(*revoke)
+    assert ran.code == 0, ran.err
+    saved = case(req)
+    assert saved.status == "submitted" and saved.owner == "approvers" and "revoked by operator-c" in saved.open_question
+    assert saved.approvals.get().revoked_at is not None
+    refused = cmd("run_deletion", req["id"])
+    assert refused.code == 1 and "is not approved" in refused.err
+    before = all_rows()
+    again = cmd(*revoke)
+    assert again.code == 1 and "has no current approval to revoke" in again.err
+    assert all_rows() == before
+    no_reason = cmd("revoke_approval", req["id"], "--by", "operator-c", "--reason", " ")
+    assert no_reason.code == 2 and "a reason is required to revoke an approval" in no_reason.err

@@ -173,7 +173,17 @@ def test_running_a_cancelled_request_is_refused(cmd) -> None:
 
 def test_cancel_needs_a_reason(cmd) -> None:
     sub = submitted(cmd)
-    refused(cmd, 2, "a cancellation needs a reason", "cancel_deletion", sub["id"], "--by", "operator-b", "--reason", "")
+    refused(
+        cmd,
+        2,
+        "a reason is required to cancel a deletion",
+        "cancel_deletion",
+        sub["id"],
+        "--by",
+        "operator-b",
+        "--reason",
+        "",
+    )
 
 
 def _approved(cmd) -> str:

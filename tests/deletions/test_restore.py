@@ -124,7 +124,11 @@ def pg_restore(path) -> None:
         text=True,
         timeout=120,
     )
-    assert "error" not in ran.stderr.lower() or "transaction_timeout" in ran.stderr, ran.stderr
+    # pg_restore 18 (the wheel's) sets transaction_timeout, which a PostgreSQL 15 server does not
+    # know: that one SET may fail; any other error fails the test.
+    errors = [line for line in ran.stderr.splitlines() if "ERROR:" in line]
+    assert all('parameter "transaction_timeout"' in line for line in errors), ran.stderr
+    assert ran.returncode == 0 or len(errors) == 1, ran.stderr
 
 
 def test_a_restored_pg_dump_is_checked_at_the_target_system_before_resuming(cmd, tmp_path, caplog, observe) -> None:

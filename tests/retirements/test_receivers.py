@@ -236,3 +236,14 @@ def test_a_purge_worker_killed_mid_purge_is_replaced_after_its_lease(hq, make_wo
     assert fresh(req).workspace.lifecycle == "deleted"
     assert Decision.objects.filter(request=req, action="purged").count() == 1
     observe(f"purge worker SIGKILLed after its claim; replacement took generation {job.lease_generation}; purged once")
+
+
+def test_retry_notices_with_nothing_failed_is_refused_and_writes_nothing(hq, make_workspace, cmd) -> None:
+    from tests.retirements.conftest import retirement_rows
+
+    make_workspace()
+    req = request_at(timezone.now(), hq)
+    before = retirement_rows()
+    ran = cmd("retry_notices", str(req.id), "--by", "hq-alice", "--reason", "smtp fixed")
+    assert ran.code == 1 and "has no failed notice to retry" in ran.err
+    assert retirement_rows() == before
