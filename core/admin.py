@@ -7,6 +7,7 @@ service re-checks the permission and everything else.
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,7 +15,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -40,6 +42,26 @@ class CasePanel:
     attempt: str
 
 
+@dataclass(frozen=True)
+class Offer:
+    """One action a case page shows: offered when it can act now, else disabled with the reason."""
+
+    name: str
+    label: str
+    why_not: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return not self.why_not
+
+
+def offer(name: str, label: str, *, perm: str, perms: set[str], why_not: str = "") -> Offer:
+    """Missing permission first (it is what the user can least change), then the case's own reason."""
+    if perm not in perms:
+        return Offer(name, label, f"needs the permission {perm}")
+    return Offer(name, label, why_not)
+
+
 class ReasonForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
 
@@ -59,14 +81,25 @@ def actor(request: HttpRequest) -> Actor:
     return Actor.of(request.user)
 
 
-def perform(request: HttpRequest, call: Callable[[], Any], *, success: str, back: str) -> HttpResponse:
-    """Call one service; a refusal becomes an error message, never a 500."""
+def perform(
+    request: HttpRequest,
+    model_admin: admin.ModelAdmin,  # type: ignore[type-arg]
+    obj: Any,
+    call: Callable[[], Any],
+    *,
+    success: str,
+    back: str,
+    log: str,
+) -> HttpResponse:
+    """Call one service; a refusal becomes an error message, never a 500. A decision taken
+    is also written to Django's LogEntry, so Recent actions and the object's History show it."""
     try:
         call()
     except DomainError as exc:
         messages.error(request, exc.message)
     else:
         messages.success(request, success)
+        model_admin.log_change(request, obj, log)
     return HttpResponseRedirect(back)
 
 
@@ -87,6 +120,7 @@ class CaseAction:
     explanation: str = ""
     details_template: str = ""
     initial: Callable[[Any], dict[str, Any]] | None = None
+    context: Callable[[Any], dict[str, Any]] | None = None
 
 
 class CaseActionsMixin:
@@ -99,6 +133,13 @@ class CaseActionsMixin:
 
     def url_name(self, name: str) -> str:
         return f"{self.model._meta.app_label}_{self.model._meta.model_name}_{name.replace('-', '_')}"
+
+    def offers(self, offers: list[Offer], pk: Any) -> list[dict[str, Any]]:
+        """Offers with their URLs, for `admin/case_actions.html`."""
+        return [
+            {"offer": o, "url": reverse(f"admin:{self.url_name(o.name)}", args=[pk]) if o.enabled else ""}
+            for o in offers
+        ]
 
     def action_back(self, pk: Any) -> str:
         """Where an action returns: the case page."""
@@ -128,6 +169,7 @@ class CaseActionsMixin:
                 details_template=action.details_template,
                 form_class=action.form_class,
                 initial=action.initial(obj) if action.initial else None,
+                extra=action.context(obj) if action.context else None,
                 call=lambda form: action.call(actor(request), obj, form.cleaned_data),
                 success=action.success.format(obj=obj),
             )
@@ -137,7 +179,33 @@ class CaseActionsMixin:
 
 
 class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
-    """A read-only list and case page: every change goes through a `CaseAction` and its service."""
+    """A read-only list and case page: every change goes through a `CaseAction` and its service.
+    The list exports what its filters and search select as CSV (`csv_fields`)."""
+
+    change_list_template = "admin/case_change_list.html"
+    csv_fields: tuple[str, ...] = ("id",)
+
+    def get_urls(self) -> list[URLPattern]:
+        export = path("export.csv", self.admin_site.admin_view(self.export_csv), name=self.url_name("export"))
+        return [export, *super().get_urls()]
+
+    def export_csv(self, request: HttpRequest) -> HttpResponse:
+        """The changelist's own filters and search, every matching row (not just one page)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied(
+                f"exporting needs the permission {self.model._meta.app_label}.view_{self.model._meta.model_name}"
+            )
+        try:
+            queryset = self.get_changelist_instance(request).get_queryset(request)
+        except (IncorrectLookupParameters, ValidationError, ValueError) as exc:
+            raise Http404(f"the list's filter is not valid: {exc}") from None
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{self.model._meta.model_name}s.csv"'
+        writer = csv.writer(response)
+        writer.writerow(self.csv_fields)
+        for row in queryset.values_list(*self.csv_fields).iterator(chunk_size=2000):
+            writer.writerow(_csv_safe(v) for v in row)
+        return response
 
     def case_object(self, queryset: QuerySet[Any], object_id: str) -> Any:
         """The case a URL names; a malformed or unknown id is a 404 that says so, never a 500."""
@@ -169,6 +237,12 @@ class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
             return super().get_search_results(request, queryset, search_term)
 
 
+def _csv_safe(value: Any) -> str:
+    """Times to the second in ISO form; a cell a spreadsheet would run as a formula is quoted."""
+    text = value.isoformat(timespec="seconds") if isinstance(value, datetime) else ("" if value is None else str(value))
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 def refusal_page(request: HttpRequest, exception: Exception | None, *, status: int, title: str) -> HttpResponse:
     """403 and 404 inside the admin's own look, naming what was missing."""
     message = str(exception.args[0]) if exception is not None and exception.args else ""
@@ -198,13 +272,16 @@ def action_view(
     explanation: str = "",
     details_template: str = "",
     initial: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> HttpResponse:
     """GET shows the confirmation form; POST validates it and calls the service."""
     require(request, perm)
     if request.method == "POST":
         form = form_class(request.POST)
         if form.is_valid():
-            return perform(request, lambda: call(form), success=success, back=back)
+            reason = str(form.cleaned_data.get("reason", "") or "")
+            log = f"{title}" + (f": {reason}" if reason else "")
+            return perform(request, model_admin, obj, lambda: call(form), success=success, back=back, log=log)
     else:
         form = form_class(initial=initial)
     context = {
@@ -217,5 +294,6 @@ def action_view(
         "back": back,
         "explanation": explanation,
         "details_template": details_template,
+        **(extra or {}),
     }
     return TemplateResponse(request, "admin/action_confirm.html", context)

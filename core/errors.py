@@ -19,9 +19,20 @@ class BadInput(DomainError):
     exit_code = 2
 
 
-def required_reason(reason: str | None, what: str) -> str:
-    """A staff decision's reason, stripped; refused (before any write) when empty."""
+MAX_REASON_CHARS = 2000  # the admin's reason fields hold as much
+
+
+def optional_reason(reason: str | None) -> str:
+    """A staff decision's reason, stripped; refused (before any write) when longer than the admin allows."""
     reason = (reason or "").strip()
+    if len(reason) > MAX_REASON_CHARS:
+        raise BadInput(f"the reason is refused: at most {MAX_REASON_CHARS} characters (got {len(reason)})")
+    return reason
+
+
+def required_reason(reason: str | None, what: str) -> str:
+    """A staff decision's reason, stripped; refused (before any write) when empty or too long."""
+    reason = optional_reason(reason)
     if not reason:
         raise BadInput(f"a reason is required to {what}")
     return reason

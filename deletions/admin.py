@@ -1,6 +1,8 @@
-"""Deletion requests in the admin: list, case page, approve / cancel / resume / run now.
+"""Deletion requests in the admin: list (progress, next check, CSV export, bulk cancel),
+submit, case page and its actions.
 
-Thin: each view parses a form, calls one service and reports.
+Thin: each view parses a form, calls one service and reports; the services check the
+permission again and everything else.
 """
 
 from __future__ import annotations
@@ -8,16 +10,22 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
 
-from core import clock
-from core.admin import CaseAction, CaseAdmin, ConfirmForm, actor
-from deletions import case, services
-from deletions.models import DeletionRequest
-from deletions.store.requests import stage_snapshot
+from core import clock, present
+from core.admin import CaseAction, CaseAdmin, ConfirmForm, ReasonForm, actor, require
+from core.errors import DomainError
+from deletions import case, proposal, services
+from deletions.models import DeletionRequest, LeaseEvent, StageHistory
+from deletions.store import alarms
+from deletions.store.requests import inventory_digest, stage_snapshot
+from deletions.users.inventory import build_inventory, community_ids, validate_target
 
 
 class ApproveForm(forms.Form):
@@ -25,14 +33,42 @@ class ApproveForm(forms.Form):
     confirm = forms.BooleanField(label="I checked this exact inventory and approve it", required=True)
 
 
+class SettleForm(ReasonForm):
+    confirm = forms.BooleanField(label="I checked the target system: the operation was not applied", required=True)
+
+
+class SubmitForm(forms.Form):
+    target = forms.CharField(max_length=255, help_text="demo:NAME (only demo targets are accepted)")
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000, help_text="ticket or why"
+    )
+
+    def clean_target(self) -> str:
+        target = self.cleaned_data["target"].strip()
+        try:
+            return validate_target(target)
+        except DomainError as exc:
+            raise forms.ValidationError(exc.message) from None
+
+
+class BulkCancelForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
+
+
+def _proposal(req: DeletionRequest) -> dict[str, Any]:
+    return {"proposal": proposal.of_request(req)}
+
+
 @admin.register(DeletionRequest)
 class DeletionRequestAdmin(CaseAdmin):
-    list_display = ("target", "status", "requested_by", "owner", "next_check_at", "retry_count", "created_at")
+    list_display = ("target", "state", "progress", "responsible", "next_check", "requested_by", "created")
     list_filter = ("status",)
     search_fields = ("target",)
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
     list_per_page = 100
+    actions = ("cancel_selected",)
+    csv_fields = ("id", "target", "status", "requested_by", "owner", "next_check_at", "retry_count", "created_at")
     case_actions = (
         CaseAction(
             name="approve",
@@ -43,6 +79,7 @@ class DeletionRequestAdmin(CaseAdmin):
             details_template="admin/deletions/inventory.html",
             form_class=ApproveForm,
             initial=lambda req: {"inventory_digest": req.inventory_digest},
+            context=_proposal,
             call=lambda actor, req, data: services.deletion_approve(
                 actor=actor, request_id=req.id, digest=data["inventory_digest"]
             ),
@@ -70,15 +107,161 @@ class DeletionRequestAdmin(CaseAdmin):
             success="Resumed {obj.target}.",
         ),
         CaseAction(
+            name="settle",
+            perm=services.RUN,
+            title="Confirm the effect was not applied ({obj.target})",
+            explanation="A worker submitted the current stage's operation and stopped before it learned the outcome. "
+            "Confirm only after checking the target system: the next attempt then submits the same operation id "
+            "again. Refused when the target system has a record of it.",
+            form_class=SettleForm,
+            call=lambda actor, req, data: services.deletion_resume(
+                actor=actor, request_id=req.id, reason=data["reason"], effect_not_applied=True
+            ),
+            success="Recorded: the operation was not applied; the next attempt submits it again.",
+        ),
+        CaseAction(
+            name="revoke",
+            perm=services.APPROVE,
+            title="Revoke the approval of {obj.target}",
+            explanation="Nothing more is applied under the current approval; the receiver refuses the next stage "
+            "and the case goes back to the approvers.",
+            call=lambda actor, req, data: services.deletion_revoke_approval(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
+            success="Approval of {obj.target} revoked.",
+        ),
+        CaseAction(
             name="run",
             perm=services.RUN,
             title="Run deletion of {obj.target} now",
-            explanation="Enqueues a worker run. A worker already holding the lease keeps it; a second run is refused.",
+            explanation="Enqueues a worker run. Refused while a worker holds the lease, a retry is not due, "
+            "or a cancellation is recorded.",
             form_class=ConfirmForm,
             call=lambda actor, req, data: services.deletion_run_now(actor=actor, request_id=req.id),
             success="Run of {obj.target} enqueued.",
         ),
     )
+
+    # -- list -------------------------------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DeletionRequest]:
+        current = StageHistory.objects.filter(request=OuterRef("pk"), is_current=True).values("stage")[:1]
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                stages_done=Count("stages", filter=Q(stages__status="completed")),
+                current_stage=Subquery(current),
+            )
+        )
+
+    @admin.display(description="status", ordering="status")
+    def state(self, req: DeletionRequest) -> str:
+        return format_html('<span class="status-badge status-{}">{}</span>', req.status, req.get_status_display())
+
+    @admin.display(description="progress")
+    def progress(self, req: DeletionRequest) -> str:
+        total = 1 + 2 * len(community_ids(req.inventory_json))
+        done = getattr(req, "stages_done", 0)
+        now = getattr(req, "current_stage", None)
+        return f"{done} of about {total}" + (f" · {present.humanize(now)}" if now and req.status == "running" else "")
+
+    @admin.display(description="responsible")
+    def responsible(self, req: DeletionRequest) -> str:
+        now = clock.now()
+        return case.responsible(req, now) + (" · overdue" if case.overdue(req, now) else "")
+
+    @admin.display(description="next check", ordering="next_check_at")
+    def next_check(self, req: DeletionRequest) -> str:
+        due = req.next_check_at or req.next_attempt_at
+        if req.status in ("completed", "cancelled") or due is None:
+            return "-"
+        return format_html('<time title="{}">{}</time>', present.absolute(due), present.relative(due, clock.now()))
+
+    @admin.display(description="submitted", ordering="created_at")
+    def created(self, req: DeletionRequest) -> str:
+        return format_html(
+            '<time title="{}">{}</time>',
+            present.absolute(req.created_at),
+            present.relative(req.created_at, clock.now()),
+        )
+
+    @admin.action(description="Cancel the selected requests…", permissions=["cancel"])
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[DeletionRequest]) -> HttpResponse | None:
+        """One reason, a confirmation page listing the requests, one service call each."""
+        require(request, services.CANCEL)
+        chosen = list(queryset.order_by("created_at"))
+        if "confirm" in request.POST:
+            form = BulkCancelForm(request.POST)
+            if form.is_valid():
+                done, refused = 0, []
+                for req in chosen:
+                    try:
+                        services.deletion_cancel(
+                            actor=actor(request), request_id=req.id, reason=form.cleaned_data["reason"]
+                        )
+                    except DomainError as exc:
+                        refused.append(exc.message)
+                    else:
+                        done += 1
+                        self.log_change(request, req, f"Cancelled (bulk): {form.cleaned_data['reason']}")
+                if done:
+                    messages.success(request, f"Cancellation recorded for {done} request{'s' if done != 1 else ''}.")
+                for message in refused:
+                    messages.error(request, message)
+                return None
+        else:
+            form = BulkCancelForm()
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Cancel {len(chosen)} deletion request{'s' if len(chosen) != 1 else ''}",
+            "requests": chosen,
+            "form": form,
+            "action": "cancel_selected",
+        }
+        return TemplateResponse(request, "admin/deletions/bulk_cancel.html", context)
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm(services.CANCEL))
+
+    # -- submit (the add view) -----------------------------------------------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm(services.SUBMIT))
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Target and reason, then a confirmation page with the inventory it will propose."""
+        require(request, services.SUBMIT)
+        form = SubmitForm(request.POST or None)
+        preview = None
+        if request.method == "POST" and form.is_valid():
+            target = form.cleaned_data["target"]
+            inv = build_inventory(target)
+            if request.POST.get("confirm") == inventory_digest(inv):
+                try:
+                    req = services.deletion_submit(
+                        actor=actor(request), target=target, reason=form.cleaned_data["reason"]
+                    )
+                except DomainError as exc:
+                    messages.error(request, exc.message)
+                else:
+                    self.log_addition(request, req, f"Submitted: {form.cleaned_data['reason']}")
+                    messages.success(request, f"Submitted the deletion of {target}; a second operator must approve it.")
+                    return HttpResponseRedirect(reverse("admin:deletions_deletionrequest_change", args=[req.pk]))
+            preview = proposal.build(target, inv, inventory_digest(inv))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Confirm the deletion request" if preview else "Submit a deletion request",
+            "form": form,
+            "proposal": preview,
+        }
+        return TemplateResponse(request, "admin/deletions/submit.html", context)
+
+    # -- case page ---------------------------------------------------------------------------
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
@@ -86,21 +269,39 @@ class DeletionRequestAdmin(CaseAdmin):
         req = self.case_object(DeletionRequest.objects.all(), object_id)
         if not self.has_view_permission(request, req):
             raise PermissionDenied
+        now = clock.now()
         stages = [stage_snapshot(s) for s in req.stages.all()]
-        user = request.user
-        can = case.actions(req, user.get_all_permissions())
+        open_alarms = list(req.alarms.filter(resolved_at__isnull=True).order_by("created_at"))
+        effect_unknown = any(a.kind == alarms.EFFECT_UNKNOWN for a in open_alarms)
+        offers = case.actions(
+            req,
+            request.user.get_all_permissions(),
+            now=now,
+            submitter=services.submitted_by(req, actor(request)),
+            effect_unknown=effect_unknown,
+        )
+        events = list(LeaseEvent.objects.filter(request=req).order_by("at", "id"))
+        decisions = list(req.decisions.order_by("created_at", "id"))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": f"Deletion of {req.target}",
             "original": req,
             "req": req,
-            "panel": case.panel(req, clock.now()),
-            "lanes": case.chain_picture(req.inventory_json, stages),
+            "now": now,
+            "panel": case.panel(req, now),
+            "progress": case.progress(stages, req.inventory_json),
+            "lanes": case.chain_picture(
+                req.inventory_json, stages, request_status=req.status, effect_unknown=effect_unknown
+            ),
             "chain": case.chain_order(stages),
+            "attempts": case.attempts_by_stage(list(req.attempts.order_by("started_at", "attempt"))),
+            "proposal": proposal.of_request(req),
             "approvals": list(req.approvals.order_by("approved_at")),
-            "decisions": list(req.decisions.all()),
-            "can": can,
-            "own_request": services.submitted_by(req, actor(request)),
+            "timeline": case.timeline(decisions, events),
+            "alarms": open_alarms,
+            "offers": self.offers(offers, req.pk),
+            "live": req.status in ("approved", "running", "retry_wait"),
         }
-        return TemplateResponse(request, "admin/deletions/case.html", context)
+        template = "admin/deletions/case_live.html" if request.htmx else "admin/deletions/case.html"  # type: ignore[attr-defined]
+        return TemplateResponse(request, template, context)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from core.admin import CasePanel
+from core.admin import CasePanel, Offer, offer
 from deletions.store.requests import chain_order
 from deletions.store.types import StageSnapshot
 from deletions.users.inventory import community_ids
@@ -15,7 +15,8 @@ from deletions.users.inventory import community_ids
 @dataclass
 class Box:
     label: str
-    status: str  # completed | running | pending | failed | not_started | skipped
+    # completed | running | pending | failed | not_started | skipped | effect_unknown | needs_review | needs_attention
+    status: str
     detail: str = ""
 
     @property
@@ -96,20 +97,68 @@ def panel(req: Any, now: datetime) -> CasePanel:
     )
 
 
-def actions(req: Any, perms: set[str]) -> dict[str, bool]:
-    """Which action buttons to offer; the services re-check everything on POST."""
-    open_ = req.status not in ("completed", "cancelled")
-    return {
-        "approve": req.status in ("submitted", "needs_review") and "deletions.approve_deletionrequest" in perms,
-        "cancel": open_ and req.cancel_requested_at is None and "deletions.cancel_deletionrequest" in perms,
-        "resume": req.status == "needs_attention" and "deletions.run_deletionrequest" in perms,
-        "run": req.status in ("approved", "running", "retry_wait") and "deletions.run_deletionrequest" in perms,
-    }
+def cannot_run_now(req: Any, now: datetime) -> str:
+    """Why a run enqueued now would do nothing, or "" when it would run."""
+    if req.cancel_requested_at is not None:
+        return f"cancellation was recorded by {req.cancel_requested_by}"
+    if req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now:
+        return (
+            f"a worker ({req.lease_owner}, generation {req.lease_generation}) holds the lease until "
+            f"{req.lease_expires_at:%H:%M:%S}"
+        )
+    if req.status == "retry_wait" and req.next_attempt_at is not None and req.next_attempt_at > now:
+        return f"the retry is not due for {int((req.next_attempt_at - now).total_seconds()) + 1} s"
+    return ""
 
 
-def chain_picture(inventory: dict[str, Any], stages: list[StageSnapshot]) -> list[Lane]:
-    """Gate, then one lane per inventory community, in workflow order; unreached steps greyed."""
-    ordered = chain_order(stages)
+APPROVE, CANCEL, RUN = (
+    "deletions.approve_deletionrequest",
+    "deletions.cancel_deletionrequest",
+    "deletions.run_deletionrequest",
+)
+
+
+def actions(req: Any, perms: set[str], *, now: datetime, submitter: bool, effect_unknown: bool) -> list[Offer]:
+    """The actions that apply to the case's state, each offered or disabled with the reason.
+    The services re-check everything on POST; this only keeps the page honest."""
+    out: list[Offer] = []
+    status = req.status
+    if status in ("submitted", "needs_review"):
+        own = "you submitted this request: a second operator must approve it" if submitter else ""
+        out.append(offer("approve", "Approve", perm=APPROVE, perms=perms, why_not=own))
+    if effect_unknown and status == "retry_wait":
+        out.append(offer("settle", "Confirm not applied", perm=RUN, perms=perms))
+    if status == "needs_attention":
+        out.append(offer("resume", "Resume", perm=RUN, perms=perms))
+    if status in ("approved", "running", "retry_wait"):
+        out.append(offer("run", "Run now", perm=RUN, perms=perms, why_not=cannot_run_now(req, now)))
+    if status in ("approved", "running", "retry_wait", "needs_attention"):
+        out.append(offer("revoke", "Revoke approval", perm=APPROVE, perms=perms))
+    if status not in ("completed", "cancelled"):
+        recorded = (
+            f"cancellation already recorded by {req.cancel_requested_by}" if req.cancel_requested_at is not None else ""
+        )
+        out.append(offer("cancel", "Cancel", perm=CANCEL, perms=perms, why_not=recorded))
+    return out
+
+
+def progress(stages: list[StageSnapshot], inventory: dict[str, Any]) -> str:
+    """ "3 of 5 stages" (a community without agents skips one)."""
+    total = 1 + 2 * len(community_ids(inventory))
+    skipped = sum(
+        1 for s in stages if s.stage == "purge_db" and (s.decision or {}).get("transition") == "community_complete"
+    )
+    done = sum(1 for s in stages if s.status == "completed")
+    return f"{done} of {total - skipped} stages"
+
+
+def chain_picture(
+    inventory: dict[str, Any], stages: list[StageSnapshot], *, request_status: str = "", effect_unknown: bool = False
+) -> list[Lane]:
+    """Gate, then one lane per inventory community, in workflow order; unreached steps greyed.
+    The current stage shows the request's own waiting state: effect unknown (submitted, not
+    settled), needs review (refused at the receiving boundary), needs attention."""
+    ordered = [_as_shown(s, request_status, effect_unknown) for s in chain_order(stages)]
     gate = next((s for s in ordered if s.stage == "gate_user"), None)
     lanes = [Lane("gate", [Box("gate user", gate.status if gate else "not_started")])]
     for index, cid in enumerate(community_ids(inventory)):
@@ -126,9 +175,65 @@ def chain_picture(inventory: dict[str, Any], stages: list[StageSnapshot]) -> lis
     return lanes
 
 
+def _as_shown(row: StageSnapshot, request_status: str, effect_unknown: bool) -> StageSnapshot:
+    if not row.is_current or row.status == "completed":
+        return row
+    if effect_unknown:
+        return replace(row, status="effect_unknown")
+    if request_status in ("needs_review", "needs_attention"):
+        return replace(row, status=request_status)
+    return row
+
+
 def _detail(row: StageSnapshot | None) -> str:
     if row is None:
         return ""
     if row.result and "has_agents" in row.result:
         return "agents found" if row.result["has_agents"] else "no agents"
     return row.last_error or ""
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One line of the case's timeline: a staff decision or a worker event."""
+
+    at: datetime
+    who: str
+    what: str
+    why: str
+    kind: str  # staff | worker | boundary
+
+
+EVENT_WORDS = {
+    "claim": "claimed the lease",
+    "takeover": "took over an expired lease",
+    "release": "released the lease",
+}
+
+
+def timeline(decisions: list[Any], events: list[Any]) -> list[Moment]:
+    """Decisions and lease events in one list, oldest first."""
+    out = [
+        Moment(
+            d.created_at,
+            d.actor_label or "system",
+            d.action.replace("_", " "),
+            d.reason,
+            "boundary" if d.action == "boundary_refused" else ("staff" if d.actor_id else "worker"),
+        )
+        for d in decisions
+    ]
+    for e in events:
+        why = f"generation {e.generation}"
+        if e.event == "takeover" and e.previous_owner:
+            why += f"; {e.previous_owner}'s lease had expired"
+        out.append(Moment(e.at, e.owner, EVENT_WORDS.get(e.event, e.event), why, "worker"))
+    return sorted(out, key=lambda m: m.at)
+
+
+def attempts_by_stage(rows: list[Any]) -> dict[Any, list[Any]]:
+    """Attempt rows keyed by their stage id, in order."""
+    out: dict[Any, list[Any]] = {}
+    for row in rows:
+        out.setdefault(row.stage_id, []).append(row)
+    return out

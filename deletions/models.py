@@ -275,6 +275,37 @@ class LeaseEvent(models.Model):
         return f"{self.event} by {self.owner} (generation {self.generation})"
 
 
+class StageAttempt(models.Model):
+    """One attempt at a stage: who ran it under which generation, and how it ended.
+    Written by the store with the stage's own writes, so a failure never disappears
+    behind a later success."""
+
+    class Outcome(models.TextChoices):
+        RUNNING = "running", "running"
+        COMPLETED = "completed", "completed"
+        FAILED = "failed", "failed"
+        EFFECT_UNKNOWN = "effect_unknown", "effect unknown"
+        REFUSED = "refused", "refused at the receiving boundary"
+        INTERRUPTED = "interrupted", "interrupted (worker stopped or lost)"
+
+    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="attempts")
+    stage = models.ForeignKey(StageHistory, on_delete=models.PROTECT, related_name="attempt_rows")
+    attempt = models.IntegerField()
+    executor = models.CharField(max_length=200)
+    generation = models.BigIntegerField()
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.RUNNING)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "entity_deletion_stage_attempts"
+        constraints = [models.UniqueConstraint(fields=["stage", "attempt"], name="one_row_per_stage_attempt")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt} by {self.executor} (generation {self.generation}): {self.outcome}"
+
+
 class DemoTargetFence(models.Model):
     """The demo target system's highest fencing token seen per request."""
 

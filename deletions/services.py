@@ -7,7 +7,7 @@ asks the store to write, logs the decision and enqueues work on commit.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -16,8 +16,9 @@ from django.db import transaction
 
 from core import authority, clock
 from core.authority import Actor
-from core.errors import required_reason
+from core.errors import optional_reason, required_reason
 from deletions import target_system, tasks
+from deletions.case import cannot_run_now
 from deletions.errors import BadInput, Refused
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
 from deletions.store import alarms, approvals, decisions, stages
@@ -40,9 +41,10 @@ CANCEL = "deletions.cancel_deletionrequest"
 RUN = "deletions.run_deletionrequest"
 
 
-def deletion_submit(*, actor: Actor, target: str) -> DeletionRequest:
+def deletion_submit(*, actor: Actor, target: str, reason: str = "") -> DeletionRequest:
     authority.require(actor, SUBMIT)
     inventory.validate_target(target)
+    reason = optional_reason(reason)
     inv = inventory.build_inventory(target)
     inventory.validate_inventory(inv)
     now = clock.now()
@@ -55,7 +57,7 @@ def deletion_submit(*, actor: Actor, target: str) -> DeletionRequest:
             version=inventory.INVENTORY_VERSION,
             now=now,
         )
-        decisions.record(request_id=req.id, actor=actor, action="submit", reason="", now=now)
+        decisions.record(request_id=req.id, actor=actor, action="submit", reason=reason, now=now)
         return req
 
 
@@ -184,20 +186,6 @@ def deletion_revoke_approval(*, actor: Actor, request_id: str | UUID, reason: st
             request_id=req.id, actor=actor, action="revoke_approval", reason=reason, now=now, approval=approval
         )
         return req
-
-
-def cannot_run_now(req: DeletionRequest, now: datetime) -> str:
-    """Why a run enqueued now would do nothing, or "" when it would run. Pure."""
-    if req.cancel_requested_at is not None:
-        return f"cancellation was recorded by {req.cancel_requested_by}"
-    if req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now:
-        return (
-            f"a worker ({req.lease_owner}, generation {req.lease_generation}) holds the lease until "
-            f"{req.lease_expires_at:%H:%M:%S}"
-        )
-    if req.status == Status.RETRY_WAIT and req.next_attempt_at is not None and req.next_attempt_at > now:
-        return f"the retry is not due for {int((req.next_attempt_at - now).total_seconds()) + 1} s"
-    return ""
 
 
 def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest:

@@ -7,6 +7,7 @@ operation returns its first outcome. Nothing real is deleted.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime
 from typing import Any
@@ -93,3 +94,21 @@ def lookup(operation_id: UUID, *, now: datetime) -> dict[str, Any] | None:
 
 def _as_dict(value: Any) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+DEMO_COMMUNITY_NAMES = {
+    "00000000-0000-0000-0000-00000000000b": "Community B (demo)",
+    "00000000-0000-0000-0000-00000000000c": "Community C (demo)",
+}
+
+
+def preview(target: str, community_id: str) -> dict[str, Any]:
+    """What the stages would remove for `target` in one community: its name, the
+    person's rows and whether agents exist. Read-only; the demo system answers the
+    same for the same input (a real target system would count its records)."""
+    digest = hashlib.sha256(f"{target}|{community_id}".encode()).digest()
+    return {
+        "name": DEMO_COMMUNITY_NAMES.get(community_id, f"Community …{community_id[-4:]} (demo)"),
+        "rows": 3 + digest[0] % 40,
+        "agents": digest[1] % 3,
+    }

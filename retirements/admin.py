@@ -15,10 +15,16 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from core import clock
+from core import clock, present
 from core.admin import CaseAction, CaseActionsMixin, CaseAdmin, ConfirmForm
 from retirements import case, services, watcher
 from retirements.models import RetirementRequest, Workspace
+
+
+def _when(at: Any) -> str:
+    if at is None:
+        return "-"
+    return format_html('<time title="{}">{}</time>', present.absolute(at), present.relative(at, clock.now()))
 
 
 class RequestRetirementForm(forms.Form):
@@ -43,7 +49,7 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
             success="Retirement of {obj.slug} requested.",
         ),
     )
-    list_display = ("slug", "name", "lifecycle", "legal_hold", "protected_reason", "is_disposable_test", "retire")
+    list_display = ("slug", "retire", "name", "state", "legal_hold", "is_disposable_test")
     list_filter = ("lifecycle", "legal_hold", "is_disposable_test")
     search_fields = ("slug", "name")
     readonly_fields = ("slug", "lifecycle", "activated_at", "created_at", "is_disposable_test")
@@ -54,6 +60,10 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="lifecycle", ordering="lifecycle")
+    def state(self, ws: Workspace) -> str:
+        return ws.get_lifecycle_display()
 
     @admin.display(description="retirement")
     def retire(self, ws: Workspace) -> str:
@@ -68,7 +78,17 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
 
 @admin.register(RetirementRequest)
 class RetirementRequestAdmin(CaseAdmin):
-    list_display = ("workspace", "status", "requested_by", "eligible_at", "next_wake_at", "owner", "requested_at")
+    list_display = ("workspace", "state", "eligible", "next_check", "owner", "requested_by", "requested")
+    csv_fields = (
+        "id",
+        "workspace__slug",
+        "status",
+        "requested_by__username",
+        "owner__username",
+        "eligible_at",
+        "next_wake_at",
+        "requested_at",
+    )
     list_select_related = ("workspace", "requested_by", "owner")
     list_filter = ("status", "eligibility_policy")
     search_fields = ("workspace__slug", "workspace__name")
@@ -128,6 +148,22 @@ class RetirementRequestAdmin(CaseAdmin):
         ),
     )
 
+    @admin.display(description="status", ordering="status")
+    def state(self, req: RetirementRequest) -> str:
+        return format_html('<span class="status-badge status-{}">{}</span>', req.status, req.get_status_display())
+
+    @admin.display(description="eligible", ordering="eligible_at")
+    def eligible(self, req: RetirementRequest) -> str:
+        return _when(req.eligible_at)
+
+    @admin.display(description="next check", ordering="next_wake_at")
+    def next_check(self, req: RetirementRequest) -> str:
+        return "-" if req.status in ("completed", "cancelled", "closed") else _when(req.next_wake_at)
+
+    @admin.display(description="requested", ordering="requested_at")
+    def requested(self, req: RetirementRequest) -> str:
+        return _when(req.requested_at)
+
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
@@ -141,8 +177,11 @@ class RetirementRequestAdmin(CaseAdmin):
         notices = list(req.notices.order_by("due_at", "id"))
         decisions = list(req.decisions.order_by("created_at", "id"))
         stalled = watcher.stall_reason(req, now)
-        can = case.actions(
-            req, request.user.get_all_permissions(), failed_notices=any(n.status == "failed" for n in notices)
+        offers = case.actions(
+            req,
+            request.user.get_all_permissions(),
+            failed_notices=any(n.status == "failed" for n in notices),
+            now=now,
         )
         context = {
             **self.admin_site.each_context(request),
@@ -152,11 +191,12 @@ class RetirementRequestAdmin(CaseAdmin):
             "req": req,
             "panel": case.panel(req, stalled),
             "timeline": case.timeline(req, notices, decisions, now),
+            "timeline_narrow": case.timeline(req, notices, decisions, now, width=360),
             "notices": notices,
             "decisions": decisions,
             "watchers": list(req.watchers.order_by("created_at")),
             "purge_job": getattr(req, "purge_job", None),
             "alarms": list(req.alarms.all()),
-            "can": can,
+            "offers": self.offers(offers, req.pk),
         }
         return TemplateResponse(request, "admin/retirements/case.html", context)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.admin import CasePanel
-
-WIDTH, LEFT, RIGHT = 800, 90, 710
+from core import present
+from core.admin import CasePanel, Offer, offer
+from retirements import policy
 
 
 def open_question(req: Any, stalled: str | None) -> str:
@@ -35,81 +35,222 @@ def panel(req: Any, stalled: str | None) -> CasePanel:
     )
 
 
-def actions(req: Any, perms: set[str], *, failed_notices: bool = False) -> dict[str, bool]:
-    """Which action buttons to offer; the services re-check everything on POST.
+def actions(req: Any, perms: set[str], *, failed_notices: bool, now: datetime) -> list[Offer]:
+    """The actions that apply to the case's state, each offered or disabled with the reason.
 
-    Retry notices is offered only where a notice failed all its attempts: its one way forward.
+    Retry notices appears only where a notice failed all its attempts: its one way forward.
+    Resume watcher is disabled while the current watcher still beats (the service refuses it).
     """
-    open_ = req.status in ("waiting", "held")
-    return {
-        "retry_notices": failed_notices
-        and req.status in ("waiting", "held", "executing")
-        and "retirements.retry_notices_retirementrequest" in perms,
-        "hold": req.status == "waiting" and "retirements.hold_retirementrequest" in perms,
-        "release": req.status == "held" and "retirements.hold_retirementrequest" in perms,
-        "cancel": open_ and "retirements.cancel_retirementrequest" in perms,
-        "resume": open_ and "retirements.resume_retirementrequest" in perms,
-    }
+    out: list[Offer] = []
+    if req.status == "waiting":
+        out.append(offer("hold", "Hold", perm=HOLD, perms=perms))
+    if req.status == "held":
+        out.append(offer("release", "Release", perm=HOLD, perms=perms))
+    if failed_notices and req.status in ("waiting", "held", "executing"):
+        out.append(offer("retry-notices", "Retry failed notices", perm=RETRY, perms=perms))
+    if req.status in ("waiting", "held"):
+        w = req.watcher
+        fresh = (
+            w is not None
+            and w.status in ("pending", "running")
+            and w.heartbeat_at is not None
+            and now - w.heartbeat_at < policy.WATCHER_FRESH
+        )
+        running = (
+            f"the watcher is running (heartbeat {present.relative(w.heartbeat_at, now)}); "
+            "only a stopped or stalled watcher is replaced"
+            if fresh
+            else ""
+        )
+        out.append(offer("resume", "Resume watcher", perm=RESUME, perms=perms, why_not=running))
+        out.append(offer("cancel", "Cancel", perm=CANCEL, perms=perms))
+    return out
+
+
+HOLD, CANCEL, RESUME, RETRY = (
+    "retirements.hold_retirementrequest",
+    "retirements.cancel_retirementrequest",
+    "retirements.resume_retirementrequest",
+    "retirements.retry_notices_retirementrequest",
+)
+
+# -- the timeline picture -------------------------------------------------------------------
+
+CHAR_PX = 7.0  # a conservative width per character of the 12 px label font
+ROW_PX = 18
+AXIS_GAP = 26
+
+
+@dataclass(frozen=True)
+class Label:
+    """A text box laid out so that no two boxes intersect."""
+
+    x: int  # the box's left edge
+    y: int  # the text's baseline
+    width: int
+    text: str
+    anchor_x: int
+    title: str
 
 
 @dataclass(frozen=True)
 class Mark:
-    x: int
-    label: str
-    kind: str  # notice | eligible | ponr | purged | requested | now
-    status: str = ""
-    row: int = 0
+    x: float
+    kind: str  # notice | eligible | ponr | purged | requested | now | cancelled
+    status: str
+    label: Label
+    planned: bool = False
 
 
 @dataclass(frozen=True)
 class Span:
-    x1: int
-    x2: int
-    label: str
+    x1: float
+    x2: float
+    label: Label
 
     @property
-    def width(self) -> int:
+    def width(self) -> float:
         return max(self.x2 - self.x1, 2)
 
 
 @dataclass(frozen=True)
+class Tick:
+    x: float
+    text: str
+
+
+@dataclass(frozen=True)
 class Timeline:
+    width: int
+    height: int
+    axis_y: int
     start: datetime
     end: datetime
     marks: list[Mark]
     holds: list[Span]
+    ticks: list[Tick]
 
 
-def timeline(req: Any, notices: list[Any], decisions: list[Any], now: datetime) -> Timeline:
+TICK_STEPS = [
+    timedelta(minutes=1),
+    timedelta(minutes=5),
+    timedelta(minutes=15),
+    timedelta(hours=1),
+    timedelta(hours=6),
+    timedelta(days=1),
+    timedelta(days=7),
+    timedelta(days=30),
+]
+
+
+def _ticks(start: datetime, end: datetime, x: Any, width: int) -> list[Tick]:
+    most = max(2, width // 110)
+    step = next((s for s in TICK_STEPS if (end - start) / s <= most), TICK_STEPS[-1])
+    first = datetime.fromtimestamp(
+        -(-start.timestamp() // step.total_seconds()) * step.total_seconds(), tz=start.tzinfo
+    )
+    fmt = "%b %d" if step >= timedelta(days=1) else ("%b %d %H:%M" if step >= timedelta(hours=6) else "%H:%M")
+    out = []
+    t = first
+    while t <= end:
+        out.append(Tick(x(t), t.strftime(fmt)))
+        t += step
+    return out
+
+
+def _layout(items: list[tuple[float, str, str]], width: int, axis_y: int) -> list[Label]:
+    """Greedy rows: each label takes the nearest row (alternating above and below the axis)
+    where its box does not meet a box already placed. Returns labels in input order."""
+    rows: list[list[tuple[float, float]]] = []
+    placed: dict[int, Label] = {}
+    for index in sorted(range(len(items)), key=lambda i: items[i][0]):
+        anchor, text, title = items[index]
+        w = len(text) * CHAR_PX + 8
+        left = min(max(anchor - w / 2, 2), width - w - 2)
+        row = 0
+        while True:
+            if row == len(rows):
+                rows.append([])
+            if all(left + w + 6 <= a or b + 6 <= left for a, b in rows[row]):
+                break
+            row += 1
+        rows[row].append((left, left + w))
+        level = row // 2 + 1
+        y = axis_y - AXIS_GAP - (level - 1) * ROW_PX if row % 2 == 0 else axis_y + AXIS_GAP + 10 + (level - 1) * ROW_PX
+        placed[index] = Label(round(left), round(y), round(w), text, round(anchor), title)
+    return [placed[i] for i in range(len(items))]
+
+
+def timeline(req: Any, notices: list[Any], decisions: list[Any], now: datetime, *, width: int = 800) -> Timeline:
+    """Requested → notices → eligible → point of no return → deleted, with holds as spans.
+
+    Future eligibility and the planned point of no return are drawn ahead of time; the
+    date axis has ticks in even steps; labels never overlap (`_layout`)."""
     start = req.requested_at
-    last = max([req.eligible_at, now, *(d.created_at for d in decisions)])
-    end = last + max((last - start) / 20, timedelta(minutes=1))
+    happened = {d.action for d in decisions}
+    closed = req.status in ("completed", "cancelled", "closed")
+    last = max([req.eligible_at, now if not closed else start, *(d.created_at for d in decisions)])
+    end = last + max((last - start) / 12, timedelta(minutes=1))
+    left, right = 16, width - 16
 
     def x(t: datetime) -> int:
         span = (end - start).total_seconds() or 1
-        return int(LEFT + (RIGHT - LEFT) * min(max((t - start).total_seconds() / span, 0), 1))
+        return round(left + (right - left) * min(max((t - start).total_seconds() / span, 0), 1))
 
-    marks = [Mark(x(start), "requested", "requested")]
-    for i, n in enumerate(notices):
-        marks.append(Mark(x(n.delivered_at or n.due_at), n.kind.replace("_", " "), "notice", n.status, row=i % 2))
-    marks.append(Mark(x(req.eligible_at), "eligible", "eligible"))
+    raw: list[tuple[float, str, str, str, bool, str]] = [(x(start), "requested", "requested", "", False, _abs(start))]
+    for n in notices:
+        at = n.delivered_at or n.due_at
+        raw.append((x(at), f"{n.kind.replace('_', ' ')}: {n.status}", "notice", n.status, False, _abs(at)))
+    if "point_of_no_return" not in happened and not closed:
+        raw.append(
+            (x(req.eligible_at), "eligible · point of no return (planned)", "eligible", "", True, _abs(req.eligible_at))
+        )
+    else:
+        raw.append((x(req.eligible_at), "eligible", "eligible", "", False, _abs(req.eligible_at)))
     for d in decisions:
-        if d.action == "point_of_no_return":
-            marks.append(Mark(x(d.created_at), "point of no return", "ponr"))
-        elif d.action == "purged":
-            marks.append(Mark(x(d.created_at), "deleted", "purged"))
-        elif d.action in ("cancel", "boundary_close"):
-            marks.append(Mark(x(d.created_at), "cancelled" if d.action == "cancel" else "closed", "ponr"))
-    if req.status not in ("completed", "cancelled", "closed"):
-        marks.append(Mark(x(now), "now", "now"))
-    holds: list[Span] = []
+        word = {
+            "point_of_no_return": ("point of no return", "ponr"),
+            "purged": ("deleted", "purged"),
+            "cancel": ("cancelled", "cancelled"),
+            "boundary_close": ("closed", "cancelled"),
+        }.get(d.action)
+        if word:
+            raw.append((x(d.created_at), word[0], word[1], "", False, _abs(d.created_at)))
+    if not closed:
+        raw.append((x(now), "now", "now", "", False, _abs(now)))
+
+    spans: list[tuple[float, float, str, str]] = []
     opened: datetime | None = None
     for d in decisions:
         if d.action in ("hold", "boundary_hold"):
             opened = d.created_at
         elif d.action == "release" and opened is not None:
-            holds.append(Span(x(opened), x(d.created_at), "hold"))
+            spans.append(
+                (
+                    x(opened),
+                    x(d.created_at),
+                    f"held {present.span((d.created_at - opened).total_seconds())}",
+                    _abs(opened),
+                )
+            )
             opened = None
     if opened is not None:
-        holds.append(Span(x(opened), x(now), "on hold"))
-    return Timeline(start, end, marks, holds)
+        spans.append((x(opened), x(now), "on hold", _abs(opened)))
+
+    axis_y = 0  # laid out around 0, shifted below
+    labels = _layout(
+        [(m[0], m[1], m[5]) for m in raw] + [((a + b) / 2, text, title) for a, b, text, title in spans], width, axis_y
+    )
+    top = min([lb.y - 14 for lb in labels] + [-AXIS_GAP])
+    bottom = max([lb.y + 6 for lb in labels] + [AXIS_GAP + 24])
+    shift = round(-top + 6)
+    labels = [replace(lb, y=round(lb.y + shift)) for lb in labels]
+    axis = int(shift)
+    marks = [Mark(m[0], m[2], m[3], labels[i], planned=m[4]) for i, m in enumerate(raw)]
+    holds = [Span(a, b, labels[len(raw) + i]) for i, (a, b, _t, _ti) in enumerate(spans)]
+    ticks = _ticks(start, end, x, width)
+    return Timeline(width, int(bottom + shift + 20), axis, start, end, marks, holds, ticks)
+
+
+def _abs(at: datetime) -> str:
+    return present.absolute(at)

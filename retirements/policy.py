@@ -16,6 +16,7 @@ STANDARD_WAIT = timedelta(days=30)
 NEVER_ACTIVATED_WAIT = timedelta(days=1)
 BLOCKER_REVISIT = timedelta(hours=6)
 STALL_GRACE = timedelta(minutes=15)
+WATCHER_FRESH = timedelta(minutes=5)  # a watcher that beat this recently still runs: resume is refused
 MAX_NOTICE_ATTEMPTS = 6
 NOTICE_FIRST_RETRY = timedelta(minutes=1)
 NOTICE_MAX_RETRY = timedelta(hours=1)

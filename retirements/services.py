@@ -20,7 +20,7 @@ from core.errors import required_reason as _reason
 from retirements import policy, store, tasks
 from retirements.models import Lifecycle, RequestStatus, RetirementRequest, WatcherStatus
 
-WATCHER_FRESH = timedelta(minutes=5)
+WATCHER_FRESH = policy.WATCHER_FRESH
 PAST_PONR = "past the point of no return"
 REQUEST = "retirements.request_retirement"
 HOLD = "retirements.hold_retirementrequest"

@@ -18,7 +18,7 @@ from django.db import transaction
 
 from core.logs import event
 from deletions.errors import RetryNotDue, StaleLease, WorkflowError
-from deletions.models import DeletionRequest, StageHistory, StageStatus, Status
+from deletions.models import DeletionRequest, StageAttempt, StageHistory, StageStatus, Status
 from deletions.store import alarms, decisions
 from deletions.store.leases import lock_owned
 from deletions.store.requests import load_history, request_snapshot, stage_snapshot
@@ -76,12 +76,32 @@ def mark_running(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapsho
         row.started_at = row.started_at or now
         row.attempts += 1
         row.save(update_fields=["status", "started_at", "attempts"])
+        _open_attempt(lease, row, now)
         if req.status == Status.RETRY_WAIT:
             req.retry()
         req.last_action = f"{lease.owner} (generation {lease.generation}) started {row.stage}"
         req.updated_at = now
         req.save(update_fields=["status", "last_action", "updated_at"])
         return stage_snapshot(row)
+
+
+def _open_attempt(lease: Lease, row: StageHistory, now: datetime) -> None:
+    """An attempt still open from an earlier worker was interrupted; this one starts."""
+    StageAttempt.objects.filter(stage=row, outcome=StageAttempt.Outcome.RUNNING).update(
+        outcome=StageAttempt.Outcome.INTERRUPTED, finished_at=now
+    )
+    StageAttempt.objects.create(
+        request_id=row.request_id,
+        stage=row,
+        attempt=row.attempts,
+        executor=lease.owner,
+        generation=lease.generation,
+        started_at=now,
+    )
+
+
+def _close_attempt(row: StageHistory, outcome: str, error: str, now: datetime) -> None:
+    StageAttempt.objects.filter(stage=row, attempt=row.attempts).update(outcome=outcome, error=error, finished_at=now)
 
 
 def mark_submitted(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapshot:
@@ -109,6 +129,7 @@ def save_success(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: d
         row.last_error = None
         row.metadata_json = {**row.metadata_json, "result": result}
         row.save(update_fields=["status", "finished_at", "last_error", "metadata_json"])
+        _close_attempt(row, StageAttempt.Outcome.COMPLETED, "", now)
         alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)  # settled from the record
         req.last_action = f"{lease.owner} (generation {lease.generation}) completed {row.stage}"
         req.updated_at = now
@@ -131,6 +152,7 @@ def set_aside(
         row.set_aside()
         row.submitted_at = None
         row.save(update_fields=["status", "submitted_at"])
+        _close_attempt(row, StageAttempt.Outcome.REFUSED, rule, now)
         if review:
             req.refuse_at_boundary()
             req.owner = "approvers"
@@ -176,6 +198,8 @@ def save_failure(
         row.fail()
         row.last_error = error
         row.save(update_fields=["status", "last_error"])
+        outcome = StageAttempt.Outcome.EFFECT_UNKNOWN if open_question else StageAttempt.Outcome.FAILED
+        _close_attempt(row, outcome, error, now)
         failures = req.retry_count + 1
         decision = retry_policy(failures, now)
         if decision.needs_attention:

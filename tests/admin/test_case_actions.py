@@ -1,4 +1,4 @@
-"""Which buttons a case page offers, by status and permission. Pure."""
+"""Which actions a case page offers, and why the others are disabled, by state and permission. Pure."""
 
 from __future__ import annotations
 
@@ -23,47 +23,135 @@ ALL_RETIREMENT = {
 }
 
 
-@pytest.mark.parametrize(
-    ("status", "cancel_requested", "offered"),
-    [
-        ("submitted", False, {"approve", "cancel"}),
-        ("approved", False, {"cancel", "run"}),
-        ("running", False, {"cancel", "run"}),
-        ("running", True, {"run"}),  # cancellation already recorded
-        ("retry_wait", False, {"cancel", "run"}),
-        ("needs_attention", False, {"cancel", "resume"}),
-        ("needs_review", False, {"approve", "cancel"}),  # refused at the boundary: approve again or cancel
-        ("completed", False, set()),
-        ("cancelled", False, set()),
-    ],
-)
-def test_deletion_actions_by_status(status, cancel_requested, offered) -> None:
-    req = SimpleNamespace(status=status, cancel_requested_at=object() if cancel_requested else None)
-    got = deletion_case.actions(req, ALL_DELETION)
-    assert {k for k, v in got.items() if v} == offered
-    assert not any(deletion_case.actions(req, set()).values())  # nothing without permissions
-
-
-@pytest.mark.parametrize(
-    ("status", "offered"),
-    [
-        ("waiting", {"hold", "cancel", "resume"}),
-        ("held", {"release", "cancel", "resume"}),
-        ("executing", set()),
-        ("completed", set()),
-        ("cancelled", set()),
-        ("closed", set()),
-    ],
-)
-def test_retirement_actions_by_status(status, offered) -> None:
-    got = retirement_case.actions(SimpleNamespace(status=status), ALL_RETIREMENT)
-    assert {k for k, v in got.items() if v} == offered
-    assert not any(retirement_case.actions(SimpleNamespace(status=status), set()).values())
-
-
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 LIVE = NOW + timedelta(seconds=30)
 GONE = NOW - timedelta(seconds=1)
+
+
+def deletion(status: str, **facts) -> SimpleNamespace:
+    base = dict(
+        status=status,
+        cancel_requested_at=None,
+        cancel_requested_by="",
+        lease_owner=None,
+        lease_expires_at=None,
+        lease_generation=3,
+        next_attempt_at=None,
+    )
+    return SimpleNamespace(**{**base, **facts})
+
+
+def shown(offers) -> dict[str, str]:
+    """name → "" when offered, else the reason it is disabled."""
+    return {o.name: o.why_not for o in offers}
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("submitted", {"approve": "", "cancel": ""}),
+        ("approved", {"run": "", "revoke": "", "cancel": ""}),
+        ("running", {"run": "", "revoke": "", "cancel": ""}),
+        ("retry_wait", {"run": "", "revoke": "", "cancel": ""}),
+        ("needs_attention", {"resume": "", "revoke": "", "cancel": ""}),
+        ("needs_review", {"approve": "", "cancel": ""}),  # refused at the boundary: approve again or cancel
+        ("completed", {}),
+        ("cancelled", {}),
+    ],
+)
+def test_deletion_actions_by_status(status, expected) -> None:
+    got = deletion_case.actions(deletion(status), ALL_DELETION, now=NOW, submitter=False, effect_unknown=False)
+    assert shown(got) == expected
+    # Without permissions the same actions show, each disabled with the permission it needs.
+    bare = shown(deletion_case.actions(deletion(status), set(), now=NOW, submitter=False, effect_unknown=False))
+    assert set(bare) == set(expected) and all(
+        why.startswith("needs the permission deletions.") for why in bare.values()
+    )
+
+
+@pytest.mark.parametrize(
+    ("req", "submitter", "effect_unknown", "name", "why"),
+    [
+        (
+            deletion("submitted"),
+            True,
+            False,
+            "approve",
+            "you submitted this request: a second operator must approve it",
+        ),
+        (
+            deletion("running", lease_owner="worker-a", lease_expires_at=NOW + timedelta(minutes=2, seconds=11)),
+            False,
+            False,
+            "run",
+            "a worker (worker-a, generation 3) holds the lease until 12:02:11",
+        ),
+        (
+            deletion("retry_wait", next_attempt_at=NOW + timedelta(seconds=22, milliseconds=300)),
+            False,
+            False,
+            "run",
+            "the retry is not due for 23 s",
+        ),
+        (deletion("retry_wait", next_attempt_at=GONE), False, False, "run", ""),
+        (
+            deletion("running", cancel_requested_at=NOW, cancel_requested_by="operator-c"),
+            False,
+            False,
+            "run",
+            "cancellation was recorded by operator-c",
+        ),
+        (
+            deletion("running", cancel_requested_at=NOW, cancel_requested_by="operator-c"),
+            False,
+            False,
+            "cancel",
+            "cancellation already recorded by operator-c",
+        ),
+        (deletion("retry_wait"), False, True, "settle", ""),  # effect unknown: confirm not applied
+    ],
+)
+def test_deletion_action_disabled_with_the_reason(req, submitter, effect_unknown, name, why) -> None:
+    got = shown(deletion_case.actions(req, ALL_DELETION, now=NOW, submitter=submitter, effect_unknown=effect_unknown))
+    assert got[name] == why
+
+
+def test_settling_an_unknown_effect_is_offered_only_while_it_is_unknown() -> None:
+    assert "settle" not in shown(
+        deletion_case.actions(deletion("retry_wait"), ALL_DELETION, now=NOW, submitter=False, effect_unknown=False)
+    )
+
+
+def watched(status: str, heartbeat=None, watcher_status: str = "running") -> SimpleNamespace:
+    return SimpleNamespace(status=status, watcher=SimpleNamespace(status=watcher_status, heartbeat_at=heartbeat))
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("waiting", {"hold": "", "cancel": "", "resume": ""}),
+        ("held", {"release": "", "cancel": "", "resume": ""}),
+        ("executing", {}),
+        ("completed", {}),
+        ("cancelled", {}),
+        ("closed", {}),
+    ],
+)
+def test_retirement_actions_by_status(status, expected) -> None:
+    got = shown(retirement_case.actions(watched(status), ALL_RETIREMENT, failed_notices=False, now=NOW))
+    assert got == expected
+    bare = shown(retirement_case.actions(watched(status), set(), failed_notices=False, now=NOW))
+    assert set(bare) == set(expected) and all(why.startswith("needs the permission") for why in bare.values())
+
+
+def test_resume_watcher_is_disabled_while_the_watcher_beats() -> None:
+    beating = watched("waiting", heartbeat=NOW - timedelta(seconds=12))
+    got = shown(retirement_case.actions(beating, ALL_RETIREMENT, failed_notices=False, now=NOW))
+    assert got["resume"] == (
+        "the watcher is running (heartbeat 12 s ago); only a stopped or stalled watcher is replaced"
+    )
+    silent = watched("waiting", heartbeat=NOW - timedelta(minutes=6))
+    assert shown(retirement_case.actions(silent, ALL_RETIREMENT, failed_notices=False, now=NOW))["resume"] == ""
 
 
 @pytest.mark.parametrize(
@@ -124,5 +212,5 @@ def test_an_overdue_next_check_is_marked() -> None:
     ],
 )
 def test_retry_notices_is_offered_only_where_a_notice_failed(status, failed_notices, offered) -> None:
-    got = retirement_case.actions(SimpleNamespace(status=status), ALL_RETIREMENT, failed_notices=failed_notices)
-    assert got["retry_notices"] is offered
+    got = shown(retirement_case.actions(watched(status), ALL_RETIREMENT, failed_notices=failed_notices, now=NOW))
+    assert (got.get("retry-notices") == "") is offered

@@ -55,7 +55,8 @@ def test_support_reads_list_and_case_but_sees_no_actions(login, submitted) -> No
     body = page.content.decode()
     assert "What is being changed" in body and "waiting for a second operator to approve" in body
     assert "Responsible person" in body and "operator-1" in body
-    assert 'id="action-approve"' not in body and 'id="action-cancel"' not in body
+    assert '<a class="button" id="action-' not in body  # offered to nobody without the permission
+    assert "needs the permission deletions.approve_deletionrequest" in body  # shown disabled, with the reason
 
 
 def test_approver_approves_through_the_confirmation_page(login, submitted) -> None:
@@ -82,7 +83,8 @@ def test_four_eyes_the_requester_cannot_approve(login, staff) -> None:
     mine = deletion_submit(target="demo:own", actor=named("approver-1"))
     client = login("approver")
     page = client.get(url("change", mine))
-    assert b"You submitted this request" in page.content and b'id="action-approve"' not in page.content
+    assert b"you submitted this request: a second operator must approve it" in page.content
+    assert b'<a class="button" id="action-approve"' not in page.content
     before = all_rows()
     response = client.post(
         url("approve", mine), {"inventory_digest": mine.inventory_digest, "confirm": "on"}, follow=True
@@ -167,7 +169,7 @@ def test_operator_runs_now_and_the_run_is_enqueued_on_commit(
 def test_operator_resumes_a_request_that_needs_attention(login, approved) -> None:
     DeletionRequest.objects.filter(id=approved.id).update(status=Status.NEEDS_ATTENTION, retry_count=10)
     client = login("operator")
-    assert b'id="action-resume"' in client.get(url("change", approved)).content
+    assert b'<a class="button" id="action-resume"' in client.get(url("change", approved)).content
     client.post(url("resume", approved), {"reason": "target system fixed"})
     req = DeletionRequest.objects.get(id=approved.id)
     assert req.status == Status.RETRY_WAIT and req.retry_count == 0 and req.owner == "operator-1"

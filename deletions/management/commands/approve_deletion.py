@@ -1,10 +1,13 @@
 from typing import Any
 
 from django.core.management.base import CommandParser
+from django.db import transaction
 
 from core.authority import Actor
 from core.commands import NO_REASON, DecisionCommand
+from deletions import proposal
 from deletions.services import deletion_approve
+from deletions.store.requests import get_request
 
 
 class Command(DecisionCommand):
@@ -14,8 +17,15 @@ class Command(DecisionCommand):
 
     def add_options(self, parser: CommandParser) -> None:
         parser.add_argument("--inventory-digest", required=True)
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="show what would be approved and check every rule, then write nothing",
+        )
 
     def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        if options["dry_run"]:
+            return self.dry_run(actor, request_id, options["inventory_digest"])
         approval = deletion_approve(actor=actor, request_id=request_id, digest=options["inventory_digest"])
         return {
             "request_id": str(approval.request_id),
@@ -24,4 +34,20 @@ class Command(DecisionCommand):
             "approved_at": approval.approved_at.isoformat(),
             "inventory_digest": approval.inventory_digest,
             "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+        }
+
+    def dry_run(self, actor: Actor, request_id: str, digest: str) -> dict[str, Any]:
+        """The real approval, every check included, inside a transaction that is rolled back."""
+        what = proposal.of_request(get_request(request_id))
+        for line in proposal.lines(what):
+            self.stderr.write(line)
+        with transaction.atomic():
+            deletion_approve(actor=actor, request_id=request_id, digest=digest)
+            transaction.set_rollback(True)
+        return {
+            "request_id": request_id,
+            "dry_run": True,
+            "would_approve": True,
+            "approved_by": actor.name,
+            "proposal": what.as_json(),
         }

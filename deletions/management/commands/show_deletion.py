@@ -3,7 +3,8 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from core.commands import ServiceCommand
-from deletions.store.requests import inspect
+from deletions import proposal
+from deletions.store.requests import get_request, inspect
 
 
 class Command(ServiceCommand):
@@ -15,8 +16,9 @@ class Command(ServiceCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         data = inspect(options["request_id"])
+        what = proposal.of_request(get_request(options["request_id"]))
         if options["json"]:
-            self.print_json(data)
+            self.print_json({**data, "proposal": what.as_json()})
             return
         r = data["request"]
         w = self.stdout.write
@@ -36,6 +38,8 @@ class Command(ServiceCommand):
         )
         if r["cancel_requested_at"]:
             w(f"cancel    by {r['cancel_requested_by']} at {r['cancel_requested_at']}: {r['cancel_reason']}")
+        for line in proposal.lines(what):
+            w(f"proposal  {line}")
         w(f"approvals ({len(data['approvals'])})")
         for a in data["approvals"]:
             w(f"  {a['approved_by']} at {a['approved_at']} digest {a['inventory_digest']}")

@@ -13,8 +13,9 @@ class Command(ServiceCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--target", required=True, help="demo:NAME")
         parser.add_argument("--requested-by", required=True, help="operator submitting the request")
+        parser.add_argument("--reason", default="", help="ticket or why (kept in the decision log)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         actor = authority.named(options["requested_by"], flag="--requested-by")
-        req = deletion_submit(actor=actor, target=options["target"])
+        req = deletion_submit(actor=actor, target=options["target"], reason=options["reason"])
         self.print_json(submission_json(req))

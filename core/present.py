@@ -1,0 +1,67 @@
+"""How values read on a page: relative times with the absolute time beside them,
+durations, humanized codes and labelled values instead of dict reprs. Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+
+def span(seconds: float) -> str:
+    """A length of time in at most two units: "3 s", "4 min 10 s", "3 h 4 min", "2 d 5 h"."""
+    s = int(abs(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        m, r = divmod(s, 60)
+        return f"{m} min {r} s" if r else f"{m} min"
+    if s < 86400:
+        h, r = divmod(s, 3600)
+        return f"{h} h {r // 60} min" if r // 60 else f"{h} h"
+    d, r = divmod(s, 86400)
+    return f"{d} d {r // 3600} h" if r // 3600 else f"{d} d"
+
+
+def relative(at: datetime | None, now: datetime) -> str:
+    """ "12 s ago", "in 3 h 4 min", "now"; "-" for no time."""
+    if at is None:
+        return "-"
+    seconds = (at - now).total_seconds()
+    if abs(seconds) < 1:
+        return "now"
+    return f"in {span(seconds)}" if seconds > 0 else f"{span(seconds)} ago"
+
+
+def absolute(at: datetime | None) -> str:
+    """To the second, in UTC, as every time in this product is stored."""
+    return "-" if at is None else at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration(value: timedelta | float | None) -> str:
+    if value is None:
+        return "-"
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    return f"{seconds:.1f} s" if seconds < 60 else span(seconds)
+
+
+def humanize(code: str | None) -> str:
+    """`deletion_pending` → "deletion pending"."""
+    return "-" if not code else str(code).replace("_", " ")
+
+
+def labelled(value: Any) -> list[tuple[str, str]]:
+    """A result dict as (label, value) pairs for a small table, never a repr."""
+    if not isinstance(value, dict):
+        return [] if value in (None, "") else [("value", str(value))]
+    out = []
+    for key, item in value.items():
+        if isinstance(item, bool):
+            shown = "yes" if item else "no"
+        elif isinstance(item, dict):
+            shown = ", ".join(f"{humanize(k)} {v}" for k, v in item.items())
+        elif isinstance(item, list):
+            shown = ", ".join(str(i) for i in item) or "none"
+        else:
+            shown = str(item)
+        out.append((humanize(key), shown))
+    return out

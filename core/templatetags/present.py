@@ -1,0 +1,52 @@
+"""Template filters for `core.present`: `{{ t|when }}` renders a relative time with the
+absolute time (to the second) on hover and for screen readers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from core import clock, present
+
+register = template.Library()
+
+
+@register.filter
+def when(at: datetime | None) -> SafeString | str:
+    if at is None:
+        return "-"
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        at.isoformat(),
+        present.absolute(at),
+        present.relative(at, clock.now()),
+    )
+
+
+@register.filter
+def at_second(at: datetime | None) -> str:
+    return present.absolute(at)
+
+
+@register.filter
+def duration(value: timedelta | float | None) -> str:
+    return present.duration(value)
+
+
+@register.filter
+def human(code: str | None) -> str:
+    return present.humanize(code)
+
+
+@register.filter
+def labelled(value: Any) -> list[tuple[str, str]]:
+    return present.labelled(value)
+
+
+@register.filter
+def get_item(mapping: dict[Any, Any], key: Any) -> Any:
+    return mapping.get(key) if mapping else None
