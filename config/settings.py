@@ -53,6 +53,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "core.admin.BadFilterMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -5,6 +5,7 @@ from ops.health import healthz
 from ops.overview import operations_view
 
 admin.site.site_header = "Deletion back-office"
+admin.site.enable_nav_sidebar = False  # the lists need the width at 1280 px; the index lists every model
 admin.site.site_title = "Back-office"
 admin.site.index_title = "Cases"
 

@@ -17,12 +17,14 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import DataError
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
+from core import present
 from core.authority import Actor
 from core.errors import DomainError
 from core.store import parse_id
@@ -297,3 +299,46 @@ def action_view(
         **(extra or {}),
     }
     return TemplateResponse(request, "admin/action_confirm.html", context)
+
+
+class BadFilterMiddleware:
+    """A filter or search value the database cannot take (a NUL byte, a broken regular
+    expression, a year past 9999, a malformed date) is a 400 in the admin's look that says
+    so, never a 500. Only for admin GETs that carry a query string: anything else is a bug
+    and stays loud."""
+
+    ERRORS = (DataError, ValueError, OverflowError, ValidationError, IncorrectLookupParameters)
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if request.method != "GET" or not request.GET or not request.path.startswith("/admin/"):
+            return None
+        if not isinstance(exception, self.ERRORS):
+            return None
+        reason = str(exception).splitlines()[0][:200] if str(exception) else type(exception).__name__
+        return refusal_page(
+            request, ValueError(f"a filter or search value is not valid: {reason}"), status=400, title="Not valid"
+        )
+
+
+def humanized_filter(field: str, title: str) -> type[admin.SimpleListFilter]:
+    """A list filter over a plain code column whose choices read as words (`standard_30_days` →
+    "standard 30 days")."""
+
+    class Filter(admin.SimpleListFilter):
+        parameter_name = field
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+            values = model_admin.model.objects.order_by(field).values_list(field, flat=True).distinct()
+            return [(v, present.humanize(v)) for v in values]
+
+        def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+            return queryset.filter(**{field: self.value()}) if self.value() else queryset
+
+    Filter.title = title
+    return Filter

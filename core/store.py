@@ -29,3 +29,16 @@ def get_or_not_found(queryset: models.QuerySet[M], pk: Any, noun: str) -> M:
 def lock_or_not_found(queryset: models.QuerySet[M], pk: Any, noun: str) -> M:
     """Lock the row (call inside atomic()) or refuse with NotFound."""
     return get_or_not_found(queryset.select_for_update(), pk, noun)
+
+
+def connection_url() -> str:
+    """The database this process is connected to, as a URL a child `manage.py` can be given."""
+    from django.db import connection
+
+    connection.ensure_connection()
+    s = connection.settings_dict
+    host = s["HOST"] or ""
+    if host.startswith("/"):
+        return f"postgresql://{s['USER']}@/{s['NAME']}?host={host}"
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    return f"postgresql://{auth}@{host}:{s.get('PORT') or 5432}/{s['NAME']}"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from core import present
 from core.admin import CasePanel, Offer, offer
 from deletions.store.requests import chain_order
-from deletions.store.types import StageSnapshot
+from deletions.store.types import GROUP_OWNERS, StageSnapshot
 from deletions.users.inventory import community_ids
 
 
@@ -71,15 +72,18 @@ def responsible(req: Any, now: datetime) -> str:
     if req.status == "retry_wait" and not req.open_question:
         return "system: retry at the next attempt"
     if req.status in ("retry_wait", "needs_attention"):
-        named = req.owner if req.owner and req.owner != req.requested_by else ""
-        return named or ON_CALL
+        person = req.owner if req.owner and req.owner not in (req.requested_by, *GROUP_OWNERS) else ""
+        return person or ON_CALL
     return "-"
 
 
+OVERDUE_GRACE = timedelta(minutes=2)  # the dispatcher looks every minute
+
+
 def overdue(req: Any, now: datetime) -> bool:
-    """A waiting case whose next check has passed."""
+    """An open case whose next check passed more than the dispatcher's cycle ago."""
     due = req.next_check_at or req.next_attempt_at
-    return req.status not in ("completed", "cancelled") and due is not None and due < now
+    return req.status not in ("completed", "cancelled") and due is not None and due < now - OVERDUE_GRACE
 
 
 def panel(req: Any, now: datetime) -> CasePanel:
@@ -107,7 +111,7 @@ def cannot_run_now(req: Any, now: datetime) -> str:
             f"{req.lease_expires_at:%H:%M:%S}"
         )
     if req.status == "retry_wait" and req.next_attempt_at is not None and req.next_attempt_at > now:
-        return f"the retry is not due for {int((req.next_attempt_at - now).total_seconds()) + 1} s"
+        return f"the retry is not due for {present.span(int((req.next_attempt_at - now).total_seconds()) + 1)}"
     return ""
 
 

@@ -13,6 +13,10 @@ from core.queue import enqueue
 logger = logging.getLogger("deletions")
 
 
+class StageFailed(Exception):
+    """Raised after the failure is saved, so django-q2 lists the task under failed tasks."""
+
+
 def enqueue_run(request_id: UUID) -> None:
     enqueue("deletions.tasks.run_deletion", str(request_id))
 
@@ -38,6 +42,8 @@ def run_deletion(request_id: str) -> str:
         return f"refused: {exc.message}"
     if outcome.more_to_do:
         enqueue_run(UUID(request_id))
+    if outcome.stage_failed:
+        raise StageFailed(f"request {request_id}: {outcome.message}")
     return outcome.message
 
 

@@ -36,6 +36,7 @@ class RunOutcome:
     message: str
     handlers_run: int
     more_to_do: bool = False
+    stage_failed: bool = False  # the run ended on a saved stage failure (retry later or needs attention)
 
 
 class Heartbeat(threading.Thread):
@@ -134,10 +135,13 @@ def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutc
         where = f" for community {nxt.community_id}" if nxt.community_id else ""
         return RunOutcome(0, f"ran {handled} handler(s); next: {nxt.stage}{where}, {nxt.status}", handled)
     if isinstance(nxt, WaitUntil):
-        return RunOutcome(1, f"stage failed; retry not before {nxt.at.isoformat()}", handled)
+        return RunOutcome(1, f"stage failed; retry not before {nxt.at.isoformat()}", handled, stage_failed=True)
     if nxt.status == Status.NEEDS_ATTENTION:
         return RunOutcome(
-            1, "stage failed too many times in a row; the request needs an operator to resume it", handled
+            1,
+            "stage failed too many times in a row; the request needs an operator to resume it",
+            handled,
+            stage_failed=True,
         )
     if nxt.status == Status.NEEDS_REVIEW:
         return RunOutcome(1, f"back in review, nothing applied: {nxt.note}", handled)

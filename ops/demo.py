@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 
 from core import authority, clock
 from core.authority import Actor
+from core.store import connection_url
+from deletions import retry, worker
 from deletions import services as deletions
-from deletions import worker
 from deletions.models import DeletionRequest
 from deletions.users.handlers import RunOptions
 from retirements import services as retirements
@@ -37,29 +45,82 @@ def ensure_users(password: str, *, reset: bool) -> list[str]:
     return given
 
 
-def seed(demo_user: Any) -> bool:
-    """Create demo cases once; False when they already exist."""
+def seed(demo_user: Any) -> list[str]:
+    """Create demo cases once, each left in a state that lasts (it waits on a person, or on
+    a retry due later), through the real services and workers; returns one line per case
+    saying which state it shows, or [] when they already exist.
+
+    Histories are made honestly: the failing cases were run by the real worker at earlier
+    times (time-machine moves the clock back, then forward to each retry), and the
+    effect-unknown case comes from a worker process killed right after it submitted.
+    """
     if DeletionRequest.objects.filter(target="demo:alice").exists():
-        return False
+        return []
+    import time_machine  # development only (requirements-dev.txt)
+
     operator = authority.named("operator-1")
     approver = authority.named("approver-1")
+    start = clock.now()
+    shown: list[str] = []
 
-    def submit(target: str) -> DeletionRequest:
-        return deletions.deletion_submit(actor=operator, target=target)
+    def submit(target: str, reason: str) -> DeletionRequest:
+        return deletions.deletion_submit(actor=operator, target=target, reason=reason)
 
     def approve(req: DeletionRequest) -> None:
         deletions.deletion_approve(actor=approver, request_id=req.id, digest=req.inventory_digest)
 
-    submit("demo:alice")
-    approve(submit("demo:bob"))
-    carol = submit("demo:carol")
+    def fail_until(req: DeletionRequest, failures: int) -> None:
+        """Run the real worker with an injected failure at each retry time."""
+        for _ in range(failures):
+            req.refresh_from_db()
+            if req.next_attempt_at is not None:
+                traveller.move_to(req.next_attempt_at + timedelta(seconds=1))
+            worker.run(req.id, executor_id="demo-worker", options=RunOptions(fail_stage="purge_db"))
+
+    submit("demo:alice", "ticket DEL-101")
+    shown.append("demo:alice  waiting for approval (approve it as approver-1)")
+
+    with time_machine.travel(start - timedelta(hours=3, minutes=10), tick=False) as traveller:
+        frank = submit("demo:frank", "ticket DEL-106")
+        approve(frank)
+        fail_until(frank, retry.MAX_CONSECUTIVE_FAILURES)
+        traveller.move_to(start - timedelta(minutes=20))
+        dave = submit("demo:dave", "ticket DEL-104")
+        approve(dave)
+        fail_until(dave, 6)  # the 6th failure waits 16 min: its retry is due after now
+    shown.append("demo:frank  needs attention: purge_db failed 10 times in 3 h (resume or cancel)")
+    shown.append("demo:dave   waiting to retry: 6 failures, the next retry due in about 12 min")
+
+    carol = submit("demo:carol", "ticket DEL-103")
     approve(carol)
     worker.run(carol.id, executor_id="demo-worker", options=RunOptions(no_agents_in=frozenset()))
-    dave = submit("demo:dave")
-    approve(dave)
-    worker.run(dave.id, executor_id="demo-worker", options=RunOptions(fail_stage="purge_db"))  # a saved failure
-    erin = submit("demo:erin")
+    shown.append("demo:carol  completed")
+
+    erin = submit("demo:erin", "ticket DEL-105")
     deletions.deletion_cancel(actor=operator, request_id=erin.id, reason="duplicate of another ticket")
+    shown.append("demo:erin   cancelled before approval")
+
+    heidi = submit("demo:heidi", "ticket DEL-108")
+    approve(heidi)
+    worker.run(heidi.id, executor_id="demo-worker", next_step=True)  # the gate ran under the approval
+    deletions.deletion_revoke_approval(actor=approver, request_id=heidi.id, reason="the ticket was reopened")
+    worker.run(heidi.id, executor_id="demo-worker")  # the receiver refuses: nothing applied
+    shown.append("demo:heidi  back in review: the receiver refused the revoked approval")
+
+    grace = submit("demo:grace", "ticket DEL-107")
+    approve(grace)
+    _worker_killed_after_submit(grace)
+    shown.append(
+        "demo:grace  effect unknown: its worker was killed after submitting; the cluster takes over when "
+        "the lease expires and finds no record (confirm not applied, or wait for the next check)"
+    )
+
+    bob = submit("demo:bob", "ticket DEL-102")
+    approve(bob)
+    shown.append(
+        "demo:bob    approved; under `make run` it runs slowly (DELETION_DEMO_STAGE_DELAY_MS) so the live "
+        "page shows progress for about 12 min"
+    )
 
     now = clock.now()
     for slug, name, lifecycle, activated in (
@@ -79,7 +140,30 @@ def seed(demo_user: Any) -> bool:
                 "created_at": now,
             },
         )
+    staff = Actor.of(demo_user)
     retirements.retirement_request(
-        actor=Actor.of(demo_user), slug="initech-old", reason="contract ended in October", confirmation="initech-old"
+        actor=staff, slug="initech-old", reason="contract ended in October", confirmation="initech-old"
     )
-    return True
+    shown.append("initech-old retirement waiting: 30 days with notices")
+    held = retirements.retirement_request(
+        actor=staff, slug="globex-old", reason="customer asked to close", confirmation="globex-old"
+    )
+    retirements.retirement_hold(actor=staff, request_id=held.id, reason="owner disputes the request")
+    shown.append("globex-old  retirement on hold")
+    return shown
+
+
+def _worker_killed_after_submit(req: DeletionRequest) -> None:
+    """A real worker process, killed (SIGKILL) right after it saved "submitted" for its stage."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
+    env.update(DATABASE_URL=connection_url(), DELETION_CRASH_AT="after-submit-mark", PYTHONUNBUFFERED="1")
+    manage = Path(settings.BASE_DIR) / "manage.py"
+    done = subprocess.run(
+        [sys.executable, str(manage), "run_deletion", str(req.id), "--next-step", "--executor-id", "demo-lost-worker"],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != -signal.SIGKILL:
+        raise RuntimeError(f"the demo worker was to be killed after submitting; it exited {done.returncode}")

@@ -11,6 +11,16 @@ SCHEDULES = {
 }
 
 
+def missing(schedule_model: Any = None) -> list[str]:
+    """The product's schedules that are not registered (someone deleted one)."""
+    if schedule_model is None:
+        from django_q.models import Schedule
+
+        schedule_model = Schedule
+    present = set(schedule_model.objects.filter(name__in=SCHEDULES).values_list("name", flat=True))
+    return [name for name in SCHEDULES if name not in present]
+
+
 def ensure_schedules(schedule_model: Any = None) -> list[Any]:
     if schedule_model is None:
         from django_q.models import Schedule

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from core import clock, present
-from core.admin import CaseAction, CaseActionsMixin, CaseAdmin, ConfirmForm
+from core.admin import CaseAction, CaseActionsMixin, CaseAdmin, ConfirmForm, humanized_filter
 from retirements import case, services, watcher
 from retirements.models import RetirementRequest, Workspace
 
@@ -90,7 +90,7 @@ class RetirementRequestAdmin(CaseAdmin):
         "requested_at",
     )
     list_select_related = ("workspace", "requested_by", "owner")
-    list_filter = ("status", "eligibility_policy")
+    list_filter = ("status", humanized_filter("eligibility_policy", "eligibility policy"))
     search_fields = ("workspace__slug", "workspace__name")
     date_hierarchy = "requested_at"
     ordering = ("-requested_at",)

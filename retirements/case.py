@@ -22,9 +22,9 @@ def open_question(req: Any, stalled: str | None) -> str:
 
 
 def panel(req: Any, stalled: str | None) -> CasePanel:
-    watcher = req.watcher
+    watcher, ws = req.watcher, req.workspace
     return CasePanel(
-        what=f"Retire workspace {req.workspace.slug} ({req.workspace.name}); now {req.workspace.lifecycle}",
+        what=f"Retire workspace {ws.slug} ({ws.name}); now {ws.get_lifecycle_display().lower()}",
         status=req.status,
         status_label=req.get_status_display(),
         open_question=open_question(req, stalled),

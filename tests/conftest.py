@@ -15,6 +15,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from core.authority import named
+from core.store import connection_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,12 +45,7 @@ def cmd():
 
 
 def database_url() -> str:
-    s = connection.settings_dict
-    host = s["HOST"] or ""
-    if host.startswith("/"):
-        return f"postgresql://{s['USER']}@/{s['NAME']}?host={host}"
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-    return f"postgresql://{auth}@{host}:{s.get('PORT') or 5432}/{s['NAME']}"
+    return connection_url()
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

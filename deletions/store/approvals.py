@@ -12,7 +12,7 @@ from django.db import transaction
 from core import authority
 from deletions.models import DeletionApproval, DeletionRequest, Status
 from deletions.store.requests import inventory_digest
-from deletions.store.types import AuthorityFacts
+from deletions.store.types import APPROVERS, SYSTEM, AuthorityFacts
 
 
 def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:
@@ -28,7 +28,7 @@ def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:
         if approval is None or approval.expires_at is None or approval.expires_at > now:
             return None
         req.return_to_review()
-        req.owner = approval.approved_by
+        req.owner = APPROVERS
         req.open_question = (
             f"approval by {approval.approved_by} expired at {approval.expires_at.isoformat()}; approve again"
         )
@@ -58,7 +58,7 @@ def save_approval(
         expires_at=now + ttl,
     )
     req.approve()
-    req.owner = username
+    req.owner = SYSTEM  # the workers run it from here; people are named again when it waits on one
     req.open_question = ""
     req.next_check_at = now
     req.last_action = f"approved by {username}"
@@ -76,7 +76,7 @@ def revoke(req: DeletionRequest, approval: DeletionApproval, *, by: str, reason:
     if req.status == Status.APPROVED and not req.stages.exists():
         req.return_to_review()
         fields.append("status")
-    req.owner = "approvers"
+    req.owner = APPROVERS
     req.open_question = f"approval by {approval.approved_by} revoked by {by}: {reason}; approve again or cancel"
     req.next_check_at = now
     req.last_action = f"approval revoked by {by}"

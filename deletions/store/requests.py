@@ -14,7 +14,7 @@ from core.store import lock_or_not_found, parse_id
 from deletions.errors import Refused, UnknownRequest
 from deletions.models import OPEN_STATUSES, DeletionRequest, StageHistory, StageStatus, Status
 from deletions.store import alarms
-from deletions.store.types import RequestSnapshot, StageSnapshot
+from deletions.store.types import APPROVERS, RequestSnapshot, StageSnapshot
 
 
 def inventory_digest(inventory: dict[str, Any]) -> str:
@@ -59,7 +59,7 @@ def insert_request(
                 inventory_version=version,
                 inventory_digest=inventory_digest(inventory),
                 status=Status.SUBMITTED,
-                owner=requested_by.get_username(),
+                owner=APPROVERS,  # waiting for approval: never the submitter
                 open_question="waiting for a second operator to approve the inventory",
                 last_action=f"submitted by {requested_by.get_username()}",
                 created_at=now,

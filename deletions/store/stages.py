@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid5
 
@@ -23,6 +23,10 @@ from deletions.store import alarms, decisions
 from deletions.store.leases import lock_owned
 from deletions.store.requests import load_history, request_snapshot, stage_snapshot
 from deletions.store.types import (
+    APPROVERS,
+    GROUP_OWNERS,
+    OPERATORS_ON_CALL,
+    SYSTEM,
     Advance,
     AlreadyFinished,
     Finished,
@@ -83,6 +87,14 @@ def mark_running(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapsho
         req.updated_at = now
         req.save(update_fields=["status", "last_action", "updated_at"])
         return stage_snapshot(row)
+
+
+ATTENTION_CHECK = timedelta(hours=1)
+
+
+def _person_or_on_call(owner: str) -> str:
+    """A case that waits on a person keeps a named person (one who resumed it), else the group on call."""
+    return owner if owner and owner not in GROUP_OWNERS else OPERATORS_ON_CALL
 
 
 def _open_attempt(lease: Lease, row: StageHistory, now: datetime) -> None:
@@ -155,7 +167,7 @@ def set_aside(
         _close_attempt(row, StageAttempt.Outcome.REFUSED, rule, now)
         if review:
             req.refuse_at_boundary()
-            req.owner = "approvers"
+            req.owner = APPROVERS
             req.open_question = f"{rule}; approve the same inventory again to resume, or cancel"
             req.next_check_at = now
             req.last_action = f"{row.stage} refused at the receiving boundary: {rule}"
@@ -204,14 +216,14 @@ def save_failure(
         decision = retry_policy(failures, now)
         if decision.needs_attention:
             req.escalate()
-            req.owner = req.owner or req.requested_by
+            req.owner = _person_or_on_call(req.owner)
             req.open_question = f"{row.stage} failed {failures} times in a row: {error}; resume or cancel"
-            req.next_check_at = None
+            req.next_check_at = now + ATTENTION_CHECK  # a person looks within the hour; overdue after
         else:
             req.wait_for_retry()
             req.next_check_at = decision.next_attempt_at
             req.open_question = open_question
-            req.owner = req.owner or req.requested_by
+            req.owner = _person_or_on_call(req.owner) if open_question else SYSTEM
             if open_question:
                 alarms.raise_alarm(
                     request_id=req.id,

@@ -11,6 +11,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+# Who a case's `owner` column names when no one person does: the group that must act, or the system.
+APPROVERS = "approvers"
+OPERATORS_ON_CALL = "operators on call"
+SYSTEM = "system"
+GROUP_OWNERS = (APPROVERS, OPERATORS_ON_CALL, SYSTEM)
+
 
 @dataclass(frozen=True)
 class Lease:

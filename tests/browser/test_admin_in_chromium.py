@@ -5,9 +5,6 @@ Screenshots of the case pages land in test-artifacts/screenshots/.
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,54 +17,13 @@ from deletions.services import deletion_submit
 from ops.groups import ensure_groups
 from retirements.models import Lifecycle, RetirementRequest, Workspace
 from retirements.services import retirement_request
+from tests.browser.chromium import ARTIFACTS, PASSWORD, require_chromium
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
-PASSWORD = "browser-test-pw-1"
+require_chromium()
 
-if not Path(CHROMIUM).exists():
-    if os.environ.get("CI"):
-        raise RuntimeError("CI needs Debian's chromium for the browser tests: .ci/run installs it")
-    pytest.skip(
-        "Debian's chromium is not installed (apt-get install chromium); CI installs it", allow_module_level=True
-    )
-
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect  # noqa: E402
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls
-    # stay synchronous. Set only while these tests run, so no subprocess inherits it.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        yield from _launch()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
-def _launch() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -110,7 +66,7 @@ def test_approver_approves_a_deletion_through_the_confirmation_page(browser, liv
     expect(page.locator("#case-panel")).to_contain_text("waiting for a second operator")
     shot(page, "deletion-case-submitted")
     page.click("#action-approve")
-    expect(page.locator("#inventory-digest")).to_have_text(req.inventory_digest)
+    expect(page.locator("#inventory-digest")).to_have_attribute("title", req.inventory_digest)  # short, full on hover
     shot(page, "deletion-approve-confirmation")
     page.check("#id_confirm")
     page.click("#confirm-action")

@@ -20,22 +20,25 @@ from tests.deletions.helpers import crash_at, effects, take_over
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def snapshot(request_id) -> tuple[list, list, list]:
+def snapshot(request_id) -> tuple[list, list, list, list]:
     with connection.cursor() as cur:
         cur.execute("SELECT * FROM entity_deletion_requests WHERE id = %s", [request_id])
         req = cur.fetchall()
         cur.execute("SELECT * FROM entity_deletion_approvals WHERE request_id = %s", [request_id])
         approvals = cur.fetchall()
         cur.execute("SELECT * FROM entity_deletion_stage_history WHERE request_id = %s", [request_id])
-        return req, approvals, cur.fetchall()
+        stages = cur.fetchall()
+        cur.execute("SELECT * FROM entity_deletion_stage_attempts WHERE request_id = %s", [request_id])
+        return req, approvals, stages, cur.fetchall()
 
 
-def restore(request_id, backup: tuple[list, list, list]) -> None:
+def restore(request_id, backup: tuple[list, list, list, list]) -> None:
     """Put the case records back as they were; the target system keeps what it applied."""
-    req_rows, approval_rows, stage_rows = backup
+    req_rows, approval_rows, stage_rows, attempt_rows = backup
     # A restore replaces the case tables whole, as pg_restore --disable-triggers does: the
     # append-only guard on the decision log is for the application, not for a restore.
     with pgtrigger.ignore("deletions.DeletionDecision:append_only"), connection.cursor() as cur:
+        cur.execute("DELETE FROM entity_deletion_stage_attempts WHERE request_id = %s", [request_id])
         cur.execute("DELETE FROM entity_deletion_stage_history WHERE request_id = %s", [request_id])
         cur.execute("DELETE FROM entity_deletion_lease_events WHERE request_id = %s", [request_id])
         cur.execute("DELETE FROM entity_deletion_decisions WHERE request_id = %s", [request_id])
@@ -49,6 +52,9 @@ def restore(request_id, backup: tuple[list, list, list]) -> None:
         for row in stage_rows:
             placeholders = ", ".join(["%s"] * len(row))
             cur.execute(f"INSERT INTO entity_deletion_stage_history VALUES ({placeholders})", list(row))
+        for row in attempt_rows:
+            placeholders = ", ".join(["%s"] * len(row))
+            cur.execute(f"INSERT INTO entity_deletion_stage_attempts VALUES ({placeholders})", list(row))
 
 
 def test_restored_backup_does_not_repeat_an_applied_operation(cmd, observe) -> None:
@@ -91,6 +97,7 @@ CASE_TABLES = (
     "entity_deletion_requests",
     "entity_deletion_approvals",
     "entity_deletion_stage_history",
+    "entity_deletion_stage_attempts",
     "entity_deletion_decisions",
     "entity_deletion_lease_events",
     "entity_deletion_alarms",

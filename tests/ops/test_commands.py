@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import subprocess
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django_q.models import Schedule
 
+from core import clock
 from deletions.models import DeletionRequest
 from ops.schedules import SCHEDULES
 from retirements.models import RetirementRequest, Workspace
 from tests.conftest import ROOT, manage_argv, subprocess_env
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the demo's killed worker is a real process
 def test_demo_setup_prints_logins_seeds_cases_once_and_resets_passwords(cmd, monkeypatch) -> None:
     from django.contrib.auth.models import Group, Permission
 
@@ -27,8 +29,26 @@ def test_demo_setup_prints_logins_seeds_cases_once_and_resets_passwords(cmd, mon
     assert "Demo staff login: username=demo password=first-pass-123" in first.out
     assert "operator-1 (operators), approver-1 (approvers), support-1 (support (read-only))" in first.out
     assert "Demo cases created" in first.out
-    statuses = set(DeletionRequest.objects.values_list("status", flat=True))
-    assert statuses == {"submitted", "approved", "completed", "retry_wait", "cancelled"}
+    statuses = dict(DeletionRequest.objects.values_list("target", "status"))
+    assert statuses == {
+        "demo:alice": "submitted",
+        "demo:bob": "approved",
+        "demo:carol": "completed",
+        "demo:dave": "retry_wait",
+        "demo:erin": "cancelled",
+        "demo:frank": "needs_attention",
+        "demo:grace": "running",  # its worker was killed after submitting: the lease runs out, the effect is unknown
+        "demo:heidi": "needs_review",
+    }
+    for target in statuses:
+        assert target in first.out  # the output says which case shows which state
+    # The states last: dave's retry is due in more than 10 minutes; grace's stage was submitted.
+    dave = DeletionRequest.objects.get(target="demo:dave")
+    assert dave.retry_count == 6 and dave.next_attempt_at is not None
+    assert dave.next_attempt_at > clock.now() + timedelta(minutes=10)
+    grace = DeletionRequest.objects.get(target="demo:grace")
+    assert grace.stages.get(is_current=True).submitted_at is not None and grace.lease_owner == "demo-lost-worker"
+    assert DeletionRequest.objects.get(target="demo:frank").retry_count == 10
     assert set(Workspace.objects.values_list("lifecycle", flat=True)) == {
         "active",
         "disabled",
@@ -36,13 +56,16 @@ def test_demo_setup_prints_logins_seeds_cases_once_and_resets_passwords(cmd, mon
         "deleting",
         "deleted",
     }
-    assert RetirementRequest.objects.get().status == "waiting"
+    assert dict(RetirementRequest.objects.values_list("workspace__slug", "status")) == {
+        "initech-old": "waiting",
+        "globex-old": "held",
+    }
     assert User.objects.get(username="approver-1").groups.get().name == "approvers"
 
     monkeypatch.setenv("DEMO_PASSWORD", "second-pass-456")
     again = cmd("demo_setup")
     assert again.code == 0 and "Demo cases created" not in again.out
-    assert DeletionRequest.objects.count() == 5
+    assert DeletionRequest.objects.count() == 8
     assert User.objects.get(username="demo").check_password("second-pass-456")
 
 

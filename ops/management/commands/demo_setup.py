@@ -38,5 +38,9 @@ class Command(BaseCommand):
             self.stdout.write(f"Demo staff login: username={username} (password unchanged)")
         if others:
             self.stdout.write(f"Password {password} for: {', '.join(others)}")
-        if not options["no_data"] and demo.seed(user):
-            self.stdout.write("Demo cases created: deletions in each state, workspaces, one retirement waiting.")
+        if not options["no_data"]:
+            shown = demo.seed(user)
+            if shown:
+                self.stdout.write("Demo cases created, each in a state that lasts (search the target in the admin):")
+                for line in shown:
+                    self.stdout.write(f"  {line}")

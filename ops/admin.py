@@ -1,0 +1,93 @@
+"""django-q2's admin, made truthful for staff: tasks link to their case, a failed stage
+is listed under failed tasks (`deletions.tasks.StageFailed`), and the schedules the
+product relies on cannot be deleted here (they are also recreated at start)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django_q import admin as q_admin
+from django_q.models import Failure, OrmQ, Schedule, Success
+
+from core.errors import DomainError
+from core.store import parse_id
+from ops.schedules import SCHEDULES
+
+CASE_URLS = {
+    "deletions.tasks.run_deletion": "admin:deletions_deletionrequest_change",
+    "retirements.tasks.watcher_step": "admin:retirements_retirementrequest_change",
+}
+
+
+def case_link(func: Any, args: Any) -> str:
+    """The case a task worked on, from its first argument (an id)."""
+    url_name = CASE_URLS.get(str(func))
+    args = args or ()
+    if url_name is None or not args:
+        return "-"
+    try:
+        pk = parse_id(str(args[0]))
+    except DomainError:
+        return "-"
+    if url_name.startswith("admin:retirements"):
+        return format_html("watcher {}", str(pk)[:8])
+    return format_html('<a href="{}">case {}</a>', reverse(url_name, args=[pk]), str(pk)[:8])
+
+
+for model in (Success, Failure, Schedule):
+    admin.site.unregister(model)
+if admin.site.is_registered(OrmQ):  # only with the ORM broker
+    admin.site.unregister(OrmQ)
+
+    @admin.register(OrmQ)
+    class QueuedAdmin(q_admin.QueueAdmin):
+        list_display = ("id", "func", "case", "lock")  # the task's name and id are in its page
+
+        @admin.display(description="case")
+        def case(self, queued: Any) -> str:
+            task = queued.task
+            return case_link(task.get("func"), task.get("args"))
+
+
+
+@admin.register(Success)
+class SuccessAdmin(q_admin.TaskAdmin):
+    list_display = ("func", "case", "started", "time_taken")
+
+    @admin.display(description="case")
+    def case(self, task: Any) -> str:
+        return case_link(task.func, task.args)
+
+
+@admin.register(Failure)
+class FailureAdmin(q_admin.FailAdmin):
+    list_display = ("func", "case", "started", "result")
+
+    @admin.display(description="case")
+    def case(self, task: Any) -> str:
+        return case_link(task.func, task.args)
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(q_admin.ScheduleAdmin):
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        """django-q2's split date/time inputs carry no labels of their own: name them for screen readers."""
+        form = super().get_form(request, obj, change=change, **kwargs)
+        widget = form.base_fields["next_run"].widget if "next_run" in form.base_fields else None
+        for part, words in zip(getattr(widget, "widgets", []), ("next run: date", "next run: time"), strict=False):
+            part.attrs["aria-label"] = words
+        return form
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.name in SCHEDULES:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # a bulk delete would take the product's schedules too
+        return actions

@@ -1,0 +1,248 @@
+"""The console carries every staff decision: submit, settle an unknown effect, bulk cancel,
+CSV export, LogEntry for each decision, attempts that never disappear, django-q2's admin."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.contrib.admin.models import LogEntry
+from django.urls import reverse
+from django_q.models import Schedule
+
+from core import clock
+from core.authority import named
+from deletions import worker
+from deletions.models import DeletionDecision, DeletionRequest, StageAttempt, Status
+from deletions.services import deletion_approve, deletion_submit
+from deletions.users.handlers import RunOptions
+from ops.schedules import SCHEDULES, ensure_schedules
+from tests.admin.conftest import messages_of
+from tests.deletions.helpers import crash_at, take_over
+
+pytestmark = pytest.mark.django_db
+
+
+def url(name: str, req: DeletionRequest) -> str:
+    return reverse(f"admin:deletions_deletionrequest_{name}", args=[req.pk])
+
+
+def approved(target: str = "demo:alice") -> DeletionRequest:
+    req = deletion_submit(target=target, actor=named("operator-1"))
+    deletion_approve(request_id=req.id, actor=named("approver-1"), digest=req.inventory_digest)
+    return DeletionRequest.objects.get(id=req.id)
+
+
+# -- submit through the add view ---------------------------------------------------------------
+
+
+def test_an_operator_submits_through_the_add_view_after_seeing_the_inventory(login, staff) -> None:
+    client = login("operator")
+    add = reverse("admin:deletions_deletionrequest_add")
+    assert client.get(add).status_code == 200
+    preview = client.post(add, {"target": "demo:zoe", "reason": "ticket DEL-9"})
+    body = preview.content.decode()
+    assert preview.status_code == 200 and DeletionRequest.objects.count() == 0  # nothing written yet
+    assert "Community B (demo)" in body and "current member" in body and "former member" in body
+    assert "rules version 1" in body
+    digest = preview.context["proposal"].digest
+    done = client.post(add, {"target": "demo:zoe", "reason": "ticket DEL-9", "confirm": digest}, follow=True)
+    req = DeletionRequest.objects.get(target="demo:zoe")
+    assert req.status == Status.SUBMITTED and req.requested_by == "operator-1"
+    assert "Submitted the deletion of demo:zoe" in " ".join(messages_of(done))
+    assert DeletionDecision.objects.get(request=req, action="submit").reason == "ticket DEL-9"
+    assert LogEntry.objects.get(object_id=str(req.pk)).is_addition()
+
+
+def test_submit_refuses_a_bad_target_in_one_line_and_writes_nothing(login, staff) -> None:
+    client = login("operator")
+    page = client.post(reverse("admin:deletions_deletionrequest_add"), {"target": "prod:alice", "reason": "x"})
+    assert page.status_code == 200 and "only demo: targets are accepted" in page.content.decode()
+    assert DeletionRequest.objects.count() == 0
+
+
+def test_submit_needs_the_submit_permission(login, staff) -> None:
+    page = login("support").get(reverse("admin:deletions_deletionrequest_add"))
+    assert page.status_code == 403 and "deletions.submit_deletionrequest" in page.content.decode()
+
+
+# -- every decision leaves a LogEntry ------------------------------------------------------------
+
+
+def test_an_admin_decision_is_written_to_django_history(login, staff) -> None:
+    req = approved()
+    client = login("operator")
+    client.post(url("cancel", req), {"reason": "customer withdrew"})
+    entry = LogEntry.objects.get(object_id=str(req.pk))
+    assert entry.user.username == "operator-1" and "customer withdrew" in entry.get_change_message()
+    history = client.get(url("history", req))
+    assert history.status_code == 200 and "customer withdrew" in history.content.decode()
+    assert "demo:alice" in client.get(reverse("admin:index")).content.decode()  # Recent actions
+
+
+def test_a_refused_decision_writes_no_log_entry(login, staff) -> None:
+    req = deletion_submit(target="demo:alice", actor=named("operator-1"))
+    login("operator").post(url("approve", req), {"inventory_digest": req.inventory_digest, "confirm": "on"})
+    assert DeletionRequest.objects.get(id=req.id).status == Status.SUBMITTED  # four eyes
+    assert not LogEntry.objects.exists()
+
+
+# -- settle an unknown effect -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_confirm_not_applied_is_offered_for_an_unknown_effect_and_lets_the_next_attempt_send(cmd, login, staff) -> None:
+    req = approved()
+    take_over(cmd, crash_at("after-submit-mark", req.id))  # the look-up finds no record: effect unknown
+    req = DeletionRequest.objects.get(id=req.id)
+    assert req.status == Status.RETRY_WAIT and req.open_question
+    client = login("operator")
+    page = client.get(url("change", req)).content.decode()
+    assert '<a class="button" id="action-settle"' in page and "status-effect_unknown" in page
+    done = client.post(url("settle", req), {"reason": "checked the target's log", "confirm": "on"}, follow=True)
+    assert "was not applied" in " ".join(messages_of(done))
+    assert DeletionDecision.objects.filter(request=req, action="confirm_not_applied").exists()
+    assert DeletionRequest.objects.get(id=req.id).stages.get(is_current=True).submitted_at is None
+    assert "checked the target's log" in LogEntry.objects.get(object_id=str(req.pk)).get_change_message()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_confirm_not_applied_is_refused_when_the_target_has_the_record(cmd, login, staff, settings) -> None:
+    req = approved()
+    crashed = crash_at("after-effect", req.id)  # applied at the target, then the worker died
+    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # ... and the target's look-up lags behind
+    take_over(cmd, crashed)
+    assert DeletionRequest.objects.get(id=req.id).status == Status.RETRY_WAIT  # unknown to the worker
+    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 0  # the record now shows
+    done = login("operator").post(url("settle", req), {"reason": "looked", "confirm": "on"}, follow=True)
+    assert "has a record of operation" in " ".join(messages_of(done))
+    assert not DeletionDecision.objects.filter(request=req, action="confirm_not_applied").exists()
+    assert not LogEntry.objects.exists()
+
+
+# -- attempts never disappear -------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_then_successful_stage_keeps_both_attempts(login, staff) -> None:
+    req = approved()
+    worker.run(req.id, executor_id="w1", next_step=True)  # gate
+    worker.run(req.id, executor_id="w1", options=RunOptions(fail_stage="purge_db"))
+    with time_machine.travel(clock.now() + timedelta(seconds=31), tick=False):
+        worker.run(req.id, executor_id="w2", next_step=True)
+    rows = list(StageAttempt.objects.filter(request=req, stage__stage="purge_db").order_by("attempt"))
+    assert [(a.attempt, a.executor, a.outcome) for a in rows] == [(1, "w1", "failed"), (2, "w2", "completed")]
+    assert "injected failure in purge_db" in rows[0].error and rows[0].finished_at is not None
+    page = login("support").get(url("change", req)).content.decode()
+    assert "injected failure in purge_db" in page and "claimed the lease" in page
+
+
+# -- bulk cancel and CSV export -------------------------------------------------------------------------
+
+
+def test_bulk_cancel_shows_the_requests_then_cancels_each_with_one_reason(login, staff) -> None:
+    a, b = approved("demo:a1"), approved("demo:b1")
+    client = login("operator")
+    changelist = reverse("admin:deletions_deletionrequest_changelist")
+    confirm = client.post(changelist, {"action": "cancel_selected", "_selected_action": [a.pk, b.pk]})
+    assert (
+        confirm.status_code == 200 and "demo:a1" in confirm.content.decode() and "demo:b1" in confirm.content.decode()
+    )
+    assert DeletionRequest.objects.filter(status=Status.CANCELLED).count() == 0  # nothing yet
+    client.post(
+        changelist,
+        {"action": "cancel_selected", "_selected_action": [a.pk, b.pk], "confirm": "yes", "reason": "duplicates"},
+    )
+    assert set(DeletionRequest.objects.values_list("status", flat=True)) == {Status.CANCELLED}
+    assert LogEntry.objects.count() == 2
+
+
+def test_bulk_cancel_is_not_offered_without_the_permission(login, staff) -> None:
+    approved()
+    page = login("support").get(reverse("admin:deletions_deletionrequest_changelist"))
+    assert "cancel_selected" not in page.content.decode()
+
+
+def test_csv_export_follows_the_list_filters(login, staff) -> None:
+    approved("demo:a1")
+    deletion_submit(target="demo:b1", actor=named("operator-1"))
+    client = login("support")
+    export = client.get(reverse("admin:deletions_deletionrequest_export"), {"status__exact": "approved"})
+    assert export.status_code == 200 and export["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(export.content.decode())))
+    assert [r["target"] for r in rows] == ["demo:a1"] and rows[0]["status"] == "approved"
+    bad = client.get(reverse("admin:deletions_deletionrequest_export"), {"nosuchfield__exact": "1"})
+    assert bad.status_code == 404
+
+
+def test_csv_export_quotes_cells_a_spreadsheet_would_run(login, staff) -> None:
+    deletion_submit(target="demo:=HYPERLINK(1)", actor=named("operator-1"))
+    export = login("support").get(reverse("admin:deletions_deletionrequest_export"))
+    assert "'=HYPERLINK(1)" not in export.content.decode()  # the target keeps its demo: prefix
+    assert "demo:=HYPERLINK(1)" in export.content.decode()
+
+
+# -- django-q2's admin --------------------------------------------------------------------------------
+
+
+def test_the_products_schedules_cannot_be_deleted_from_the_admin(client, staff) -> None:
+    from django.contrib.auth.models import User
+
+    ensure_schedules()
+    root = User.objects.create_superuser("root-1", "root@hq.example", "pw")
+    client.force_login(root)
+    schedule = Schedule.objects.get(name=next(iter(SCHEDULES)))
+    page = client.get(reverse("admin:django_q_schedule_delete", args=[schedule.pk]))
+    assert page.status_code == 403
+    listing = client.get(reverse("admin:django_q_schedule_changelist")).content.decode()
+    assert "delete_selected" not in listing
+    assert Schedule.objects.filter(name__in=SCHEDULES).count() == len(SCHEDULES)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stage_failure_is_a_failed_task_linked_to_its_case(client, staff, monkeypatch) -> None:
+    """django-q2 records the run as failed (not under successful tasks), and its admin links the case."""
+    from django.contrib.auth.models import User
+    from django_q.models import Failure, Success
+
+    from deletions.users import handlers
+
+    req = approved()
+    real = handlers._outcome
+
+    def broken_purge(ctx, row):  # the target system fails the purge: a real failure path in the worker
+        if row.stage == "purge_db":
+            raise ConnectionError("target system reset the connection")
+        return real(ctx, row)
+
+    monkeypatch.setattr(handlers, "_outcome", broken_purge)
+    through_django_q("deletions.tasks.run_deletion", str(req.id))
+    assert DeletionRequest.objects.get(id=req.id).status == Status.RETRY_WAIT
+    failed = Failure.objects.get(func="deletions.tasks.run_deletion")
+    assert "stage failed; retry not before" in str(failed.result)
+    assert not Success.objects.filter(func="deletions.tasks.run_deletion").exists()
+    client.force_login(User.objects.create_superuser("root-1", "root@hq.example", "pw"))
+    listing = client.get(reverse("admin:django_q_failure_changelist")).content.decode()
+    assert url("change", req) in listing
+
+
+def through_django_q(func: str, *args: str) -> None:
+    """One task through django-q2's own worker and monitor, in this process (what a cluster does
+    with it, without `sync`, which re-raises instead of saving the failure)."""
+    from multiprocessing import Queue, Value
+
+    from django.utils import timezone
+    from django_q.monitor import monitor
+    from django_q.worker import worker
+
+    tasks, results = Queue(), Queue()
+    tasks.put(
+        {"id": "test-task", "name": "test-task", "func": func, "args": args, "kwargs": {}, "started": timezone.now()}
+    )
+    tasks.put("STOP")
+    worker(tasks, results, Value("f", -1))
+    results.put("STOP")
+    monitor(results)

@@ -1,0 +1,210 @@
+"""Every admin page in Debian's chromium at 1280x800 and 390x844: no sideways scroll at
+1280, no overlapping timeline labels, no serious or critical axe-core violation, and a
+screenshot of each under test-artifacts/screenshots/ (`<page>-1280.png`, `<page>-390.png`).
+
+The cases are the demo's (`ops.demo.seed`): each state made by the real services and
+workers, the effect-unknown one by a worker process killed after it submitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.urls import reverse
+from django_q.models import Schedule
+
+from deletions.models import DeletionRequest
+from ops import demo
+from ops.groups import ensure_groups
+from ops.schedules import ensure_schedules
+from retirements.models import RetirementRequest, Workspace
+from tests.browser.chromium import ARTIFACTS, PASSWORD, require_chromium
+
+require_chromium()
+
+from playwright.sync_api import Browser, Page  # noqa: E402
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+WIDTHS = {1280: 800, 390: 844}
+BAD = ("serious", "critical")
+
+
+@dataclass(frozen=True)
+class Shot:
+    name: str
+    path: str
+    status: int = 200
+
+
+def deletion(target: str, view: str = "change") -> str:
+    req = DeletionRequest.objects.get(target=target)
+    return reverse(f"admin:deletions_deletionrequest_{view}", args=[req.pk])
+
+
+def retirement(slug: str, view: str = "change") -> str:
+    req = RetirementRequest.objects.get(workspace__slug=slug)
+    return reverse(f"admin:retirements_retirementrequest_{view}", args=[req.pk])
+
+
+def pages() -> list[Shot]:
+    hooli = Workspace.objects.get(slug="hooli-trial")
+    schedule = Schedule.objects.order_by("id").first()
+    assert schedule is not None
+    out = [
+        Shot("index", reverse("admin:index")),
+        Shot("operations-overview", reverse("operations")),
+        Shot("deletions-list", reverse("admin:deletions_deletionrequest_changelist")),
+        Shot("retirements-list", reverse("admin:retirements_retirementrequest_changelist")),
+        Shot("workspaces-list", reverse("admin:retirements_workspace_changelist")),
+        Shot("workspace-page", reverse("admin:retirements_workspace_change", args=[hooli.pk])),
+        Shot("q-successful-tasks", reverse("admin:django_q_success_changelist")),
+        Shot("q-failed-tasks", reverse("admin:django_q_failure_changelist")),
+        Shot("q-schedules", reverse("admin:django_q_schedule_changelist")),
+        Shot("q-schedule-page", reverse("admin:django_q_schedule_change", args=[schedule.pk])),
+        Shot("q-queued-tasks", reverse("admin:django_q_ormq_changelist")),
+        Shot("users-list", reverse("admin:auth_user_changelist")),
+        Shot("deletion-submit", reverse("admin:deletions_deletionrequest_add")),
+        Shot("not-found", "/admin/deletions/deletionrequest/zzz/change/", 404),
+    ]
+    for target, state in (
+        ("demo:alice", "submitted"),
+        ("demo:bob", "approved"),
+        ("demo:carol", "completed"),
+        ("demo:dave", "retry-wait"),
+        ("demo:erin", "cancelled"),
+        ("demo:frank", "needs-attention"),
+        ("demo:grace", "running-lease-of-a-lost-worker"),
+        ("demo:heidi", "needs-review"),
+    ):
+        out.append(Shot(f"deletion-case-{state}", deletion(target)))
+        out.append(Shot(f"deletion-history-{state}", deletion(target, "history")))
+    out += [
+        Shot("deletion-confirm-approve", deletion("demo:alice", "approve")),
+        Shot("deletion-confirm-cancel", deletion("demo:bob", "cancel")),
+        Shot("deletion-confirm-run", deletion("demo:bob", "run")),
+        Shot("deletion-confirm-revoke", deletion("demo:bob", "revoke")),
+        Shot("deletion-confirm-resume", deletion("demo:frank", "resume")),
+        Shot("deletion-confirm-settle", deletion("demo:dave", "settle")),
+        Shot("retirement-case-waiting", retirement("initech-old")),
+        Shot("retirement-case-held", retirement("globex-old")),
+        Shot("retirement-confirm-hold", retirement("initech-old", "hold")),
+        Shot("retirement-confirm-release", retirement("globex-old", "release")),
+        Shot("retirement-confirm-cancel", retirement("initech-old", "cancel")),
+        Shot("retirement-confirm-resume", retirement("initech-old", "resume")),
+        Shot("retirement-confirm-retry-notices", retirement("initech-old", "retry_notices")),
+        Shot(
+            "workspace-confirm-request-retirement",
+            reverse("admin:retirements_workspace_request_retirement", args=[hooli.pk]),
+        ),
+    ]
+    return out
+
+
+@pytest.fixture
+def seeded(db) -> Iterator[User]:
+    ensure_groups(Group, Permission)
+    ensure_schedules()
+    root = User.objects.create_superuser("demo", "demo@localhost", PASSWORD)
+    demo.ensure_users(PASSWORD, reset=True)
+    assert demo.seed(root)
+    yield root
+
+
+def log_in(browser: Browser, live_server, username: str, width: int) -> Page:
+    page = browser.new_page(viewport={"width": width, "height": WIDTHS[width]})
+    page.goto(f"{live_server.url}/admin/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#user-tools")
+    return page
+
+
+def cut_off(page: Page) -> list[str]:
+    """Lists and tables whose columns do not fit their box (they would scroll inside it)."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('#changelist .results, .table-wrap')]
+            .filter(e => e.scrollWidth > e.clientWidth + 1)
+            .map(e => (e.id || e.className) + ' ' + e.scrollWidth + '>' + e.clientWidth)"""
+    )
+
+
+def svg_overlaps(page: Page) -> list[str]:
+    """Pairs of text boxes that intersect in the visible timeline (getBBox)."""
+    return page.evaluate(
+        """() => {
+        const out = [];
+        for (const svg of document.querySelectorAll('svg.timeline')) {
+            if (svg.getBoundingClientRect().width === 0) continue;  // the other width's picture
+            const boxes = [...svg.querySelectorAll('text')].map(t => [t.textContent, t.getBBox()]);
+            for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+                const [ta, a] = boxes[i], [tb, b] = boxes[j];
+                if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height)
+                    out.push(ta + ' / ' + tb);
+            }
+        }
+        return out;
+    }"""
+    )
+
+
+def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe = Axe()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+    for width in WIDTHS:
+        page = log_in(browser, live_server, "demo", width)
+        for shot in pages():
+            response = page.goto(f"{live_server.url}{shot.path}")
+            assert response is not None
+            if response.status != shot.status:
+                problems.append(f"{shot.name}@{width}: HTTP {response.status}, expected {shot.status}")
+                continue
+            page.screenshot(path=str(ARTIFACTS / f"{shot.name}-{width}.png"), full_page=True)
+            if width == 1280:
+                wide = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+                if wide[0] > wide[1]:
+                    problems.append(f"{shot.name}@{width}: scrolls sideways ({wide[0]} > {wide[1]} px)")
+                for cut in cut_off(page):
+                    problems.append(f"{shot.name}@{width}: columns cut off in {cut}")
+            for pair in svg_overlaps(page):
+                problems.append(f"{shot.name}@{width}: timeline labels overlap: {pair}")
+            violations = axe.run(page).response["violations"]
+            for v in violations:
+                if v["impact"] in BAD:
+                    where = "; ".join(n["target"][0] for n in v["nodes"][:3])
+                    problems.append(f"{shot.name}@{width}: axe {v['impact']} {v['id']} at {where}")
+        page.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_a_support_lead_sees_every_action_disabled_with_its_reason(browser, live_server, seeded) -> None:
+    page = log_in(browser, live_server, "support-1", 1280)
+    page.goto(f"{live_server.url}{deletion('demo:alice')}")
+    assert page.locator("a#action-approve").count() == 0
+    assert "needs the permission deletions.approve_deletionrequest" in page.locator("#why-approve").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "deletion-case-submitted-as-support-1280.png"), full_page=True)
+    page.close()
+
+
+def test_a_running_case_updates_itself_without_a_reload(browser, live_server, seeded) -> None:
+    """htmx polls the live part of the page; a change made elsewhere shows without a reload."""
+    from core.authority import named
+    from deletions.services import deletion_cancel
+
+    page = log_in(browser, live_server, "operator-1", 1280)
+    page.goto(f"{live_server.url}{deletion('demo:bob')}")
+    page.evaluate("() => { window.__notReloaded = true; }")
+    bob = DeletionRequest.objects.get(target="demo:bob")
+    deletion_cancel(actor=named("operator-1"), request_id=bob.id, reason="changed elsewhere")
+    page.wait_for_function(
+        "() => document.querySelector('#case-panel').innerText.includes('Cancelled')", timeout=15_000
+    )
+    assert page.evaluate("() => window.__notReloaded === true")  # the same document: updated in place
+    page.close()
