@@ -172,6 +172,9 @@ def test_resume_watcher_is_disabled_while_the_watcher_beats() -> None:
         ("retry_wait", None, "did operation X take effect?", "operator-c", "operator-c"),
         ("retry_wait", None, "did operation X take effect?", "operator-a", "operators on call (group)"),
         ("needs_attention", None, "failed 10 times", "", "operators on call (group)"),
+        ("needs_attention", None, "failed 10 times", "operators on call", "operators on call (group)"),
+        ("needs_attention", None, "failed 10 times", "operator-c", "operator-c"),  # resumed by operator-c before
+        ("retry_wait", None, "did operation X take effect?", "system", "operators on call (group)"),
         ("completed", None, "", "approver-1", "-"),
         ("cancelled", None, "", "approver-1", "-"),
     ],
@@ -200,6 +203,9 @@ def test_an_overdue_next_check_is_marked() -> None:
         deletion_case.overdue(SimpleNamespace(status="retry_wait", next_check_at=LIVE, next_attempt_at=None), NOW)
         is False
     )
+    # Within the dispatcher's cycle (one minute, two of grace) a due check is not yet overdue.
+    just_due = SimpleNamespace(status="approved", next_check_at=NOW - timedelta(seconds=90), next_attempt_at=None)
+    assert deletion_case.overdue(just_due, NOW) is False
 
 
 @pytest.mark.parametrize(

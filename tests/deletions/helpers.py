@@ -58,6 +58,7 @@ def all_rows() -> dict[str, list[tuple[Any, ...]]]:
         "entity_deletion_approvals",
         "entity_deletion_stage_history",
         "entity_deletion_decisions",
+        "entity_deletion_stage_attempts",
     )
 
 

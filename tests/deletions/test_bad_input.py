@@ -259,3 +259,52 @@ def test_a_named_account_without_the_permission_is_refused(cmd) -> None:
     assert json.loads(ran.out)["approved_by"] == "approver-9"
     decision = DeletionDecision.objects.select_related("actor").get(request_id=req["id"], action="approve")
     assert decision.actor is not None and (decision.actor_label, decision.actor.username) == ("approver-9",) * 2
+
+
+def test_show_deletion_says_what_an_approver_verifies(cmd) -> None:
+    req = submitted(cmd)
+    shown = cmd("show_deletion", req["id"])
+    assert shown.code == 0, shown.err
+    assert "Community B (demo)" in shown.out and "current member" in shown.out
+    assert "former member (left the community)" in shown.out and "rules v1" in shown.out
+    assert f"digest {req['inventory_digest']} covers the target demo:bob" in shown.out
+    as_json = json.loads(cmd("show_deletion", req["id"], "--json").out)
+    assert [c["role_words"] for c in as_json["proposal"]["communities"]] == [
+        "current member",
+        "former member (left the community)",
+    ]
+
+
+def test_approve_dry_run_checks_every_rule_and_writes_nothing(cmd) -> None:
+    req = submitted(cmd)
+    before = all_rows()
+    ran = cmd(
+        "approve_deletion",
+        req["id"],
+        "--approved-by",
+        "operator-b",
+        "--inventory-digest",
+        req["inventory_digest"],
+        "--dry-run",
+    )
+    assert ran.code == 0, ran.err
+    out = json.loads(ran.out)
+    assert out["dry_run"] and out["would_approve"] and out["approved_by"] == "operator-b"
+    assert any("Community C (demo)" in line for line in out["what_will_be_deleted"])
+    assert all_rows() == before  # no approval, no decision, no status change
+
+
+def test_approve_dry_run_by_the_submitter_is_the_same_one_line_refusal(cmd) -> None:
+    req = submitted(cmd)
+    refused(
+        cmd,
+        1,
+        "four eyes: operator-a submitted request",
+        "approve_deletion",
+        req["id"],
+        "--approved-by",
+        "operator-a",
+        "--inventory-digest",
+        req["inventory_digest"],
+        "--dry-run",
+    )

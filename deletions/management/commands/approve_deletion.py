@@ -37,10 +37,9 @@ class Command(DecisionCommand):
         }
 
     def dry_run(self, actor: Actor, request_id: str, digest: str) -> dict[str, Any]:
-        """The real approval, every check included, inside a transaction that is rolled back."""
+        """The real approval, every check included, inside a transaction that is rolled back.
+        A refusal is the one line it would be; nothing is written either way."""
         what = proposal.of_request(get_request(request_id))
-        for line in proposal.lines(what):
-            self.stderr.write(line)
         with transaction.atomic():
             deletion_approve(actor=actor, request_id=request_id, digest=digest)
             transaction.set_rollback(True)
@@ -49,5 +48,6 @@ class Command(DecisionCommand):
             "dry_run": True,
             "would_approve": True,
             "approved_by": actor.name,
+            "what_will_be_deleted": proposal.lines(what),
             "proposal": what.as_json(),
         }
