@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check install migrate stop-db clean bench chaos
+.PHONY: run serve test check install migrate stop-db clean bench chaos
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,16 @@ migrate: install
 run: migrate
 	$(MANAGE) demo_setup
 	./bin/run-dev
+
+# The production web server: gunicorn serving config.wsgi, static files by whitenoise.
+# Reads the production environment (DEPLOYMENT_ENV, DJANGO_SECRET_KEY, ALLOWED_HOSTS,
+# DATABASE_URL, REDIS_URL, ...); deploy/ has systemd units around it.
+BIND ?= 127.0.0.1:8000
+WEB_WORKERS ?= 2
+serve: install
+	$(MANAGE) collectstatic --noinput --verbosity 0
+	$(VENV)/bin/gunicorn config.wsgi --bind $(BIND) --workers $(WEB_WORKERS) --access-logfile - \
+		--forwarded-allow-ips "$${FORWARDED_ALLOW_IPS:-127.0.0.1}" --graceful-timeout 30
 
 test: install
 	$(PY) -m pytest

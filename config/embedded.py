@@ -20,6 +20,8 @@ import atexit
 import json
 import logging
 import os
+import subprocess
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ import psutil
 logger = logging.getLogger(__name__)
 
 _started: dict[Path, str] = {}
+START_ATTEMPTS = 10
 
 
 def _wrapper() -> Any:
@@ -88,18 +91,45 @@ def repair(datadir: Path) -> list[str]:
     return repaired
 
 
+def _alive(datadir: Path) -> bool:
+    """Our server for `datadir` is running now (its postmaster.pid names a live postgres of ours)."""
+    try:
+        first = (datadir / "postmaster.pid").read_text().splitlines()[:1]
+    except OSError:
+        return False
+    return bool(first) and first[0].strip().isdigit() and _is_our_postmaster(int(first[0]), datadir)
+
+
 def ensure_running(datadir: Path, cleanup_mode: str | None = None) -> str:
-    """Start (or join) the server for `datadir`; return its socket directory."""
+    """Start (or join) the server for `datadir`; return its socket directory.
+
+    Called for every new connection: a server that went away since this process (or the
+    process it was forked from) joined it is started again, under the inter-process lock,
+    so whichever process notices first brings it back and the others join it."""
     datadir = datadir.expanduser().resolve()
-    if datadir in _started:
+    if datadir in _started and _alive(datadir):
         return _started[datadir]
     datadir.mkdir(parents=True, exist_ok=True)
     get_server = _wrapper().get_server
 
     lock_file = Path(str(datadir) + ".lock")
     with fasteners.InterProcessLock(str(lock_file)):
-        repair(datadir)
-        server = get_server(datadir, cleanup_mode=cleanup_mode)
+        for attempt in range(START_ATTEMPTS):
+            repair(datadir)  # drops a postmaster.pid left by a killed server (never signals anyone)
+            try:
+                server = get_server(datadir, cleanup_mode=cleanup_mode)
+                if not _alive(datadir):
+                    logger.warning("embedded postgres %s was not running; starting it again", datadir)
+                    with server._lock:
+                        server.ensure_postgres_running()
+                break
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                # Backends of a killed postmaster hold its shared memory until they notice
+                # (a second or two): a start fails until then.
+                if attempt == START_ATTEMPTS - 1:
+                    raise
+                logger.warning("embedded postgres %s did not start (attempt %d); retrying", datadir, attempt + 1)
+                time.sleep(1)
     if cleanup_mode == "delete":
         atexit.register(lock_file.unlink, missing_ok=True)
     info = server.get_postmaster_info()

@@ -18,16 +18,31 @@ if DEPLOYMENT_ENV not in ("development", "production"):
     raise ImproperlyConfigured(f"DEPLOYMENT_ENV must be development or production, not {DEPLOYMENT_ENV!r}")
 PRODUCTION = DEPLOYMENT_ENV == "production"
 
+DEVELOPMENT_SECRET_KEY = "development-only-insecure-key-never-used-in-production"
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
     if PRODUCTION:
         raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DEPLOYMENT_ENV=production")
-    SECRET_KEY = "development-only-insecure-key-never-used-in-production"
+    SECRET_KEY = DEVELOPMENT_SECRET_KEY
 
 DEBUG = not PRODUCTION and os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = [
-    h for h in os.environ.get("ALLOWED_HOSTS", "" if PRODUCTION else "localhost,127.0.0.1").split(",") if h
+    h.strip()
+    for h in os.environ.get("ALLOWED_HOSTS", "" if PRODUCTION else "localhost,127.0.0.1").split(",")
+    if h.strip()
 ]
+
+# Production refuses to start unsafe: errors at start, not `check --deploy` warnings.
+if PRODUCTION:
+    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is too weak for production: use at least 50 random characters "
+            "(python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+        )
+    if not ALLOWED_HOSTS:
+        raise ImproperlyConfigured("ALLOWED_HOSTS must name the site's host names when DEPLOYMENT_ENV=production")
+    if os.environ.get("DJANGO_DEBUG") == "1":
+        raise ImproperlyConfigured("DJANGO_DEBUG=1 is refused when DEPLOYMENT_ENV=production")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -39,6 +54,7 @@ INSTALLED_APPS = [
     "django_q",
     "pgtrigger",
     "django_htmx",
+    "axes",
     "core",
     "deletions",
     "retirements",
@@ -46,6 +62,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.logs.RequestIdMiddleware",
+    "ops.health.ProbeMiddleware",  # before the host check and the SSL redirect
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -55,7 +73,26 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "core.admin.BadFilterMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it turns a lockout into the lockout page
 ]
+
+if PRODUCTION:  # whitenoise serves the collected static files; development's runserver serves them itself
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+    )
+
+# Login throttling (django-axes): 5 wrong passwords for one username from one address lock
+# that pair out for a cool-off period; each lockout is logged and listed in the admin.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("AXES_COOLOFF_HOURS", "0.25"))  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
+
+# Prometheus scrapes /metrics with "Authorization: Bearer <this>"; unset, /metrics is off (404).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -117,7 +154,17 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# whitenoise serves the collected files itself (no DEBUG needed); production gets compressed,
+# content-hashed names (`collectstatic` first: `make serve` does it).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
 
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",
@@ -136,6 +183,7 @@ if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = os.environ.get("SECURE_SSL_REDIRECT", "1") == "1"
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]  # probes over plain http on the private network
     SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000"))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
@@ -182,10 +230,12 @@ LOGGING = {
         "plain": {"()": "core.logs.ReadableFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "core.logs.JsonFormatter"},
     },
+    "filters": {"http_request_id": {"()": "core.logs.HttpRequestIdFilter"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": os.environ.get("LOG_FORMAT", "json" if PRODUCTION else "plain"),
+            "filters": ["http_request_id"],
         }
     },
     "loggers": {
@@ -195,6 +245,12 @@ LOGGING = {
         },
         "config": {"handlers": ["console"], "level": "WARNING"},
         "retirements": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+        "ops": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+        # Every 500 with its traceback (Django logs them here), and security refusals (bad host, CSRF).
+        "django.request": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        "django.security": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        "django-q": {"handlers": ["console"], "level": os.environ.get("Q_LOG_LEVEL", "INFO"), "propagate": False},
     },
 }
 

@@ -8,6 +8,7 @@ service re-checks the permission and everything else.
 from __future__ import annotations
 
 import csv
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -321,6 +322,9 @@ class BadFilterMiddleware:
         if not isinstance(exception, self.ERRORS):
             return None
         reason = str(exception).splitlines()[0][:200] if str(exception) else type(exception).__name__
+        logging.getLogger("django.request").warning(
+            "bad filter value on %s: %s", request.path, reason, exc_info=exception
+        )  # kept with its traceback: a real bug on such a page still shows in the logs
         return refusal_page(
             request, ValueError(f"a filter or search value is not valid: {reason}"), status=400, title="Not valid"
         )

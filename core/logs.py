@@ -7,12 +7,20 @@ never personal data.
 
 from __future__ import annotations
 
-import json
 import logging
-from datetime import UTC, datetime
+import re
+import uuid
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
+from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
+
 FIELDS = ("event", "request_id", "stage_id", "executor", "generation", "stage", "reason")
+
+# The HTTP request a log line belongs to (`request_id` is taken: it names a deletion request).
+HTTP_REQUEST_ID: ContextVar[str] = ContextVar("http_request_id", default="")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 def event(logger: logging.Logger, name: str, level: int = logging.INFO, **fields: Any) -> None:
@@ -20,24 +28,48 @@ def event(logger: logging.Logger, name: str, level: int = logging.INFO, **fields
     logger.log(level, name, extra={"event": name, **fields})
 
 
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        data: dict[str, Any] = {
-            "at": datetime.fromtimestamp(record.created, tz=UTC).isoformat(),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        for key in FIELDS:
-            if hasattr(record, key):
-                data[key] = getattr(record, key)
-        if record.exc_info:
-            data["exc"] = self.formatException(record.exc_info)
-        return json.dumps(data, default=str)
+class JsonFormatter(_JsonFormatter):
+    """One JSON object per line (python-json-logger): time, level, logger, message, the
+    event's id fields, the HTTP request id, and a traceback when there is one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("timestamp", "at")
+        kwargs.setdefault("rename_fields", {"levelname": "level", "name": "logger", "exc_info": "exc"})
+        super().__init__("%(levelname)s %(name)s %(message)s", *args, **kwargs)
+
+
+class HttpRequestIdFilter(logging.Filter):
+    """Puts the current HTTP request's id on every record logged while it is served."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        http_id = HTTP_REQUEST_ID.get()
+        if http_id and not hasattr(record, "http_request_id"):
+            record.http_request_id = http_id
+        return True
+
+
+class RequestIdMiddleware:
+    """An id per HTTP request: the proxy's `X-Request-ID` when it is a plain token, else a new
+    one; echoed in the response so a user's report can be matched to the log lines."""
+
+    def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        given = request.headers.get("X-Request-ID", "")
+        http_id = given if _SAFE_ID.match(given) else uuid.uuid4().hex
+        token = HTTP_REQUEST_ID.set(http_id)
+        try:
+            response = self.get_response(request)
+        finally:
+            HTTP_REQUEST_ID.reset(token)
+        response["X-Request-ID"] = http_id
+        return response
 
 
 class ReadableFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         base = super().format(record)
-        extras = " ".join(f"{k}={getattr(record, k)}" for k in FIELDS[1:] if getattr(record, k, None) is not None)
+        names = (*FIELDS[1:], "http_request_id")
+        extras = " ".join(f"{k}={getattr(record, k)}" for k in names if getattr(record, k, None) is not None)
         return f"{base} {extras}" if extras else base

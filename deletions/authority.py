@@ -25,9 +25,9 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
     if f.approval_id is None:
         return Refusal("no approval covers this request", review=True)
     if f.approval_revoked_at is not None:
-        return Refusal(f"approval revoked at {f.approval_revoked_at.isoformat()}", review=True)
+        return Refusal(f"approval revoked at {f.approval_revoked_at:%Y-%m-%d %H:%M:%S} UTC", review=True)
     if f.approval_expires_at is not None and f.approval_expires_at <= f.now:
-        return Refusal(f"approval expired at {f.approval_expires_at.isoformat()}", review=True)
+        return Refusal(f"approval expired at {f.approval_expires_at:%Y-%m-%d %H:%M:%S} UTC", review=True)
     if f.recomputed_digest != f.stored_digest:
         return Refusal(
             f"stored inventory digest {f.recomputed_digest} does not match the saved digest {f.stored_digest}",

@@ -53,7 +53,6 @@ if admin.site.is_registered(OrmQ):  # only with the ORM broker
             return case_link(task.get("func"), task.get("args"))
 
 
-
 @admin.register(Success)
 class SuccessAdmin(q_admin.TaskAdmin):
     list_display = ("func", "case", "started", "time_taken")

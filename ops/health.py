@@ -61,3 +61,21 @@ def healthz(request: HttpRequest) -> JsonResponse:
     the body carries the full operations status for dashboards."""
     data = report(clock.now())
     return JsonResponse(data, status=200 if data["checks"]["database"]["ok"] else 503)
+
+
+class ProbeMiddleware:
+    """`/healthz` (and the token-protected `/metrics`) answer before the host check and the
+    SSL redirect: a load balancer or Prometheus reaches an instance by its address over plain
+    http on the private network, and must get 200/503, never 400 or 301."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if request.path == "/healthz":
+            return healthz(request)
+        if request.path == "/metrics":
+            from ops.metrics import metrics_view
+
+            return metrics_view(request)
+        return self.get_response(request)

@@ -30,7 +30,7 @@ def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:
         req.return_to_review()
         req.owner = APPROVERS
         req.open_question = (
-            f"approval by {approval.approved_by} expired at {approval.expires_at.isoformat()}; approve again"
+            f"approval by {approval.approved_by} expired at {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC; approve again"
         )
         req.next_check_at = now
         req.last_action = "approval expired; back in review"

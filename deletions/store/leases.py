@@ -82,7 +82,7 @@ def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:
     if req.status == Status.SUBMITTED:
         return Refused(f"request {req.id} is not approved (status submitted)")
     if req.status == Status.CANCELLED or (req.status == Status.APPROVED and req.cancel_requested_at is not None):
-        return Refused(f"request {req.id} is cancelled (by {req.cancel_requested_by or 'an operator'})")
+        return Refused(f"request {req.id} is cancelled (its decision log says by whom)")
     if req.status == Status.NEEDS_ATTENTION:
         return Refused(f"request {req.id} needs attention after {req.retry_count} failures; an operator must resume it")
     if req.status == Status.RETRY_WAIT and req.next_attempt_at and req.next_attempt_at > now:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import time_machine
@@ -238,7 +239,8 @@ def through_django_q(func: str, *args: str) -> None:
     from django_q.monitor import monitor
     from django_q.worker import worker
 
-    tasks, results = Queue(), Queue()
+    tasks: Queue[Any] = Queue()
+    results: Queue[Any] = Queue()
     tasks.put(
         {"id": "test-task", "name": "test-task", "func": func, "args": args, "kwargs": {}, "started": timezone.now()}
     )

@@ -16,12 +16,16 @@ from django.contrib.auth.models import Group, Permission, User
 from django.urls import reverse
 from django_q.models import Schedule
 
+from core.authority import named
 from deletions.models import DeletionRequest
+from deletions.services import deletion_approve, deletion_submit
 from ops import demo
 from ops.groups import ensure_groups
 from ops.schedules import ensure_schedules
 from retirements.models import RetirementRequest, Workspace
 from tests.browser.chromium import ARTIFACTS, PASSWORD, require_chromium
+from tests.conftest import run_command
+from tests.deletions.helpers import crash_at, take_over
 
 require_chromium()
 
@@ -69,6 +73,7 @@ def pages() -> list[Shot]:
         Shot("users-list", reverse("admin:auth_user_changelist")),
         Shot("deletion-submit", reverse("admin:deletions_deletionrequest_add")),
         Shot("not-found", "/admin/deletions/deletionrequest/zzz/change/", 404),
+        Shot("bad-filter-value", "/admin/deletions/deletionrequest/?status__exact=%00", 400),
     ]
     for target, state in (
         ("demo:alice", "submitted"),
@@ -79,6 +84,7 @@ def pages() -> list[Shot]:
         ("demo:frank", "needs-attention"),
         ("demo:grace", "running-lease-of-a-lost-worker"),
         ("demo:heidi", "needs-review"),
+        ("demo:ivan", "effect-unknown"),
     ):
         out.append(Shot(f"deletion-case-{state}", deletion(target)))
         out.append(Shot(f"deletion-history-{state}", deletion(target, "history")))
@@ -111,6 +117,9 @@ def seeded(db) -> Iterator[User]:
     root = User.objects.create_superuser("demo", "demo@localhost", PASSWORD)
     demo.ensure_users(PASSWORD, reset=True)
     assert demo.seed(root)
+    ivan = deletion_submit(actor=named("operator-1"), target="demo:ivan")
+    deletion_approve(actor=named("approver-1"), request_id=ivan.id, digest=ivan.inventory_digest)
+    take_over(run_command, crash_at("after-submit-mark", ivan.id))  # the look-up finds nothing: effect unknown
     yield root
 
 
@@ -158,6 +167,22 @@ def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> N
     axe = Axe()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
+
+    def check(page: Page, name: str, width: int) -> None:
+        page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
+        if width == 1280:
+            wide = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+            if wide[0] > wide[1]:
+                problems.append(f"{name}@{width}: scrolls sideways ({wide[0]} > {wide[1]} px)")
+            for cut in cut_off(page):
+                problems.append(f"{name}@{width}: columns cut off in {cut}")
+        for pair in svg_overlaps(page):
+            problems.append(f"{name}@{width}: timeline labels overlap: {pair}")
+        for v in axe.run(page).response["violations"]:
+            if v["impact"] in BAD:
+                where = "; ".join(n["target"][0] for n in v["nodes"][:3])
+                problems.append(f"{name}@{width}: axe {v['impact']} {v['id']} at {where}")
+
     for width in WIDTHS:
         page = log_in(browser, live_server, "demo", width)
         for shot in pages():
@@ -166,21 +191,27 @@ def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> N
             if response.status != shot.status:
                 problems.append(f"{shot.name}@{width}: HTTP {response.status}, expected {shot.status}")
                 continue
-            page.screenshot(path=str(ARTIFACTS / f"{shot.name}-{width}.png"), full_page=True)
-            if width == 1280:
-                wide = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-                if wide[0] > wide[1]:
-                    problems.append(f"{shot.name}@{width}: scrolls sideways ({wide[0]} > {wide[1]} px)")
-                for cut in cut_off(page):
-                    problems.append(f"{shot.name}@{width}: columns cut off in {cut}")
-            for pair in svg_overlaps(page):
-                problems.append(f"{shot.name}@{width}: timeline labels overlap: {pair}")
-            violations = axe.run(page).response["violations"]
-            for v in violations:
-                if v["impact"] in BAD:
-                    where = "; ".join(n["target"][0] for n in v["nodes"][:3])
-                    problems.append(f"{shot.name}@{width}: axe {v['impact']} {v['id']} at {where}")
+            check(page, shot.name, width)
+        # The pages a POST leads to: the submit confirmation and the bulk-cancel confirmation.
+        page.goto(f"{live_server.url}{reverse('admin:deletions_deletionrequest_add')}")
+        page.fill("#id_target", f"demo:zoe-{width}")
+        page.fill("#id_reason", "ticket DEL-200")
+        page.click("#preview-action")
+        page.wait_for_selector("#inventory")
+        check(page, "deletion-submit-confirmation", width)
+        page.goto(f"{live_server.url}{reverse('admin:deletions_deletionrequest_changelist')}")
+        page.locator("input.action-select").nth(0).check()
+        page.locator("input.action-select").nth(1).check()
+        page.select_option("select[name=action]", "cancel_selected")
+        page.click("button[name=index]")
+        page.wait_for_selector("#bulk-list")
+        check(page, "deletions-bulk-cancel-confirmation", width)
         page.close()
+    page = log_in(browser, live_server, "support-1", 1280)
+    response = page.goto(f"{live_server.url}{deletion('demo:alice', 'approve')}")
+    assert response is not None and response.status == 403
+    check(page, "forbidden", 1280)
+    page.close()
     assert not problems, "\n".join(problems)
 
 

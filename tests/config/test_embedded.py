@@ -79,3 +79,111 @@ def test_server_starts_after_sigkill_stale_pid_and_empty_handles(tmp_path: Path)
             assert conn.execute("select 1").fetchone() == (1,)
     finally:
         embedded.stop(datadir)
+
+
+def _get(url: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=3) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+    except OSError:
+        return 0
+
+
+@pytest.mark.slow
+def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Path, observe) -> None:
+    """`make run`'s shape (a web server and a cluster on the embedded server), the postmaster
+    killed with SIGKILL: /healthz is back to 200 within 15 s with no command started by hand,
+    and the cluster goes on to complete a deletion approved afterwards."""
+    import signal
+    import socket
+    import time
+
+    datadir = tmp_path / "pgdata"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
+    env.update(EMBEDDED_PGDATA=str(datadir), DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
+    env.pop("EMBEDDED_PG_CLEANUP", None)
+
+    def manage(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    def until(check, seconds: float) -> float:  # readiness by polling what the user would poll
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            if check():
+                return time.monotonic() - started
+            time.sleep(0.25)
+        raise AssertionError(f"not within {seconds} s")
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    web = workers = None
+    log = (tmp_path / "workers.log").open("w")
+    try:
+        assert manage("migrate", "--noinput").returncode == 0
+        assert manage("demo_setup", "--no-data").returncode == 0  # operator-1 and approver-1
+        web = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload", f"127.0.0.1:{port}"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        workers = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "run_workers"],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        healthz = f"http://127.0.0.1:{port}/healthz"
+        until(lambda: _get(healthz) == 200, 60)
+        until(lambda: "running." in (tmp_path / "workers.log").read_text(), 60)  # the cluster is up
+
+        postmaster = int((datadir / "postmaster.pid").read_text().splitlines()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        until(lambda: not embedded._is_our_postmaster(postmaster, datadir.resolve()), 10)  # really gone
+        back = until(lambda: _get(healthz) == 200, 15)
+        assert int((datadir / "postmaster.pid").read_text().splitlines()[0]) != postmaster
+
+        submitted = manage("submit_deletion", "--target", "demo:after-restart", "--requested-by", "operator-1")
+        assert submitted.returncode == 0, submitted.stderr
+        req = json.loads(submitted.stdout)
+        approved = manage(
+            "approve_deletion", req["id"], "--approved-by", "approver-1", "--inventory-digest", req["inventory_digest"]
+        )
+        assert approved.returncode == 0, approved.stderr
+        try:
+            until(
+                lambda: (
+                    json.loads(manage("show_deletion", req["id"], "--json").stdout)["request"]["status"] == "completed"
+                ),
+                120,
+            )
+        except AssertionError:
+            raise AssertionError((tmp_path / "workers.log").read_text()[-4000:]) from None
+        observe(f"postmaster SIGKILLed: /healthz 200 again after {back:.1f} s; a deletion approved after it completed")
+    finally:
+        for proc in (web, workers):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=90)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+        manage("embedded_db", "stop")
+        log.close()

@@ -8,6 +8,8 @@ import sys
 
 from tests.conftest import ROOT
 
+GOOD_KEY = "k" * 30 + "Z9-x" * 10  # 70 characters, not one repeated
+
 
 def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     drop = ("DJANGO_SECRET_KEY", "DATABASE_URL", "EMBEDDED_PGDATA", "DJANGO_ALLOW_ASYNC_UNSAFE")
@@ -25,7 +27,7 @@ def test_production_refuses_to_start_without_a_secret_key() -> None:
 
 
 def test_production_refuses_the_embedded_database() -> None:
-    proc = run("check", DEPLOYMENT_ENV="production", DJANGO_SECRET_KEY="x" * 60)
+    proc = run("check", DEPLOYMENT_ENV="production", DJANGO_SECRET_KEY=GOOD_KEY, ALLOWED_HOSTS="backoffice.example")
     assert proc.returncode != 0 and "DATABASE_URL must be set when DEPLOYMENT_ENV=production" in proc.stderr
 
 
@@ -59,7 +61,8 @@ def test_production_logs_one_json_object_per_line() -> None:
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         DEPLOYMENT_ENV="production",
-        DJANGO_SECRET_KEY="s" * 60,
+        DJANGO_SECRET_KEY="k" * 30 + "Z9-x" * 10,
+        ALLOWED_HOSTS="backoffice.example",
         DATABASE_URL="postgresql://u@db.invalid/x",
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
@@ -67,3 +70,53 @@ def test_production_logs_one_json_object_per_line() -> None:
     del env["DEPLOYMENT_ENV"]
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "plain", proc.stderr
+
+
+PROD = {"DEPLOYMENT_ENV": "production", "DATABASE_URL": "postgresql://u@db.invalid/x", "REDIS_URL": "redis://r.invalid"}
+
+
+def test_production_refuses_a_weak_secret_key() -> None:
+    for weak in ("x", "x" * 60, "development-only-insecure-key-never-used-in-production"):
+        proc = run("check", DJANGO_SECRET_KEY=weak, ALLOWED_HOSTS="backoffice.example", **PROD)
+        assert proc.returncode != 0 and "DJANGO_SECRET_KEY is too weak for production" in proc.stderr, weak
+
+
+def test_production_refuses_empty_allowed_hosts_and_debug() -> None:
+    proc = run("check", DJANGO_SECRET_KEY=GOOD_KEY, ALLOWED_HOSTS=" , ", **PROD)
+    assert proc.returncode != 0 and "ALLOWED_HOSTS must name the site's host names" in proc.stderr
+    proc = run("check", DJANGO_SECRET_KEY=GOOD_KEY, ALLOWED_HOSTS="backoffice.example", DJANGO_DEBUG="1", **PROD)
+    assert proc.returncode != 0 and "DJANGO_DEBUG=1 is refused" in proc.stderr
+
+
+def test_healthz_answers_a_probe_by_address_over_plain_http(client, settings, db) -> None:
+    """Production settings: SSL redirect on, only the site's host allowed; a probe still gets 200."""
+    settings.SECURE_SSL_REDIRECT = True
+    settings.ALLOWED_HOSTS = ["backoffice.example"]
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")  # as production sets it
+    probe = client.get("/healthz", HTTP_HOST="10.0.0.5:8000")
+    assert probe.status_code == 200 and probe.json()["checks"]["database"]["ok"] is True
+    assert client.get("/admin/", HTTP_HOST="10.0.0.5:8000").status_code == 400  # everything else is host-checked
+    assert client.get("/admin/", HTTP_HOST="backoffice.example").status_code == 301  # and redirected to https
+    secure = client.get("/admin/login/", HTTP_HOST="backoffice.example", HTTP_X_FORWARDED_PROTO="https")
+    assert secure.status_code == 200  # the proxy's header says the client used https
+
+
+def test_a_500_is_logged_as_json_with_its_traceback_and_request_id(client, settings, db, capsys) -> None:
+    """With DEBUG off, an unhandled error in a view is one JSON line on the console: level,
+    logger django.request, the traceback, and the id the response carried."""
+    import json
+    import logging.config
+
+    from django.test import Client
+
+    logging.config.dictConfig(
+        {**settings.LOGGING, "handlers": {"console": {**settings.LOGGING["handlers"]["console"], "formatter": "json"}}}
+    )
+    settings.DEBUG = False
+    settings.ROOT_URLCONF = "tests.config.failing_urls"
+    response = Client(raise_request_exception=False).get("/boom", HTTP_X_REQUEST_ID="req-42")
+    assert response.status_code == 500 and response["X-Request-ID"] == "req-42"
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    error = next(line for line in lines if line.get("logger") == "django.request")
+    assert error["level"] == "ERROR" and error["http_request_id"] == "req-42"
+    assert "ZeroDivisionError" in error["exc"] and "Traceback" in error["exc"]

@@ -26,10 +26,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.
 
 
 @contextmanager
-def cluster(**env: str) -> Iterator[subprocess.Popen[str]]:
-    """A qcluster in its own process group, stopped with SIGTERM (or already killed)."""
+def cluster(command: str = "qcluster", **env: str) -> Iterator[subprocess.Popen[str]]:
+    """A qcluster (or `run_workers`) in its own process group, stopped with SIGTERM (or already killed)."""
     proc = subprocess.Popen(
-        manage_argv("qcluster"),
+        manage_argv(command),
         cwd=ROOT,
         env=subprocess_env(**env),
         stdout=subprocess.DEVNULL,
@@ -194,3 +194,30 @@ def test_a_cluster_on_the_redis_broker_runs_the_dispatcher_and_the_deletion() ->
     with cluster(REDIS_URL=url):
         wait_for(lambda: status(req.id) == "completed", timeout=240, what="completion over Redis")
     assert StageHistory.objects.filter(request_id=req.id).count() == 5
+
+
+@pytest.mark.parametrize("target", ["group", "main process"])
+def test_run_workers_stops_on_sigterm_within_the_lease_and_releases_it(target: str, observe) -> None:
+    """What systemd (KillMode=control-group), Docker and Kubernetes send: SIGTERM to every
+    process of the service at once (or to its main process), while a stage runs (a 30 s
+    stage, lease 60 s)."""
+    req = submit_and_approve()
+    with cluster(DELETION_DEMO_STAGE_DELAY_MS="30000", DELETION_TASK_SECONDS="1", command="run_workers") as proc:
+        wait_for(
+            lambda: StageHistory.objects.filter(request_id=req.id, status="running").exists(),
+            timeout=240,
+            what="a running stage",
+        )
+        started = time.monotonic()
+        if target == "group":
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=240)
+        elapsed = time.monotonic() - started
+    assert elapsed < 60, f"the cluster took {elapsed:.0f} s to stop: {err[-2000:]}"
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.lease_owner is None, err[-2000:]  # released, not left to expire
+    assert after.status in ("running", "approved", "retry_wait"), after.status
+    assert not StageHistory.objects.filter(request_id=req.id, status="running").exists()  # a safe point
+    observe(f"SIGTERM to the {target}: stopped in {elapsed:.1f} s, lease released, status {after.status}")
