@@ -90,6 +90,7 @@ AXES_COOLOFF_TIME = float(os.environ.get("AXES_COOLOFF_HOURS", "0.25"))  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
+AXES_CLIENT_STR_CALLABLE = "core.logs.pseudonymous_client"  # no username or address in log lines
 
 # Prometheus scrapes /metrics with "Authorization: Bearer <this>"; unset, /metrics is off (404).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")

@@ -305,8 +305,8 @@ def action_view(
 class BadFilterMiddleware:
     """A filter or search value the database cannot take (a NUL byte, a broken regular
     expression, a year past 9999, a malformed date) is a 400 in the admin's look that says
-    so, never a 500. Only for admin GETs that carry a query string: anything else is a bug
-    and stays loud."""
+    so, and an id it cannot take (a NUL byte in a django-q2 task id) a 404; never a 500.
+    Only for admin GETs: a POST's error is a bug and stays loud. Each is logged."""
 
     ERRORS = (DataError, ValueError, OverflowError, ValidationError, IncorrectLookupParameters)
 
@@ -317,11 +317,16 @@ class BadFilterMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if request.method != "GET" or not request.GET or not request.path.startswith("/admin/"):
+        if request.method != "GET" or not request.path.startswith("/admin/"):
             return None
         if not isinstance(exception, self.ERRORS):
             return None
         reason = str(exception).splitlines()[0][:200] if str(exception) else type(exception).__name__
+        if not request.GET:  # nothing but the address: its id is what the database could not take
+            logging.getLogger("django.request").warning("bad id in %s: %s", request.path[:200], reason)
+            return refusal_page(
+                request, ValueError(f"the id in this address is not valid: {reason}"), status=404, title="Not found"
+            )
         logging.getLogger("django.request").warning(
             "bad filter value on %s: %s", request.path, reason, exc_info=exception
         )  # kept with its traceback: a real bug on such a page still shows in the logs

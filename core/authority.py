@@ -13,7 +13,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from core.errors import BadInput, Refused
+from core.errors import BadInput, Refused, shown
 
 
 @dataclass(frozen=True)
@@ -31,13 +31,13 @@ def named(name: str, flag: str = "--by") -> Actor:
     operator-a, so four eyes cannot be passed by typing a name differently."""
     name = (name or "").strip()
     if not name or len(name) > 150 or not name.isprintable():
-        raise BadInput(f"{flag} {name!r} is refused: give a username of 1-150 printable characters")
+        raise BadInput(f"{flag} {shown(name)} is refused: give a username of 1-150 printable characters")
     matches = list(get_user_model().objects.filter(username__iexact=name)[:2])
     exact = [u for u in matches if u.get_username() == name]
     if exact:
         return Actor.of(exact[0])
     if len(matches) != 1:
-        raise Refused(f"{flag} {name!r}: " + ("no such user" if not matches else "several users match that name"))
+        raise Refused(f"{flag} {shown(name)}: " + ("no such user" if not matches else "several users match that name"))
     return Actor.of(matches[0])
 
 

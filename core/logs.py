@@ -7,6 +7,7 @@ never personal data.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import uuid
@@ -73,3 +74,10 @@ class ReadableFormatter(logging.Formatter):
         names = (*FIELDS[1:], "http_request_id")
         extras = " ".join(f"{k}={getattr(record, k)}" for k in names if getattr(record, k, None) is not None)
         return f"{base} {extras}" if extras else base
+
+
+def pseudonymous_client(username: str, ip_address: str, user_agent: str, path_info: str, request: Any) -> str:
+    """How django-axes names a client in log lines: a stable digest, never the username or
+    address themselves (superusers see those in the admin's Access attempts)."""
+    digest = hashlib.sha256(f"{username}|{ip_address}".encode()).hexdigest()[:12]
+    return f"client {digest}"

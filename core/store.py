@@ -7,7 +7,7 @@ from uuid import UUID
 
 from django.db import models
 
-from core.errors import BadInput, NotFound
+from core.errors import BadInput, NotFound, shown
 
 M = TypeVar("M", bound=models.Model)
 
@@ -16,7 +16,7 @@ def parse_id(raw: Any, noun: str = "request") -> UUID:
     try:
         return raw if isinstance(raw, UUID) else UUID(str(raw))
     except ValueError:
-        raise BadInput(f"{noun} id {raw!r} is not a UUID") from None
+        raise BadInput(f"{noun} id {shown(raw)} is not a UUID") from None
 
 
 def get_or_not_found(queryset: models.QuerySet[M], pk: Any, noun: str) -> M:

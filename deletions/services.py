@@ -16,7 +16,7 @@ from django.db import transaction
 
 from core import authority, clock
 from core.authority import Actor
-from core.errors import optional_reason, required_reason
+from core.errors import optional_reason, required_reason, shown
 from deletions import target_system, tasks
 from deletions.case import cannot_run_now
 from deletions.errors import BadInput, Refused
@@ -35,6 +35,7 @@ from deletions.users import inventory, workflow
 from deletions.users.handlers import RunOptions
 
 HEX = set("0123456789abcdef")
+MAX_STAGE_DELAY_MS = 3_600_000  # an hour: far past the lease, enough for any demo
 SUBMIT = "deletions.submit_deletionrequest"
 APPROVE = "deletions.approve_deletionrequest"
 CANCEL = "deletions.cancel_deletionrequest"
@@ -67,7 +68,7 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
     authority.require(actor, APPROVE)
     digest = (digest or "").strip().lower()
     if len(digest) != 64 or not set(digest) <= HEX:
-        raise BadInput(f"inventory digest {digest!r} is refused: expected 64 hexadecimal characters")
+        raise BadInput(f"inventory digest {shown(digest)} is refused: expected 64 hexadecimal characters")
     now = clock.now()
     with transaction.atomic():
         req = lock_request(rid)
@@ -208,21 +209,25 @@ def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest
 
 
 def run_options(
-    *, request_id: str | UUID, fail_stage: str | None, no_agents_in: list[str], stage_delay_ms: int
+    *, request_id: str | UUID, fail_stage: str | None, no_agents_in: list[str], stage_delay_ms: int | str
 ) -> RunOptions:
     """Validate run flags against the rules and the request's inventory before any write."""
     req = get_request(request_id)
     if fail_stage is not None and fail_stage not in workflow.STAGES:
-        raise BadInput(f"--fail-stage {fail_stage!r} is not a stage ({', '.join(workflow.STAGES)})")
+        raise BadInput(f"--fail-stage {shown(fail_stage)} is not a stage ({', '.join(workflow.STAGES)})")
     known = inventory.community_ids(req.inventory_json)
     for cid in no_agents_in:
         if cid not in known:
             raise BadInput(
-                f"--demo-no-agents-in {cid} is not a community of this request's inventory ({', '.join(known)})"
+                f"--demo-no-agents-in {shown(cid)} is not a community of this request's inventory ({', '.join(known)})"
             )
-    if stage_delay_ms < 0:
-        raise BadInput(f"--stage-delay-ms {stage_delay_ms} must not be negative")
-    return RunOptions(no_agents_in=frozenset(no_agents_in), fail_stage=fail_stage, stage_delay_ms=stage_delay_ms)
+    try:
+        delay = int(str(stage_delay_ms).strip())
+    except ValueError:
+        raise BadInput(f"--stage-delay-ms {shown(stage_delay_ms)} is not a whole number of milliseconds") from None
+    if not 0 <= delay <= MAX_STAGE_DELAY_MS:
+        raise BadInput(f"--stage-delay-ms {shown(stage_delay_ms)} is out of range (0-{MAX_STAGE_DELAY_MS})")
+    return RunOptions(no_agents_in=frozenset(no_agents_in), fail_stage=fail_stage, stage_delay_ms=delay)
 
 
 def submission_json(req: DeletionRequest) -> dict[str, Any]:

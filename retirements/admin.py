@@ -17,6 +17,7 @@ from django.utils.html import format_html
 
 from core import clock, present
 from core.admin import CaseAction, CaseActionsMixin, CaseAdmin, ConfirmForm, humanized_filter
+from core.errors import DomainError
 from retirements import case, services, watcher
 from retirements.models import RetirementRequest, Workspace
 
@@ -32,8 +33,23 @@ class RequestRetirementForm(forms.Form):
     confirmation = forms.CharField(label="Type the workspace slug to confirm", max_length=100)
 
 
+class WorkspaceForm(forms.ModelForm):  # type: ignore[type-arg]
+    """The same limits as the command line: a name of 1-200 printable characters."""
+
+    class Meta:
+        model = Workspace
+        fields = ("name", "legal_hold", "protected_reason")
+
+    def clean_name(self) -> str:
+        try:
+            return services.workspace_name(self.cleaned_data["name"])
+        except DomainError as exc:
+            raise forms.ValidationError(exc.message) from None
+
+
 @admin.register(Workspace)
 class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    form = WorkspaceForm
     pk_path = "<int:pk>"
     case_actions = (
         CaseAction(

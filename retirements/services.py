@@ -12,10 +12,11 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils.text import slugify
 
 from core import authority, clock
 from core.authority import Actor
-from core.errors import Refused
+from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
 from retirements import policy, store, tasks
 from retirements.models import Lifecycle, RequestStatus, RetirementRequest, WatcherStatus
@@ -35,8 +36,24 @@ def _closed_refusal(request: RetirementRequest) -> Refused:
     return Refused(f"request {request.id} is already {request.status}")
 
 
+MAX_SLUG_CHARS, MAX_NAME_CHARS = 100, 200  # the columns' lengths
+
+
+def valid_slug(slug: str) -> str:
+    """A workspace slug as typed: lowercase letters, digits and hyphens, at most 100."""
+    if not slug or len(slug) > MAX_SLUG_CHARS or slugify(slug) != slug:
+        raise BadInput(f"slug {shown(slug)} is not a slug (1-{MAX_SLUG_CHARS} lowercase letters, digits, hyphens)")
+    return slug
+
+
+def workspace_name(name: str) -> str:
+    """A workspace name: 1-200 printable characters (no control characters or escape sequences)."""
+    return plain_text(name, "workspace name", max_chars=MAX_NAME_CHARS)
+
+
 def retirement_request(*, actor: Actor, slug: str, reason: str, confirmation: str) -> RetirementRequest:
     authority.require(actor, REQUEST)
+    slug = valid_slug(slug)
     reason = _reason(reason, "request a retirement")
     now = clock.now()
     try:
@@ -52,7 +69,7 @@ def retirement_request(*, actor: Actor, slug: str, reason: str, confirmation: st
             if workspace.protected_reason:
                 raise Refused(f"workspace {slug} is protected: {workspace.protected_reason}")
             if confirmation != slug:
-                raise Refused(f"confirmation does not match slug: typed {confirmation!r}, expected {slug!r}")
+                raise Refused(f"confirmation does not match slug: typed {shown(confirmation)}, expected {slug!r}")
             elig = policy.eligibility(
                 never_activated=workspace.activated_at is None,
                 disposable=workspace.is_disposable_test,

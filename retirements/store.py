@@ -19,7 +19,7 @@ from django.db.models import F, Q
 
 from core import authority, decisions
 from core.authority import Actor
-from core.errors import NotFound
+from core.errors import NotFound, shown
 from core.store import get_or_not_found, lock_or_not_found, parse_id
 from retirements import policy
 from retirements.models import (
@@ -111,7 +111,7 @@ def lock_request(request_id: UUID | str) -> tuple[RetirementRequest, Workspace]:
 def lock_workspace(slug: str) -> Workspace:
     workspace = Workspace.objects.select_for_update().filter(slug=slug).first()
     if workspace is None:
-        raise NotFound(f"no workspace with slug {slug!r}")
+        raise NotFound(f"no workspace with slug {shown(slug)}")
     return workspace
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from core.errors import shown
 from deletions.errors import BadInput, Refused
 
 TARGET_PREFIX = "demo:"
@@ -20,14 +21,14 @@ COMMUNITY_C = "00000000-0000-0000-0000-00000000000c"
 def validate_target(target: str) -> str:
     """Only `demo:` targets with 1-200 printable characters after the prefix."""
     if not isinstance(target, str) or not target.startswith(TARGET_PREFIX):
-        raise BadInput(f"target {target!r} is refused: only demo: targets are accepted")
+        raise BadInput(f"target {shown(target)} is refused: only demo: targets are accepted")
     name = target[len(TARGET_PREFIX) :]
     if not 1 <= len(name) <= MAX_TARGET_CHARS:
         raise BadInput(
-            f"target {target!r} is refused: 1-{MAX_TARGET_CHARS} characters must follow demo: (got {len(name)})"
+            f"target {shown(target)} is refused: 1-{MAX_TARGET_CHARS} characters must follow demo: (got {len(name)})"
         )
     if not name.isprintable() or name != name.strip():
-        raise BadInput(f"target {target!r} is refused: only printable characters without surrounding spaces")
+        raise BadInput(f"target {shown(target)} is refused: only printable characters without surrounding spaces")
     return target
 
 

@@ -127,3 +127,18 @@ def test_operations_overview_lists_what_waits_on_people(login, waiting, staff) -
     row = next(line for line in page.splitlines() if "deletion demo:alice" in line)
     assert "approvers (group)" in row and "operator-1" not in row
     assert "retirement globex-old" in page and "on hold: legal review" in page
+
+
+def test_a_workspace_name_with_control_characters_is_refused_in_the_admin(client) -> None:
+    from django.contrib.auth.models import User
+
+    from retirements.models import Workspace
+
+    ws = Workspace.objects.create(slug="ansi-ws", name="Plain", lifecycle="active", created_at=clock.now())
+    client.force_login(User.objects.create_superuser("root-1", "root@hq.example", "pw"))
+    page = client.post(
+        f"/admin/retirements/workspace/{ws.pk}/change/",
+        {"name": "\x1b[31mred\x1b[0m", "legal_hold": "", "protected_reason": ""},
+    )
+    assert page.status_code == 200 and "printable characters" in page.content.decode()
+    assert Workspace.objects.get(pk=ws.pk).name == "Plain"

@@ -227,7 +227,7 @@ def test_resume_of_a_request_not_needing_attention_is_refused(cmd) -> None:
 
 def test_negative_stage_delay_is_bad_usage(cmd) -> None:
     rid = _approved(cmd)
-    refused(cmd, 2, "--stage-delay-ms -5 must not be negative", "run_deletion", rid, "--stage-delay-ms", "-5")
+    refused(cmd, 2, "--stage-delay-ms '-5' is out of range (0-3600000)", "run_deletion", rid, "--stage-delay-ms", "-5")
 
 
 def test_a_named_account_without_the_permission_is_refused(cmd) -> None:

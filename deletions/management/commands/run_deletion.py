@@ -1,4 +1,5 @@
 import os
+import re
 import signal
 import socket
 import threading
@@ -7,9 +8,12 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from core.commands import ServiceCommand
+from core.errors import BadInput, shown
 from deletions import worker
 from deletions.services import run_options
 from deletions.store.requests import parse_request_id
+
+EXECUTOR = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")  # host:pid, q:host:pid, worker-a
 
 
 class Command(ServiceCommand):
@@ -21,10 +25,13 @@ class Command(ServiceCommand):
         parser.add_argument("--executor-id", default=f"{socket.gethostname()}:{os.getpid()}")
         parser.add_argument("--demo-no-agents-in", action="append", default=[], metavar="COMMUNITY_UUID")
         parser.add_argument("--fail-stage", default=None, metavar="STAGE")
-        parser.add_argument("--stage-delay-ms", type=int, default=0)
+        parser.add_argument("--stage-delay-ms", default="0", help="0-3600000 (demo: a wait inside each stage)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         rid = parse_request_id(options["request_id"])
+        executor = options["executor_id"]
+        if not EXECUTOR.match(executor):
+            raise BadInput(f"--executor-id {shown(executor)} is refused: 1-200 of letters, digits and . _ : @ / -")
         opts = run_options(
             request_id=rid,
             fail_stage=options["fail_stage"],
@@ -34,9 +41,7 @@ class Command(ServiceCommand):
         stop = threading.Event()
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            outcome = worker.run(
-                rid, executor_id=options["executor_id"], next_step=options["next_step"], options=opts, stop=stop
-            )
+            outcome = worker.run(rid, executor_id=executor, next_step=options["next_step"], options=opts, stop=stop)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

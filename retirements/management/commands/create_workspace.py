@@ -2,12 +2,12 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 from django.db import IntegrityError
-from django.utils.text import slugify
 
 from core import clock
 from core.commands import ServiceCommand
-from core.errors import BadInput, Refused
+from core.errors import Refused, shown
 from retirements.models import Lifecycle, Workspace
+from retirements.services import valid_slug, workspace_name
 
 
 class Command(ServiceCommand):
@@ -22,11 +22,8 @@ class Command(ServiceCommand):
         parser.add_argument("--legal-hold", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        slug, name = options["slug"], options["name"].strip()
-        if slugify(slug) != slug or not slug:
-            raise BadInput(f"slug {slug!r} is not a slug (lowercase letters, digits, hyphens)")
-        if not name:
-            raise BadInput("a workspace needs a name")
+        slug = valid_slug(options["slug"])
+        name = workspace_name(options["name"])
         now = clock.now()
         try:
             ws = Workspace.objects.create(
@@ -39,5 +36,5 @@ class Command(ServiceCommand):
                 created_at=now,
             )
         except IntegrityError:
-            raise Refused(f"a workspace with slug {slug!r} exists") from None
+            raise Refused(f"a workspace with slug {shown(slug)} exists") from None
         self.print_json({"slug": ws.slug, "name": ws.name, "lifecycle": ws.lifecycle})
