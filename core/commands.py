@@ -19,7 +19,19 @@ from core.errors import DomainError
 REASON_REQUIRED, REASON_OPTIONAL, NO_REASON = "required", "optional", "none"
 
 
+def _cut(message: str, limit: int = 300) -> str:
+    """argparse quotes a rejected value whole; a refusal stays one short line."""
+    message = " ".join(message.split())
+    return message if len(message) <= limit else f"{message[:limit]}… ({len(message)} characters)"
+
+
 class ServiceCommand(BaseCommand):
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        refuse = parser.error
+        parser.error = lambda message: refuse(_cut(message))  # type: ignore[method-assign]
+        return parser
+
     def execute(self, *args: Any, **options: Any) -> str | None:
         try:
             return super().execute(*args, **options)

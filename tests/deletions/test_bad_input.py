@@ -212,7 +212,7 @@ def test_no_agents_flag_outside_the_inventory_is_bad_usage(cmd, community: str) 
     refused(
         cmd,
         2,
-        f"--demo-no-agents-in {community} is not a community of this request's inventory",
+        f"--demo-no-agents-in '{community}' is not a community of this request's inventory",
         "run_deletion",
         rid,
         "--demo-no-agents-in",

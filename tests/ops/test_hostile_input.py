@@ -228,3 +228,25 @@ def test_every_admin_url_and_filter_answers_every_hostile_value_without_a_500(cl
                 problems.append(f"{template} <- {label}: HTTP {response.status_code}")
     observe(f"{len(ADMIN_PATHS)} admin URLs and {len(ADMIN_FILTERS)} filters x {len(HOSTILE)} values: {asked} requests")
     assert not problems, "\n".join(problems)
+
+
+MORE_SLOTS = [
+    Slot("revoke id", ("revoke_approval", "{v}", "--by", "operator-b", "--reason", "r")),
+    Slot(
+        "resume --reason",
+        ("resume_deletion", "{id}", "--by", "operator-b", "--reason", "{v}"),
+        frozenset({"empty", "newline", "SQL-ish", "negative", "huge number"}),  # refused for its state instead
+    ),
+    Slot("release id", ("release_retirement", "{v}", "--by", "operator-a")),
+    Slot("cancel_retirement --by", ("cancel_retirement", "{rid}", "--by", "{v}", "--reason", "r")),
+    Slot("resume_retirement id", ("resume_retirement", "{v}", "--by", "operator-a")),
+    Slot(
+        "retry_notices --reason",
+        ("retry_notices", "{rid}", "--by", "operator-a", "--reason", "{v}"),
+        frozenset({"newline", "SQL-ish", "negative", "huge number"}),
+    ),
+    Slot("chaos --seconds", ("chaos", "--seconds", "{v}")),
+    Slot("chaos --workers", ("chaos", "--workers", "{v}")),
+    Slot("chaos --requests", ("chaos", "--requests", "{v}")),
+]
+SLOTS.extend(MORE_SLOTS)

@@ -10,12 +10,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from core.commands import ServiceCommand
 from ops import chaos
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = (
         "Chaos run: K real workers over M requests on a scratch PostgreSQL, with random SIGKILL, SIGSTOP past "
         "the lease, cancellations, revoked approvals and (--db-restarts) abrupt database restarts; then checks "
@@ -49,8 +50,12 @@ class Command(BaseCommand):
 
         if settings.PRODUCTION:
             raise CommandError("chaos refuses to run with DEPLOYMENT_ENV=production", returncode=1)
-        if options["seconds"] <= 0 or options["workers"] < 1 or options["requests"] < 2:
-            raise CommandError("--seconds > 0, --workers >= 1 and --requests >= 2", returncode=2)
+        limits = {"seconds": (1, 86_400), "workers": (1, 32), "requests": (2, 10_000), "settle_seconds": (0, 3_600)}
+        for name, (low, high) in limits.items():
+            value = options[name]
+            if not low <= value <= high:  # also refuses nan and inf
+                flag = "--" + name.replace("_", "-")
+                raise CommandError(f"{flag} {value!r} is out of range ({low}-{high})", returncode=2)
         with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
             datadir = Path(tmp) / "pg"
             socket_dir = embedded.ensure_running(datadir, cleanup_mode=None)
