@@ -251,7 +251,11 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         "django.security": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
-        "django-q": {"handlers": ["console"], "level": os.environ.get("Q_LOG_LEVEL", "INFO"), "propagate": False},
+        "django-q": {
+            "handlers": ["console"],
+            "level": os.environ.get("Q_LOG_LEVEL", "INFO" if PRODUCTION else "WARNING"),
+            "propagate": False,
+        },
     },
 }
 

@@ -106,6 +106,7 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
     datadir = tmp_path / "pgdata"
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env.update(EMBEDDED_PGDATA=str(datadir), DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
+    env["Q_LOG_LEVEL"] = "INFO"  # the cluster says "running." when it is up
     env.pop("EMBEDDED_PG_CLEANUP", None)
 
     def manage(*args: str) -> subprocess.CompletedProcess[str]:
