@@ -294,7 +294,7 @@ class DeletionRequestAdmin(CaseAdmin):
             "lanes": case.chain_picture(
                 req.inventory_json, stages, request_status=req.status, effect_unknown=effect_unknown
             ),
-            "chain": case.chain_order(stages),
+            "chain": case.shown_chain(stages, request_status=req.status, effect_unknown=effect_unknown),
             "attempts": case.attempts_by_stage(list(req.attempts.order_by("started_at", "attempt"))),
             "proposal": proposal.of_request(req),
             "approvals": list(req.approvals.order_by("approved_at")),

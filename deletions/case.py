@@ -162,7 +162,7 @@ def chain_picture(
     """Gate, then one lane per inventory community, in workflow order; unreached steps greyed.
     The current stage shows the request's own waiting state: effect unknown (submitted, not
     settled), needs review (refused at the receiving boundary), needs attention."""
-    ordered = [_as_shown(s, request_status, effect_unknown) for s in chain_order(stages)]
+    ordered = shown_chain(stages, request_status=request_status, effect_unknown=effect_unknown)
     gate = next((s for s in ordered if s.stage == "gate_user"), None)
     lanes = [Lane("gate", [Box("gate user", gate.status if gate else "not_started")])]
     for index, cid in enumerate(community_ids(inventory)):
@@ -177,6 +177,11 @@ def chain_picture(
         )
         lanes.append(lane)
     return lanes
+
+
+def shown_chain(stages: list[StageSnapshot], *, request_status: str, effect_unknown: bool) -> list[StageSnapshot]:
+    """The stages in workflow order, the current one showing the request's waiting state."""
+    return [_as_shown(s, request_status, effect_unknown) for s in chain_order(stages)]
 
 
 def _as_shown(row: StageSnapshot, request_status: str, effect_unknown: bool) -> StageSnapshot:
