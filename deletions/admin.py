@@ -21,11 +21,13 @@ from django.utils.html import format_html
 from core import clock, present
 from core.admin import CaseAction, CaseAdmin, ConfirmForm, ReasonForm, actor, require
 from core.errors import DomainError
+from core.templatetags.present import when
 from deletions import case, proposal, services
 from deletions.models import DeletionRequest, LeaseEvent, StageHistory
 from deletions.store import alarms
 from deletions.store.requests import inventory_digest, stage_snapshot
 from deletions.users.inventory import build_inventory, community_ids, validate_target
+from deletions.users.workflow import stage_count
 
 
 class ApproveForm(forms.Form):
@@ -161,7 +163,7 @@ class DeletionRequestAdmin(CaseAdmin):
 
     @admin.display(description="progress")
     def progress(self, req: DeletionRequest) -> str:
-        total = 1 + 2 * len(community_ids(req.inventory_json))
+        total = stage_count(len(community_ids(req.inventory_json)))
         done = getattr(req, "stages_done", 0)
         now = getattr(req, "current_stage", None)
         return f"{done} of about {total}" + (f" · {present.humanize(now)}" if now and req.status == "running" else "")
@@ -176,15 +178,11 @@ class DeletionRequestAdmin(CaseAdmin):
         due = req.next_check_at or req.next_attempt_at
         if req.status in ("completed", "cancelled") or due is None:
             return "-"
-        return format_html('<time title="{}">{}</time>', present.absolute(due), present.relative(due, clock.now()))
+        return when(due)
 
     @admin.display(description="submitted", ordering="created_at")
     def created(self, req: DeletionRequest) -> str:
-        return format_html(
-            '<time title="{}">{}</time>',
-            present.absolute(req.created_at),
-            present.relative(req.created_at, clock.now()),
-        )
+        return when(req.created_at)
 
     @admin.action(description="Cancel the selected requests…", permissions=["cancel"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[DeletionRequest]) -> HttpResponse | None:

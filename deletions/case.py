@@ -11,6 +11,7 @@ from core.admin import CasePanel, Offer, offer
 from deletions.store.requests import chain_order
 from deletions.store.types import GROUP_OWNERS, StageSnapshot
 from deletions.users.inventory import community_ids
+from deletions.users.workflow import stage_count
 
 
 @dataclass
@@ -148,7 +149,7 @@ def actions(req: Any, perms: set[str], *, now: datetime, submitter: bool, effect
 
 def progress(stages: list[StageSnapshot], inventory: dict[str, Any]) -> str:
     """ "3 of 5 stages" (a community without agents skips one)."""
-    total = 1 + 2 * len(community_ids(inventory))
+    total = stage_count(len(community_ids(inventory)))
     skipped = sum(
         1 for s in stages if s.stage == "purge_db" and (s.decision or {}).get("transition") == "community_complete"
     )

@@ -89,7 +89,7 @@ def build(target: str, inventory: dict[str, Any], digest: str) -> Proposal:
         rules_version=workflow.RULES_VERSION,
         digest=digest,
         communities=lines,
-        stages=1 + 2 * len(lines),
+        stages=workflow.stage_count(len(lines)),
     )
 
 

@@ -7,6 +7,7 @@ asks the store to write, logs the decision and enqueues work on commit.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -206,6 +207,16 @@ def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest
         )
         transaction.on_commit(lambda: tasks.enqueue_run(rid))
         return req
+
+
+EXECUTOR = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")  # host:pid, q:host:pid, worker-a
+
+
+def valid_executor(executor: str) -> str:
+    """An executor id is a token: it is written on every lease, attempt and effect."""
+    if not EXECUTOR.match(executor or ""):
+        raise BadInput(f"--executor-id {shown(executor)} is refused: 1-200 of letters, digits and . _ : @ / -")
+    return executor
 
 
 def run_options(

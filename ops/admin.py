@@ -53,22 +53,22 @@ if admin.site.is_registered(OrmQ):  # only with the ORM broker
             return case_link(task.get("func"), task.get("args"))
 
 
-@admin.register(Success)
-class SuccessAdmin(q_admin.TaskAdmin):
-    list_display = ("func", "case", "started", "time_taken")
+class CaseColumn:
+    """A task list's "case" column."""
 
     @admin.display(description="case")
     def case(self, task: Any) -> str:
         return case_link(task.func, task.args)
+
+
+@admin.register(Success)
+class SuccessAdmin(CaseColumn, q_admin.TaskAdmin):
+    list_display = ("func", "case", "started", "time_taken")
 
 
 @admin.register(Failure)
-class FailureAdmin(q_admin.FailAdmin):
+class FailureAdmin(CaseColumn, q_admin.FailAdmin):
     list_display = ("func", "case", "started", "result")
-
-    @admin.display(description="case")
-    def case(self, task: Any) -> str:
-        return case_link(task.func, task.args)
 
 
 @admin.register(Schedule)

@@ -15,17 +15,12 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from core import clock, present
+from core import clock
 from core.admin import CaseAction, CaseActionsMixin, CaseAdmin, ConfirmForm, humanized_filter
 from core.errors import DomainError
+from core.templatetags.present import when
 from retirements import case, services, watcher
 from retirements.models import RetirementRequest, Workspace
-
-
-def _when(at: Any) -> str:
-    if at is None:
-        return "-"
-    return format_html('<time title="{}">{}</time>', present.absolute(at), present.relative(at, clock.now()))
 
 
 class RequestRetirementForm(forms.Form):
@@ -170,15 +165,15 @@ class RetirementRequestAdmin(CaseAdmin):
 
     @admin.display(description="eligible", ordering="eligible_at")
     def eligible(self, req: RetirementRequest) -> str:
-        return _when(req.eligible_at)
+        return when(req.eligible_at)
 
     @admin.display(description="next check", ordering="next_wake_at")
     def next_check(self, req: RetirementRequest) -> str:
-        return "-" if req.status in ("completed", "cancelled", "closed") else _when(req.next_wake_at)
+        return "-" if req.status in ("completed", "cancelled", "closed") else when(req.next_wake_at)
 
     @admin.display(description="requested", ordering="requested_at")
     def requested(self, req: RetirementRequest) -> str:
-        return _when(req.requested_at)
+        return when(req.requested_at)
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None

@@ -50,16 +50,10 @@ def actions(req: Any, perms: set[str], *, failed_notices: bool, now: datetime) -
         out.append(offer("retry-notices", "Retry failed notices", perm=RETRY, perms=perms))
     if req.status in ("waiting", "held"):
         w = req.watcher
-        fresh = (
-            w is not None
-            and w.status in ("pending", "running")
-            and w.heartbeat_at is not None
-            and now - w.heartbeat_at < policy.WATCHER_FRESH
-        )
         running = (
             f"the watcher is running (heartbeat {present.relative(w.heartbeat_at, now)}); "
             "only a stopped or stalled watcher is replaced"
-            if fresh
+            if policy.watcher_running(w, now)
             else ""
         )
         out.append(offer("resume", "Resume watcher", perm=RESUME, perms=perms, why_not=running))

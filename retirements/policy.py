@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from core import backoff
 from core.errors import Refused
@@ -247,3 +248,13 @@ def is_stalled(
     if next_wake_at is not None and now - next_wake_at > STALL_GRACE:
         return f"watcher missed its wake-up at {next_wake_at.isoformat()} by more than 15 minutes"
     return None
+
+
+def watcher_running(watcher: Any, now: datetime) -> bool:
+    """The current watcher still beats: resuming it would race it, so resume is refused."""
+    return (
+        watcher is not None
+        and watcher.status in ("pending", "running")
+        and watcher.heartbeat_at is not None
+        and now - watcher.heartbeat_at < WATCHER_FRESH
+    )

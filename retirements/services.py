@@ -19,9 +19,8 @@ from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
 from retirements import policy, store, tasks
-from retirements.models import Lifecycle, RequestStatus, RetirementRequest, WatcherStatus
+from retirements.models import Lifecycle, RequestStatus, RetirementRequest
 
-WATCHER_FRESH = policy.WATCHER_FRESH
 PAST_PONR = "past the point of no return"
 REQUEST = "retirements.request_retirement"
 HOLD = "retirements.hold_retirementrequest"
@@ -152,13 +151,8 @@ def retirement_resume(*, actor: Actor, request_id: UUID | str) -> RetirementRequ
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD):
             raise _closed_refusal(request)
         old = store.lock_current_watcher(request)
-        if (
-            old is not None
-            and old.status in (WatcherStatus.PENDING, WatcherStatus.RUNNING)
-            and old.heartbeat_at is not None
-            and now - old.heartbeat_at < WATCHER_FRESH
-        ):
-            raise Refused(f"watcher still running: {old.id} heartbeat at {old.heartbeat_at.isoformat()}")
+        if old is not None and policy.watcher_running(old, now):
+            raise Refused(f"watcher still running: {old.id} heartbeat at {old.heartbeat_at}")
         new = store.replace_watcher(request, workspace, actor=actor, old=old, now=now)
         transaction.on_commit(lambda: tasks.enqueue_watcher_step(new.id))
         return request

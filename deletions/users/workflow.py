@@ -26,6 +26,12 @@ RULES_VERSION = 1
 SUPPORTED_INVENTORY_VERSIONS = (1,)
 
 
+def stage_count(communities: int) -> int:
+    """Stages a request of this many communities runs at most: the gate, then two per community
+    (a community without agents skips its second)."""
+    return 1 + 2 * communities
+
+
 def transition_for(stage: str, result: Any) -> str:
     """The outcome a completed stage's saved result allows under rules v1."""
     if stage == GATE_USER:

@@ -180,10 +180,16 @@ def test_csv_export_follows_the_list_filters(login, staff) -> None:
 
 
 def test_csv_export_quotes_cells_a_spreadsheet_would_run(login, staff) -> None:
-    deletion_submit(target="demo:=HYPERLINK(1)", actor=named("operator-1"))
+    """A username may begin with "+" or "-": in the export it must not run as a formula."""
+    from django.contrib.auth.models import Group, User
+
+    formula = User.objects.create_user("+SUM(1)", email="f@hq.example", is_staff=True)
+    formula.groups.add(Group.objects.get(name="operators"))
+    deletion_submit(target="demo:formula", actor=named("+SUM(1)"))
     export = login("support").get(reverse("admin:deletions_deletionrequest_export"))
-    assert "'=HYPERLINK(1)" not in export.content.decode()  # the target keeps its demo: prefix
-    assert "demo:=HYPERLINK(1)" in export.content.decode()
+    row = next(r for r in csv.DictReader(io.StringIO(export.content.decode())) if r["target"] == "demo:formula")
+    assert row["requested_by"] == "'+SUM(1)"  # quoted: a spreadsheet shows it as text
+    assert row["created_at"][:2] == "20" and row["created_at"].endswith("+00:00")  # a time to the second
 
 
 # -- django-q2's admin --------------------------------------------------------------------------------

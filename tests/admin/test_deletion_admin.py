@@ -187,3 +187,12 @@ def test_run_now_that_cannot_run_says_why_and_records_nothing(login, approved, s
     messages = [str(m) for m in response.context["messages"]]
     assert any("a worker (worker-z, generation 1) holds the lease until" in m for m in messages), messages
     assert all_rows() == before and not OrmQ.objects.exists()
+
+
+def test_an_approver_revokes_an_approval_through_the_admin(login, approved) -> None:
+    client = login("approver")
+    response = client.post(url("revoke", approved), {"reason": "the ticket was reopened"}, follow=True)
+    assert "Approval of demo:alice revoked." in response.content.decode()
+    after = DeletionRequest.objects.get(id=approved.id)
+    assert after.status == Status.SUBMITTED and after.approvals.get().revoked_at is not None
+    assert after.decisions.filter(action="revoke_approval", reason="the ticket was reopened").exists()

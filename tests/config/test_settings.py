@@ -120,3 +120,9 @@ def test_a_500_is_logged_as_json_with_its_traceback_and_request_id(client, setti
     error = next(line for line in lines if line.get("logger") == "django.request")
     assert error["level"] == "ERROR" and error["http_request_id"] == "req-42"
     assert "ZeroDivisionError" in error["exc"] and "Traceback" in error["exc"]
+
+
+def test_a_request_id_from_the_proxy_is_kept_only_when_it_is_a_plain_token(client, db) -> None:
+    assert client.get("/healthz", HTTP_X_REQUEST_ID="abc-123")["X-Request-ID"] == "abc-123"
+    forged = client.get("/healthz", HTTP_X_REQUEST_ID="bad id\r\ninjected")["X-Request-ID"]
+    assert forged != "bad id\r\ninjected" and len(forged) == 32 and forged.isalnum()  # a fresh one instead

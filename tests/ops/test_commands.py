@@ -88,6 +88,16 @@ def test_setup_schedules_is_idempotent(cmd) -> None:
 
 
 @pytest.mark.django_db
+def test_setup_schedules_warns_when_it_recreates_a_deleted_schedule(cmd) -> None:
+    name = next(iter(SCHEDULES))
+    Schedule.objects.filter(name=name).delete()
+    ran = cmd("setup_schedules")
+    assert ran.code == 0 and f"warning: schedule {name!r} was missing; recreating it" in ran.err
+    assert Schedule.objects.filter(name=name).exists()
+    assert "warning" not in cmd("setup_schedules").err  # nothing missing: nothing to say
+
+
+@pytest.mark.django_db
 def test_embedded_db_status_and_repair(cmd, settings) -> None:
     db = settings.DATABASES["default"]
     if "EMBEDDED_DATADIR" not in db:

@@ -1,5 +1,4 @@
 import os
-import re
 import signal
 import socket
 import threading
@@ -8,12 +7,9 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from core.commands import ServiceCommand
-from core.errors import BadInput, shown
 from deletions import worker
-from deletions.services import run_options
+from deletions.services import run_options, valid_executor
 from deletions.store.requests import parse_request_id
-
-EXECUTOR = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")  # host:pid, q:host:pid, worker-a
 
 
 class Command(ServiceCommand):
@@ -29,9 +25,7 @@ class Command(ServiceCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         rid = parse_request_id(options["request_id"])
-        executor = options["executor_id"]
-        if not EXECUTOR.match(executor):
-            raise BadInput(f"--executor-id {shown(executor)} is refused: 1-200 of letters, digits and . _ : @ / -")
+        executor = valid_executor(options["executor_id"])
         opts = run_options(
             request_id=rid,
             fail_stage=options["fail_stage"],
