@@ -14,32 +14,19 @@ Statements and commits are counted for both by a DEBUG-independent wrapper
 (`connection.execute_wrapper`), per stage. Runs interleave (worker, baseline, worker, ...)
 and the medians are compared.
 
-Usage: .venv/bin/python bench/stages.py [--requests N] [--rounds R]
+`bench/run.py` runs it.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import statistics
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
-
-import django
-
-django.setup()
-
-from django.db import connection  # noqa: E402
-from django.test.utils import setup_test_environment  # noqa: E402
+from django.db import connection
 
 STAGES_PER_REQUEST = 5
 COPIES = {
@@ -199,37 +186,3 @@ def raw_round(n: int) -> tuple[float, float, float]:
         connection.set_autocommit(autocommit)
     stages = n * STAGES_PER_REQUEST
     return elapsed / stages, c.statements / stages, c.commits / stages
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=60)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    setup_test_environment()
-    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    try:
-        from tests.conftest import ensure_people
-
-        ensure_people()  # operator-a submits, operator-b approves
-        create_copies()
-        raw_round(5)
-        worker_round(5)  # warm up both paths
-        raws, workers = [], []
-        for _ in range(args.rounds):  # interleaved, so a busy moment hits both
-            workers.append(worker_round(args.requests))
-            raws.append(raw_round(args.requests))
-        raw = [statistics.median(r[i] for r in raws) for i in range(3)]
-        work = [statistics.median(w[i] for w in workers) for i in range(3)]
-        print(
-            f"requests per round: {args.requests} ({args.requests * STAGES_PER_REQUEST} stages), rounds: {args.rounds}"
-        )
-        print(f"raw SQL stage  : {raw[0] * 1000:7.2f} ms, {raw[1]:5.1f} statements, {raw[2]:4.1f} commits per stage")
-        print(f"worker stage   : {work[0] * 1000:7.2f} ms, {work[1]:5.1f} statements, {work[2]:4.1f} commits per stage")
-        print(f"speed          : {raw[0] / work[0]:7.2f}x the raw stage (target >= 0.5x)")
-    finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
-
-
-if __name__ == "__main__":
-    main()

@@ -216,7 +216,7 @@ Q_CLUSTER = {
     "max_attempts": 1,
     "ack_failures": True,
     "queue_limit": int(os.environ.get("Q_WORKERS", "2")),
-    "save_limit": 1000,
+    "save_limit": 0,  # keep every result, prune none per task; ops.schedules.prune_results deletes old ones
     "orm": "default",
     "catch_up": False,
 }

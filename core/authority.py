@@ -46,6 +46,28 @@ def may(user: Any, perm: str) -> bool:
     return bool(user is not None and user.is_active and user.is_staff and user.has_perm(perm))
 
 
+def may_sql(user_id: str, perm: str) -> tuple[str, list[Any]]:
+    """`may` as one SQL boolean over the user whose id is the column `user_id`, for the
+    receiving boundaries to read with their lock in a single statement. Same rule as Django's
+    ModelBackend behind `may`: active staff, and a superuser or holding `perm` directly or
+    through a group (tests hold the two to the same answers)."""
+    from django.contrib.auth.models import Group, Permission
+
+    user: Any = get_user_model()
+    app_label, codename = perm.split(".", 1)
+    direct = user.user_permissions.through._meta.db_table
+    member = user.groups.through._meta.db_table
+    granted = Group.permissions.through._meta.db_table
+    sql = f"""COALESCE((SELECT u.is_active AND u.is_staff AND (u.is_superuser OR EXISTS (
+        SELECT 1 FROM {Permission._meta.db_table} p JOIN django_content_type ct ON ct.id = p.content_type_id
+        WHERE ct.app_label = %s AND p.codename = %s AND (
+            EXISTS (SELECT 1 FROM {direct} d WHERE d.user_id = u.id AND d.permission_id = p.id)
+            OR EXISTS (SELECT 1 FROM {member} m JOIN {granted} g ON g.group_id = m.group_id
+                       WHERE m.user_id = u.id AND g.permission_id = p.id))))
+        FROM {user._meta.db_table} u WHERE u.id = {user_id}), false)"""
+    return sql, [app_label, codename]
+
+
 def require(actor: Actor, perm: str) -> Any:
     """The acting user, when it may `perm`; otherwise a refusal naming the rule."""
     if not may(actor.user, perm):

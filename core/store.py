@@ -31,6 +31,16 @@ def lock_or_not_found(queryset: models.QuerySet[M], pk: Any, noun: str) -> M:
     return get_or_not_found(queryset.select_for_update(), pk, noun)
 
 
+def fsm_target(transition: Any, source: str) -> str:
+    """The state a django-fsm transition method leads to from `source`, or an error when the
+    model declares no such move: hand-written SQL asks this, so the model's transitions stay
+    the only moves a lifecycle column can make."""
+    move = transition._django_fsm.get_transition(source)
+    if move is None:
+        raise ValueError(f"{transition.__qualname__} declares no move from {source!r}")
+    return str(move.target)
+
+
 def connection_url() -> str:
     """The database this process is connected to, as a URL a child `manage.py` can be given."""
     from django.db import connection

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from deletions import authority, target_system
 from deletions.errors import Refused
-from deletions.store import approvals, leases
+from deletions.store import approvals
 from deletions.store.types import Lease, StageSnapshot
 from deletions.users.workflow import RULES_VERSION
 
@@ -31,8 +31,7 @@ class AuthorityRefused(Refused):
 def apply_effect(lease: Lease, row: StageSnapshot, *, outcome: dict[str, Any], now: datetime) -> dict[str, Any]:
     """What the target system recorded for this operation (its first outcome when repeated)."""
     with transaction.atomic():
-        req = leases.lock_owned(lease)
-        facts = approvals.authority_facts(req, now=now, rules_version=RULES_VERSION)
+        facts = approvals.lock_for_effect(lease, now=now, rules_version=RULES_VERSION)
         refused = authority.refusal(facts)
         if refused is not None:
             raise AuthorityRefused(refused, facts.approval_id)

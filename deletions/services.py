@@ -43,11 +43,13 @@ CANCEL = "deletions.cancel_deletionrequest"
 RUN = "deletions.run_deletionrequest"
 
 
-def deletion_submit(*, actor: Actor, target: str, reason: str = "") -> DeletionRequest:
+def deletion_submit(
+    *, actor: Actor, target: str, reason: str = "", communities: int = inventory.DEMO_COMMUNITIES
+) -> DeletionRequest:
     authority.require(actor, SUBMIT)
     inventory.validate_target(target)
     reason = optional_reason(reason)
-    inv = inventory.build_inventory(target)
+    inv = inventory.build_inventory(target, communities)
     inventory.validate_inventory(inv)
     now = clock.now()
     with transaction.atomic():

@@ -39,8 +39,9 @@ def apply(
     outcome: dict[str, Any],
     now: datetime,
 ) -> dict[str, Any]:
-    """Apply once per operation id, only for the highest generation seen."""
-    with transaction.atomic(), connection.cursor() as cur:
+    """Apply once per operation id, only for the highest generation seen. Inside the caller's
+    transaction when there is one (no savepoint: a refusal rolls the whole effect back)."""
+    with transaction.atomic(savepoint=False), connection.cursor() as cur:
         cur.execute(
             """
             INSERT INTO demo_target_fences (request_id, generation) VALUES (%s, %s)

@@ -26,6 +26,7 @@ from deletions.store.requests import get_request
 from deletions.store.types import Finished, Lease, StageSnapshot, WaitUntil
 from deletions.users.handlers import HandlerContext, RunOptions, run_handler
 from deletions.users.transition import get_next_stage
+from deletions.users.workflow import Plan
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +88,11 @@ def run(
     req = get_request(request_id)
     if req.status == Status.COMPLETED:
         return RunOutcome(0, f"request {req.id} already completed at {req.completed_at}; nothing changed", 0)
-    expired = approvals.expire_if_due(request_id=req.id, now=clock.now())
-    if expired:
-        raise Refused(expired)
+    if req.status == Status.APPROVED:
+        expired = approvals.expire_if_due(request_id=req.id, now=clock.now())
+        if expired:
+            raise Refused(expired)
+    plan = Plan.of(req.inventory_json)  # immutable (trigger) and digest-checked at every effect
     lease = leases.claim(
         request_id=req.id, owner=executor_id, now=clock.now(), lease_seconds=settings.DELETION_LEASE_SECONDS
     )
@@ -107,10 +110,9 @@ def run(
                 return RunOutcome(0, f"time budget of {time_budget:g} s used; {nxt.stage} is next", handled, True)
             if stop.is_set():
                 raise Interrupted(f"stopped before {nxt.stage}; the row stays current")
-            run_handler(HandlerContext(lease=lease, options=options, stop=stop), nxt)
+            nxt = run_handler(HandlerContext(lease=lease, options=options, plan=plan, stop=stop), nxt)
             handled += 1
-            crash_point("after-handler")
-            nxt = get_next_stage(lease, nxt.id, now=clock.now())
+            crash_point("after-handler")  # the outcome and what comes next are saved, usually together
             crash_point("after-transition")
             if isinstance(nxt, Finished):
                 crash_point("after-terminal-commit")

@@ -10,3 +10,10 @@ def beat() -> None:
     from ops.health import beat as record_beat
 
     record_beat(clock.now())
+
+
+def prune_results() -> int:
+    """Scheduled hourly: old django-q2 task results go (see `ops.schedules.prune_results`)."""
+    from ops.schedules import prune_results as prune
+
+    return prune(clock.now())

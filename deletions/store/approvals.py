@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 
 from core import authority
+from deletions.errors import UnknownRequest
 from deletions.models import DeletionApproval, DeletionRequest, Status
+from deletions.store.leases import check_owner
 from deletions.store.requests import inventory_digest
-from deletions.store.types import APPROVERS, SYSTEM, AuthorityFacts
+from deletions.store.types import APPROVERS, SYSTEM, AuthorityFacts, Lease
 
 
 def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:
@@ -88,33 +91,72 @@ def latest(req: DeletionRequest) -> DeletionApproval | None:
     return req.approvals.order_by("-approved_at", "-id").first()
 
 
-def authority_facts(req: DeletionRequest, *, now: datetime, rules_version: int) -> AuthorityFacts:
-    """What the receiving boundary rechecks, read inside its transaction, under the request lock."""
-    approval = req.approvals.select_related("approved_by_user").order_by("-approved_at", "-id").first()
-    requester = _fresh(req.requested_by_user_id)
-    approver = _fresh(approval.approved_by_user_id) if approval else None
+APPROVE = "deletions.approve_deletionrequest"
+SUBMIT = "deletions.submit_deletionrequest"
+
+
+def lock_for_effect(lease: Lease, *, now: datetime, rules_version: int) -> AuthorityFacts:
+    """Lock the request, check the lease and read what the receiving boundary rechecks, in one
+    statement (call inside atomic()): the latest approval, and whether its approver and the
+    requester are, now, active staff holding their permissions (`core.authority.may_sql`)."""
+    approver_may, approver_params = authority.may_sql("a.approved_by_user_id", APPROVE)
+    requester_may, requester_params = authority.may_sql("r.requested_by_user_id", SUBMIT)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""SELECT r.lease_owner, r.lease_generation, r.status, r.cancel_requested_at IS NOT NULL,
+                       r.inventory_digest, r.inventory_version, r.requested_by, md5(r.inventory_json::text),
+                       a.id, a.inventory_digest, a.inventory_version, a.rules_version, a.expires_at, a.revoked_at,
+                       a.approved_by, r.requested_by_user_id = a.approved_by_user_id,
+                       {approver_may}, {requester_may}
+                FROM entity_deletion_requests r
+                LEFT JOIN LATERAL (
+                    SELECT * FROM entity_deletion_approvals WHERE request_id = r.id
+                    ORDER BY approved_at DESC, id DESC LIMIT 1
+                ) a ON true
+                WHERE r.id = %s FOR UPDATE OF r""",
+            [*approver_params, *requester_params, lease.request_id],
+        )
+        row = cur.fetchone()
+    if row is None:
+        raise UnknownRequest(f"no deletion request with id {lease.request_id}")
+    (owner, generation, status, cancel_requested, digest, version, requester, fingerprint) = row[:8]
+    check_owner(lease, owner, generation)
+    (approval_id, approval_digest, approval_version, approval_rules, expires, revoked, approver) = row[8:15]
     return AuthorityFacts(
         now=now,
-        status=req.status,
-        cancel_requested=req.cancel_requested_at is not None,
-        stored_digest=req.inventory_digest,
-        recomputed_digest=inventory_digest(req.inventory_json),
-        inventory_version=req.inventory_version,
+        status=status,
+        cancel_requested=cancel_requested,
+        stored_digest=digest,
+        recomputed_digest=_recomputed_digest(lease.request_id, fingerprint),
+        inventory_version=version,
         rules_version=rules_version,
-        approval_id=approval.id if approval else None,
-        approval_digest=approval.inventory_digest if approval else None,
-        approval_inventory_version=approval.inventory_version if approval else None,
-        approval_rules_version=approval.rules_version if approval else None,
-        approval_expires_at=approval.expires_at if approval else None,
-        approval_revoked_at=approval.revoked_at if approval else None,
-        approver=approval.approved_by if approval else "",
-        approver_may=authority.may(approver, "deletions.approve_deletionrequest"),
-        requester=req.requested_by,
-        requester_may=authority.may(requester, "deletions.submit_deletionrequest"),
-        same_person=requester is not None and approver is not None and requester.pk == approver.pk,
+        approval_id=approval_id,
+        approval_digest=approval_digest,
+        approval_inventory_version=approval_version,
+        approval_rules_version=approval_rules,
+        approval_expires_at=expires,
+        approval_revoked_at=revoked,
+        approver=approver or "",
+        approver_may=row[16],
+        requester=requester,
+        requester_may=row[17],
+        same_person=bool(row[15]),
     )
 
 
-def _fresh(user_id: int | None) -> Any:
-    """The user as it is now (active flag, groups): never a cached object."""
-    return get_user_model().objects.filter(pk=user_id).first() if user_id is not None else None
+@lru_cache(maxsize=256)
+def _recomputed_digest(request_id: UUID, fingerprint: str) -> str:
+    """The digest of the stored inventory, recomputed from the row when its stored text (whose
+    md5 the locked read returns) is one this process has not digested yet: a run recomputes it
+    once, and any change to the stored inventory, however made, is digested again."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT inventory_json FROM entity_deletion_requests WHERE id = %s AND md5(inventory_json::text) = %s",
+            [request_id, fingerprint],
+        )
+        row = cur.fetchone()
+    if row is None:  # changed between the two reads (only with the immutability trigger off): never cache that
+        _recomputed_digest.cache_clear()
+        return "inventory changed while it was read"
+    stored = json.loads(row[0]) if isinstance(row[0], str) else row[0]
+    return inventory_digest(stored)

@@ -7,11 +7,12 @@ the row count says whether the caller still owns the request.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import F, Q
 
 from core.errors import DomainError
 from core.logs import event
@@ -33,24 +34,25 @@ def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) ->
         previous = (
             DeletionRequest.objects.select_for_update()
             .filter(id=request_id)
-            .values("lease_owner", "lease_expires_at")
+            .values(
+                "status",
+                "lease_owner",
+                "lease_expires_at",
+                "lease_generation",
+                "next_attempt_at",
+                "cancel_requested_at",
+            )
             .first()
         )
-        claimable = (
-            Q(id=request_id, status__in=RUNNABLE_STATUSES)
-            & (Q(lease_owner__isnull=True) | Q(lease_expires_at__lte=now))
-            & ~Q(status=Status.RETRY_WAIT, next_attempt_at__gt=now)
-            & ~Q(status=Status.APPROVED, cancel_requested_at__isnull=False)
-        )
-        updated = DeletionRequest.objects.filter(claimable).update(
-            lease_owner=owner,
-            lease_generation=F("lease_generation") + 1,
-            lease_expires_at=expires,
-            heartbeat_at=now,
-            updated_at=now,
-        )
-        if updated == 1 and previous is not None:
-            generation = DeletionRequest.objects.values_list("lease_generation", flat=True).get(id=request_id)
+        if previous is not None and _claimable(previous, now):
+            generation = previous["lease_generation"] + 1  # the row is locked: no one else moves it
+            DeletionRequest.objects.filter(id=request_id).update(
+                lease_owner=owner,
+                lease_generation=generation,
+                lease_expires_at=expires,
+                heartbeat_at=now,
+                updated_at=now,
+            )
             takeover = previous["lease_owner"] is not None
             LeaseEvent.objects.create(
                 request_id=request_id,
@@ -73,6 +75,16 @@ def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) ->
     refusal = _claim_refusal(request_id, now)
     event(logger, "refusal", request_id=request_id, executor=owner, reason=refusal.message)
     raise refusal
+
+
+def _claimable(row: Mapping[str, Any], now: datetime) -> bool:
+    """Runnable, not leased (or the lease ran out), not waiting for a retry, not cancelled before it started."""
+    return (
+        row["status"] in RUNNABLE_STATUSES
+        and (row["lease_owner"] is None or row["lease_expires_at"] <= now)
+        and not (row["status"] == Status.RETRY_WAIT and row["next_attempt_at"] and row["next_attempt_at"] > now)
+        and not (row["status"] == Status.APPROVED and row["cancel_requested_at"] is not None)
+    )
 
 
 def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:
@@ -134,9 +146,14 @@ def lock_owned(lease: Lease) -> DeletionRequest:
     req = DeletionRequest.objects.select_for_update().filter(id=lease.request_id).first()
     if req is None:
         raise UnknownRequest(f"no deletion request with id {lease.request_id}")
-    if req.lease_owner != lease.owner or req.lease_generation != lease.generation:
-        raise StaleLease(
-            f"lease of {lease.owner} generation {lease.generation} is stale: request {req.id} is held by "
-            f"{req.lease_owner or 'nobody'} generation {req.lease_generation}"
-        )
+    check_owner(lease, req.lease_owner, req.lease_generation)
     return req
+
+
+def check_owner(lease: Lease, owner: str | None, generation: int) -> None:
+    """Refuse unless the locked row is still held by this lease (owner and generation)."""
+    if owner != lease.owner or generation != lease.generation:
+        raise StaleLease(
+            f"lease of {lease.owner} generation {lease.generation} is stale: request {lease.request_id} is held by "
+            f"{owner or 'nobody'} generation {generation}"
+        )

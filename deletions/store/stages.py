@@ -8,15 +8,18 @@ the whole transaction back.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID, uuid5
+from uuid import UUID, uuid4, uuid5
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from core.logs import event
+from core.store import fsm_target
 from deletions.errors import RetryNotDue, StaleLease, WorkflowError
 from deletions.models import DeletionRequest, StageAttempt, StageHistory, StageStatus, Status
 from deletions.store import alarms, decisions
@@ -114,6 +117,186 @@ def _open_attempt(lease: Lease, row: StageHistory, now: datetime) -> None:
 
 def _close_attempt(row: StageHistory, outcome: str, error: str, now: datetime) -> None:
     StageAttempt.objects.filter(stage=row, attempt=row.attempts).update(outcome=outcome, error=error, finished_at=now)
+
+
+class _Changed(Exception):
+    """The row was not as the hand-written path expects: roll back and take the general path."""
+
+
+def begin(lease: Lease, row: StageSnapshot, *, now: datetime, submit: bool) -> tuple[StageSnapshot, bool]:
+    """The running mark (with the submitted mark when `submit`: nothing happens between the two)
+    in one transaction. Returns the row and whether an earlier attempt had already submitted.
+
+    A fresh pending row of a running request takes three statements through the cursor; any
+    other row (a retry, a takeover, a row submitted before) goes through `mark_running`.
+    """
+    if row.status == StageStatus.PENDING and row.submitted_at is None:
+        running = fsm_target(StageHistory.run, StageStatus.PENDING)
+        try:
+            with transaction.atomic(), connection.cursor() as cur:
+                cur.execute(
+                    "UPDATE entity_deletion_requests SET last_action = %s, updated_at = %s"
+                    " WHERE id = %s AND lease_owner = %s AND lease_generation = %s AND status = %s",
+                    [
+                        f"{lease.owner} (generation {lease.generation}) started {row.stage}",
+                        now,
+                        lease.request_id,
+                        lease.owner,
+                        lease.generation,
+                        Status.RUNNING,
+                    ],
+                )
+                if cur.rowcount != 1:
+                    raise _Changed
+                cur.execute(
+                    "UPDATE entity_deletion_stage_history SET status = %s, started_at = COALESCE(started_at, %s),"
+                    " attempts = attempts + 1, submitted_at = %s"
+                    " WHERE id = %s AND request_id = %s AND is_current AND status = %s AND submitted_at IS NULL"
+                    " RETURNING attempts, started_at",
+                    [running, now, now if submit else None, row.id, lease.request_id, StageStatus.PENDING],
+                )
+                saved = cur.fetchone()
+                if saved is None:
+                    raise _Changed
+                attempts, started_at = saved
+                if attempts > 1:  # set aside before: its attempts are closed, but keep the rule of `_open_attempt`
+                    cur.execute(
+                        "UPDATE entity_deletion_stage_attempts SET outcome = %s, finished_at = %s"
+                        " WHERE stage_id = %s AND outcome = %s",
+                        [StageAttempt.Outcome.INTERRUPTED, now, row.id, StageAttempt.Outcome.RUNNING],
+                    )
+                cur.execute(
+                    "INSERT INTO entity_deletion_stage_attempts"
+                    " (request_id, stage_id, attempt, executor, generation, started_at, outcome, error)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, '')",
+                    [
+                        lease.request_id,
+                        row.id,
+                        attempts,
+                        lease.owner,
+                        lease.generation,
+                        now,
+                        StageAttempt.Outcome.RUNNING,
+                    ],
+                )
+            return replace(
+                row, status=running, attempts=attempts, started_at=started_at, submitted_at=now if submit else None
+            ), False
+        except _Changed:
+            pass
+    started = mark_running(lease, row.id, now=now)
+    if started.submitted_at is not None:
+        return started, True
+    if submit:
+        return mark_submitted(lease, row.id, now=now), False
+    return started, False
+
+
+def complete_and_advance(
+    lease: Lease,
+    row: StageSnapshot,
+    result: dict[str, Any],
+    decision: dict[str, Any],
+    successor: NewStage | None,
+    *,
+    now: datetime,
+) -> NextStage | None:
+    """The result saved, the row retired with its decision, and the successor inserted (or, with
+    none, the request completed): one transaction, four statements. None, with nothing written,
+    when the request is not simply running under this lease (a cancellation, a lost lease) or the
+    row is not the running current one: the caller takes the general path, which names what changed."""
+    completed = fsm_target(StageHistory.succeed, StageStatus.RUNNING)
+    new_id = uuid4()
+    metadata = {"inputs": successor.inputs, "previous_stage_id": str(row.id)} if successor else {}
+    try:
+        with transaction.atomic(), connection.cursor() as cur:
+            if successor is not None:
+                finish, action = "", f"{row.stage} → {successor.stage}"
+                params = [now, action, now]
+            else:
+                finish, action = ", status = %s, completed_at = %s", f"completed after {row.stage}"
+                params = [None, action, now, fsm_target(DeletionRequest.complete, Status.RUNNING), now]
+            cur.execute(
+                "UPDATE entity_deletion_requests SET retry_count = 0, next_attempt_at = NULL, last_error = NULL,"
+                f" open_question = '', next_check_at = %s, last_action = %s, updated_at = %s{finish}"
+                " WHERE id = %s AND lease_owner = %s AND lease_generation = %s AND status = %s"
+                " AND cancel_requested_at IS NULL",
+                [*params, lease.request_id, lease.owner, lease.generation, Status.RUNNING],
+            )
+            if cur.rowcount != 1:
+                raise _Changed
+            cur.execute(
+                "UPDATE entity_deletion_stage_history SET status = %s, finished_at = %s, last_error = NULL,"
+                " is_current = false, metadata_json = metadata_json || %s::jsonb"
+                " WHERE id = %s AND request_id = %s AND is_current AND status = %s",
+                [
+                    completed,
+                    now,
+                    json.dumps({"result": result, "decision": decision}),
+                    row.id,
+                    lease.request_id,
+                    StageStatus.RUNNING,
+                ],
+            )
+            if cur.rowcount != 1:
+                raise _Changed
+            cur.execute(
+                "UPDATE entity_deletion_stage_attempts SET outcome = %s, error = '', finished_at = %s"
+                " WHERE stage_id = %s AND attempt = %s",
+                [StageAttempt.Outcome.COMPLETED, now, row.id, row.attempts],
+            )
+            if row.attempts > 1:
+                alarms.resolve(request_id=lease.request_id, kind=alarms.EFFECT_UNKNOWN, now=now)
+            if successor is None:
+                cur.execute(
+                    "SELECT count(*) FROM entity_deletion_stage_history WHERE request_id = %s AND status = %s",
+                    [lease.request_id, completed],
+                )
+                done = Finished(status=Status.COMPLETED, completed_stages=cur.fetchone()[0])
+            else:
+                op_id = operation_id(lease.request_id, successor.stage, successor.community_id)
+                cur.execute(
+                    "INSERT INTO entity_deletion_stage_history (id, request_id, stage, target_community_id, status,"
+                    " is_current, metadata_json, operation_id, attempts, created_at)"
+                    " VALUES (%s, %s, %s, %s, %s, true, %s::jsonb, %s, 0, %s)",
+                    [
+                        new_id,
+                        lease.request_id,
+                        successor.stage,
+                        successor.community_id,
+                        StageStatus.PENDING,
+                        json.dumps(metadata),
+                        op_id,
+                        now,
+                    ],
+                )
+    except _Changed:
+        return None
+    event(
+        logger,
+        "transition",
+        request_id=lease.request_id,
+        executor=lease.owner,
+        generation=lease.generation,
+        stage_id=new_id if successor else None,
+        stage=successor.stage if successor else None,
+        reason="Advance" if successor else "finished completed",
+    )
+    if successor is None:
+        return done
+    return StageSnapshot(
+        id=new_id,
+        stage=successor.stage,
+        community_id=successor.community_id,
+        status=StageStatus.PENDING,
+        is_current=True,
+        metadata=metadata,
+        started_at=None,
+        finished_at=None,
+        last_error=None,
+        operation_id=op_id,
+        attempts=0,
+    )
 
 
 def mark_submitted(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapshot:

@@ -20,8 +20,9 @@ from deletions import receiver, target_system
 from deletions.errors import Interrupted, StaleLease
 from deletions.retry import decide_retry
 from deletions.store import stages
-from deletions.store.types import Lease, StageSnapshot
-from deletions.users.workflow import GATE_USER, PURGE_AGENTS, PURGE_DB
+from deletions.store.types import Lease, NextStage, StageSnapshot
+from deletions.users.transition import complete_stage, get_next_stage
+from deletions.users.workflow import GATE_USER, PURGE_AGENTS, PURGE_DB, Plan
 
 logger = logging.getLogger("deletions")
 
@@ -37,6 +38,7 @@ class RunOptions:
 class HandlerContext:
     lease: Lease
     options: RunOptions
+    plan: Plan  # the approved inventory's communities, read once per run
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -50,20 +52,22 @@ def _outcome(ctx: HandlerContext, row: StageSnapshot) -> dict[str, Any]:
     raise ValueError(f"no handler for stage {row.stage!r}")
 
 
-def run_handler(ctx: HandlerContext, row: StageSnapshot) -> None:
-    """Returns once the outcome, success or retryable failure, is saved."""
-    row = stages.mark_running(ctx.lease, row.id, now=clock.now())
-    if row.submitted_at is not None:
-        settle_unknown_effect(ctx, row)
-        return
+def run_handler(ctx: HandlerContext, row: StageSnapshot) -> NextStage:
+    """Run one stage and return what comes next, once the outcome (success, retryable failure
+    or a refusal at the receiver) is saved."""
+    waits = bool(ctx.options.stage_delay_ms) or ctx.options.fail_stage == row.stage or ctx.stop.is_set()
+    row, submitted_before = stages.begin(ctx.lease, row, now=clock.now(), submit=not waits)
+    if submitted_before:
+        return settle_unknown_effect(ctx, row)
     try:
-        if ctx.options.fail_stage == row.stage:
-            raise RuntimeError(f"injected failure in {row.stage} (--fail-stage)")
-        if ctx.options.stage_delay_ms and ctx.stop.wait(ctx.options.stage_delay_ms / 1000):
-            raise Interrupted(f"stopped during {row.stage}; the row stays current")
-        if ctx.stop.is_set():
-            raise Interrupted(f"stopped before {row.stage}; the row stays current")
-        stages.mark_submitted(ctx.lease, row.id, now=clock.now())
+        if row.submitted_at is None:  # something to wait for before the effect is submitted
+            if ctx.options.fail_stage == row.stage:
+                raise RuntimeError(f"injected failure in {row.stage} (--fail-stage)")
+            if ctx.options.stage_delay_ms and ctx.stop.wait(ctx.options.stage_delay_ms / 1000):
+                raise Interrupted(f"stopped during {row.stage}; the row stays current")
+            if ctx.stop.is_set():
+                raise Interrupted(f"stopped before {row.stage}; the row stays current")
+            row = stages.mark_submitted(ctx.lease, row.id, now=clock.now())
         crash_point("after-submit-mark")
         applied = receiver.apply_effect(ctx.lease, row, outcome=_outcome(ctx, row), now=clock.now())
     except receiver.AuthorityRefused as refused:
@@ -76,19 +80,19 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> None:
             approval_id=refused.approval_id,
             now=clock.now(),
         )
-        return
+        return get_next_stage(ctx.lease, row.id, now=clock.now())
     except (Interrupted, StaleLease):
         raise
     except Exception as exc:
         stages.save_failure(
             ctx.lease, row.id, f"{type(exc).__name__}: {exc}", now=clock.now(), retry_policy=decide_retry
         )
-        return
+        return get_next_stage(ctx.lease, row.id, now=clock.now())
     crash_point("after-effect")
-    stages.save_success(ctx.lease, row.id, applied, now=clock.now())
+    return complete_stage(ctx.lease, row, applied, ctx.plan, now=clock.now())
 
 
-def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> None:
+def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> NextStage:
     """An earlier attempt may have submitted: look the operation up, never resend blindly.
 
     Found: save what the target system recorded. Not found: the target may lag, so
@@ -111,8 +115,7 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> None:
         found = f"the target system could not be read ({exc.message})"
     else:
         if recorded is not None:
-            stages.save_success(ctx.lease, row.id, recorded, now=clock.now())
-            return
+            return complete_stage(ctx.lease, row, recorded, ctx.plan, now=clock.now())
         found = "the target system has no record of it yet (it may lag)"
     stages.save_failure(
         ctx.lease,
@@ -122,3 +125,4 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> None:
         retry_policy=decide_retry,
         open_question=f"did operation {row.operation_id} ({row.stage}) take effect? the next check looks it up again",
     )
+    return get_next_stage(ctx.lease, row.id, now=clock.now())

@@ -32,13 +32,28 @@ def validate_target(target: str) -> str:
     return target
 
 
-def build_inventory(target: str) -> dict[str, Any]:
+DEMO_COMMUNITIES = 2
+
+
+def build_inventory(target: str, communities: int = DEMO_COMMUNITIES) -> dict[str, Any]:
+    """The demo inventory: B and C, then (for benchmarks and tests of large requests) more
+    artificial communities with fixed ids, participant and former participant in turn."""
+    if not DEMO_COMMUNITIES <= communities <= MAX_COMMUNITIES:
+        raise BadInput(
+            f"--demo-communities {communities} is refused: give {DEMO_COMMUNITIES}-{MAX_COMMUNITIES:,} "
+            "(B and C are always the first two)"
+        )
+    extra = [
+        {"id": str(UUID(int=(1 << 64) + i)), "role": "participant" if i % 2 else "former_participant"}
+        for i in range(1, communities - DEMO_COMMUNITIES + 1)
+    ]
     return {
         "version": INVENTORY_VERSION,
         "target": target,
         "communities": [
             {"id": COMMUNITY_B, "role": "participant"},
             {"id": COMMUNITY_C, "role": "former_participant"},
+            *extra,
         ],
     }
 

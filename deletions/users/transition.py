@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
+from core.crashpoints import crash_point
 from deletions.errors import WorkflowError
 from deletions.store import stages
 from deletions.store.types import (
@@ -35,15 +37,28 @@ def decide(
     if current is None:
         return Initialize(workflow.initial_stage(request.inventory))
     if current.status == "completed":
-        chosen = workflow.decision(current.stage, current.result)
-        covered = progress.covered
-        if chosen["transition"] == workflow.COMMUNITY_COMPLETE and current.community_id:
-            covered = [*covered, current.community_id]
-        nxt = workflow.successor(chosen["transition"], current.community_id, request.inventory, covered)
+        chosen, nxt = workflow.advance(
+            current.stage, current.community_id, current.result, workflow.Plan.of(request.inventory)
+        )
         return Advance(completed_stage_id=current.id, decision=chosen, successor=nxt)
     if current.status == "failed" and request.next_attempt_at is not None and request.next_attempt_at > now:
         return WaitUntil(request.next_attempt_at)
     return Resume(current.id)
+
+
+def complete_stage(
+    lease: Lease, row: StageSnapshot, result: dict[str, Any], plan: workflow.Plan, *, now: datetime
+) -> NextStage:
+    """Save a stage's result and move on, in one transaction: rules v1 decide from the row and
+    the run's plan, with no history replayed. A cancellation, a lost lease or a changed row take
+    the general path: the result saved, then `get_next_stage` (which replays the history)."""
+    chosen, nxt = workflow.advance(row.stage, row.community_id, result, plan)
+    advanced = stages.complete_and_advance(lease, row, result, chosen, nxt, now=now)
+    if advanced is not None:
+        return advanced
+    stages.save_success(lease, row.id, result, now=now)
+    crash_point("after-success-saved")
+    return get_next_stage(lease, row.id, now=now)
 
 
 def get_next_stage(lease: Lease, previous_stage_id: UUID | None, *, now: datetime) -> NextStage:

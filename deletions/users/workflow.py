@@ -54,23 +54,43 @@ def initial_stage(inventory: dict[str, Any]) -> NewStage:
     return NewStage(stage=GATE_USER, community_id=None, inputs={"target": inventory["target"]})
 
 
-def successor(
-    transition: str, community_id: str | None, inventory: dict[str, Any], covered: list[str]
-) -> NewStage | None:
+@dataclass(frozen=True)
+class Plan:
+    """The approved inventory's communities in order, with each one's position: read once per run.
+
+    Rules v1 take communities in inventory order, so what is covered is always a prefix:
+    the community after the current one is next. No history replay is needed to find it.
+    """
+
+    target: str
+    communities: tuple[str, ...]
+    position: dict[str, int]
+
+    @classmethod
+    def of(cls, inventory: dict[str, Any]) -> Plan:
+        ids = tuple(community_ids(inventory))
+        return cls(target=inventory["target"], communities=ids, position={cid: i for i, cid in enumerate(ids)})
+
+
+def successor(transition: str, community_id: str | None, plan: Plan) -> NewStage | None:
     """The next stage after a transition; None when every community is covered."""
     if transition == PURGE_AGENTS:
         assert community_id is not None
-        return _community_stage(PURGE_AGENTS, community_id, inventory)
-    for cid in community_ids(inventory):
-        if cid not in covered:
-            return _community_stage(PURGE_DB, cid, inventory)
+        return _community_stage(PURGE_AGENTS, community_id, plan.target)
+    following = 0 if community_id is None else plan.position[community_id] + 1
+    if following < len(plan.communities):
+        return _community_stage(PURGE_DB, plan.communities[following], plan.target)
     return None
 
 
-def _community_stage(stage: str, community_id: str, inventory: dict[str, Any]) -> NewStage:
-    return NewStage(
-        stage=stage, community_id=community_id, inputs={"target": inventory["target"], "community_id": community_id}
-    )
+def advance(stage: str, community_id: str | None, result: Any, plan: Plan) -> tuple[dict[str, Any], NewStage | None]:
+    """What a completed stage's saved result decides: (the decision to save, the successor or None)."""
+    chosen = decision(stage, result)
+    return chosen, successor(chosen["transition"], community_id, plan)
+
+
+def _community_stage(stage: str, community_id: str, target: str) -> NewStage:
+    return NewStage(stage=stage, community_id=community_id, inputs={"target": target, "community_id": community_id})
 
 
 @dataclass(frozen=True)
@@ -80,7 +100,13 @@ class Progress:
     current: StageSnapshot | None
 
 
-def reconstruct(history: list[StageSnapshot], inventory: dict[str, Any], inventory_version: int) -> Progress:
+def reconstruct(
+    history: list[StageSnapshot],
+    inventory: dict[str, Any],
+    inventory_version: int,
+    *,
+    max_communities: int = MAX_COMMUNITIES,
+) -> Progress:
     """Follow previous_stage_id from the current row back to the root and replay rules v1.
 
     Checks every row's stage, community and inputs against the approved
@@ -89,8 +115,8 @@ def reconstruct(history: list[StageSnapshot], inventory: dict[str, Any], invento
     """
     if inventory_version not in SUPPORTED_INVENTORY_VERSIONS:
         raise WorkflowError(f"inventory version {inventory_version} has no workflow rules here")
-    if len(community_ids(inventory)) > MAX_COMMUNITIES:
-        raise WorkflowError(f"inventory has more than {MAX_COMMUNITIES:,} communities")
+    if len(community_ids(inventory)) > max_communities:
+        raise WorkflowError(f"inventory has more than {max_communities:,} communities")
     if not history:
         return Progress(chain=[], covered=[], current=None)
     current = [s for s in history if s.is_current]
@@ -99,6 +125,7 @@ def reconstruct(history: list[StageSnapshot], inventory: dict[str, Any], invento
     chain = _walk_back(current[0], {str(s.id): s for s in history})
     if len(chain) != len(history):
         raise WorkflowError(f"disconnected history: {len(history) - len(chain)} stage(s) are not on the chain")
+    plan = Plan.of(inventory)
     covered: list[str] = []
     expected: NewStage | None = initial_stage(inventory)
     for row in chain:
@@ -113,7 +140,7 @@ def reconstruct(history: list[StageSnapshot], inventory: dict[str, Any], invento
             raise WorkflowError(f"stage {row.id} saved transition {saved!r} but its result allows {allowed!r}")
         if saved == COMMUNITY_COMPLETE and row.community_id is not None:
             covered.append(row.community_id)
-        expected = successor(saved, row.community_id, inventory, covered)
+        expected = successor(saved, row.community_id, plan)
     return Progress(chain=chain, covered=covered, current=chain[-1])
 
 

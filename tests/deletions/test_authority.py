@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import time_machine
@@ -250,3 +251,45 @@ def test_revoking_an_unstarted_approval_sends_it_back_and_a_second_revoke_is_ref
     assert all_rows() == before
     no_reason = cmd("revoke_approval", req["id"], "--by", "operator-c", "--reason", " ")
     assert no_reason.code == 2 and "a reason is required to revoke an approval" in no_reason.err
+
+
+USERS: dict[str, tuple[dict[str, Any], bool]] = {  # kind: (the user, whether it may)
+    "plain staff": ({"is_staff": True}, False),
+    "direct permission": ({"is_staff": True, "perm": "direct"}, True),
+    "group permission": ({"is_staff": True, "perm": "group"}, True),
+    "superuser": ({"is_staff": True, "is_superuser": True}, True),
+    "inactive with permission": ({"is_staff": True, "is_active": False, "perm": "direct"}, False),
+    "not staff, with permission": ({"is_staff": False, "perm": "group"}, False),
+    "inactive superuser": ({"is_staff": True, "is_superuser": True, "is_active": False}, False),
+}
+
+
+@pytest.mark.parametrize("kind", list(USERS))
+@pytest.mark.parametrize("perm", ["deletions.approve_deletionrequest", "deletions.submit_deletionrequest"])
+def test_the_boundarys_sql_permission_check_agrees_with_djangos(kind: str, perm: str) -> None:
+    """The receiver reads authority in its locking statement (`may_sql`); it must answer as `may` does."""
+    from django.contrib.auth.models import Permission
+
+    from core.authority import may, may_sql
+
+    spec, expected = dict(USERS[kind][0]), USERS[kind][1]
+    how = spec.pop("perm", None)
+    user = User.objects.create_user(f"u-{len(kind)}-{perm[-20:-15]}", **spec)
+    other = Permission.objects.get(codename="cancel_deletionrequest")  # held by all: must not count
+    user.user_permissions.add(other)
+    granted = Permission.objects.get(codename=perm.split(".")[1])
+    if how == "direct":
+        user.user_permissions.add(granted)
+    elif how == "group":
+        group = Group.objects.create(name=f"g-{user.username}")
+        group.permissions.add(granted)
+        user.groups.add(group)
+    sql, params = may_sql("%s", perm)
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {sql}", [*params, user.pk])
+        answered = cur.fetchone()[0]
+        cur.execute(f"SELECT {sql}", [*params, -1])
+        nobody = cur.fetchone()[0]
+    fresh = User.objects.get(pk=user.pk)
+    assert answered is may(fresh, perm) is expected
+    assert nobody is False

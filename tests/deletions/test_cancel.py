@@ -33,21 +33,21 @@ def test_cancel_before_first_stage_cancels_outright(cmd) -> None:
 
 
 def test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops(settings, monkeypatch, observe) -> None:
-    """The worker is held just before it submits (an event, not a timing window) while the cancel is recorded."""
+    """The worker is held just before the receiver (an event, not a timing window) while the cancel is recorded."""
     from deletions.users import handlers
 
     settings.DELETION_HEARTBEAT_SECONDS = 0.2
     req = submit_and_approve()
     outcome: dict[str, Any] = {}
     reached, go = threading.Event(), threading.Event()
-    mark_submitted = handlers.stages.mark_submitted
+    apply_effect = handlers.receiver.apply_effect
 
-    def held_mark(*args: Any, **kwargs: Any) -> Any:
+    def held_effect(*args: Any, **kwargs: Any) -> Any:
         reached.set()
         assert go.wait(timeout=120), "the test never let the worker submit"
-        return mark_submitted(*args, **kwargs)
+        return apply_effect(*args, **kwargs)
 
-    monkeypatch.setattr(handlers.stages, "mark_submitted", held_mark)
+    monkeypatch.setattr(handlers.receiver, "apply_effect", held_effect)
 
     def run() -> None:
         try:

@@ -74,23 +74,34 @@ def test_crash_before_first_transition_initializes_on_takeover(cmd, observe) -> 
 
 
 def test_crash_after_saved_success_does_not_rerun_the_handler(cmd, observe) -> None:
+    """A cancellation recorded while the gate's effect lands sends its result down the general
+    path (result saved, then the transition): killed between the two, the gate is completed +
+    current, and the takeover ends the request as cancelled without running it again."""
+    import psutil
+
     req = submit_and_approve()
-    crashed = crash_at("after-handler", req.id)
+    running = start_worker(req.id, "--executor-id", "worker-a", PAUSE_AT="after-effect", CRASH_AT="after-success-saved")
+    proc = psutil.Process(running.pid)
+    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="worker-a paused after the gate's effect")
+    recorded = cmd("cancel_deletion", str(req.id), "--by", "operator-c", "--reason", "legal asked to stop")
+    assert recorded.code == 0, recorded.err
+    running.send_signal(signal.SIGCONT)
+    running.communicate(timeout=120)
+    assert running.returncode == -signal.SIGKILL
+    crashed = DeletionRequest.objects.get(id=req.id)
     _, rows, _ = show_rows(req.id)
-    assert current(rows) == [("gate_user", None, "completed")]
+    assert current(rows) == [("gate_user", None, "completed")] and crashed.status == "running"
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
-    assert len(effects(req.id)) == 1
-    ran = take_over(cmd, crashed, "--next-step")
-    assert ran.code == 0, ran.err
+    ran = take_over(cmd, crashed)
+    assert ran.code == 1 and "1 completed stage(s) are done and were not undone" in ran.err, ran.err
     gate_after = StageHistory.objects.get(id=gate.id)
     assert gate_after.attempts == 1 and gate_after.metadata_json["result"] == gate.metadata_json["result"]
-    assert not gate_after.is_current and gate_after.metadata_json["decision"]["transition"] == "enter_communities"
-    # The next run executed B's purge_db, not the gate again.
-    assert [a for _, a, _ in effects(req.id)] == ["gate_user", "purge_db"]
+    assert DeletionRequest.objects.get(id=req.id).status == "cancelled"
+    assert [a for _, a, _ in effects(req.id)] == ["gate_user"]  # nothing ran twice, nothing new ran
     observe(
-        f"killed with gate_user completed+current; takeover transitioned its saved result "
-        f"({gate_after.metadata_json['decision']['transition']}), attempts {gate_after.attempts}; receiver: "
-        f"{', '.join(a for _, a, _ in effects(req.id))}"
+        f"cancel recorded while worker-a was stopped after the gate's effect; killed once the result was saved "
+        f"(gate completed+current); takeover: exit {ran.code}, request cancelled, gate attempts "
+        f"{gate_after.attempts}, effects at receiver: {len(effects(req.id))}"
     )
 
 

@@ -11,7 +11,7 @@ from django_q.models import Schedule
 
 from core import clock
 from deletions.models import DeletionRequest
-from ops.schedules import SCHEDULES
+from ops.schedules import MINUTES, SCHEDULES
 from retirements.models import RetirementRequest, Workspace
 from tests.conftest import ROOT, manage_argv, subprocess_env
 
@@ -84,7 +84,8 @@ def test_setup_schedules_is_idempotent(cmd) -> None:
         ran = cmd("setup_schedules")
         assert ran.code == 0
     assert sorted(Schedule.objects.values_list("name", "func")) == sorted(SCHEDULES.items())
-    assert set(Schedule.objects.values_list("minutes", flat=True)) == {1}
+    assert dict(Schedule.objects.values_list("name", "minutes")) == {name: MINUTES.get(name, 1) for name in SCHEDULES}
+    assert set(MINUTES.values()) == {60}
 
 
 @pytest.mark.django_db

@@ -5,6 +5,7 @@ from django.core.management.base import CommandParser
 from core import authority
 from core.commands import ServiceCommand
 from deletions.services import deletion_submit, submission_json
+from deletions.users.inventory import DEMO_COMMUNITIES, MAX_COMMUNITIES
 
 
 class Command(ServiceCommand):
@@ -14,8 +15,18 @@ class Command(ServiceCommand):
         parser.add_argument("--target", required=True, help="demo:NAME")
         parser.add_argument("--requested-by", required=True, help="operator submitting the request")
         parser.add_argument("--reason", default="", help="ticket or why (kept in the decision log)")
+        parser.add_argument(
+            "--demo-communities",
+            type=int,
+            default=DEMO_COMMUNITIES,
+            metavar="N",
+            help=f"communities in the demo inventory: B and C, then N-2 more (default {DEMO_COMMUNITIES}, at most "
+            f"{MAX_COMMUNITIES:,}); for benchmarks and tests of large requests",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         actor = authority.named(options["requested_by"], flag="--requested-by")
-        req = deletion_submit(actor=actor, target=options["target"], reason=options["reason"])
+        req = deletion_submit(
+            actor=actor, target=options["target"], reason=options["reason"], communities=options["demo_communities"]
+        )
         self.print_json(submission_json(req))

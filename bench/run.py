@@ -1,0 +1,137 @@
+"""`make bench`: every performance target of issue 13, each against its baseline or limit, in one
+run on a throw-away database; one table, then one line of JSON. `--quick` for a smaller run.
+
+Usage: .venv/bin/python bench/run.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ["DJANGO_DEBUG"] = "0"  # Django keeps no query log, as in production
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+import django
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
+
+from bench import drain, history, stages  # noqa: E402
+
+
+def row(name: str, value: str, target: str, verdict: bool | None) -> list[str]:
+    return [name, value, target, "" if verdict is None else ("met" if verdict else "MISSED")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer requests and rounds (under a minute)")
+    args = parser.parse_args()
+    quick = args.quick
+    setup_test_environment()
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    result: dict[str, Any] = {}
+    table: list[list[str]] = []
+    try:
+        from core.store import connection_url
+        from tests.conftest import ensure_people
+
+        ensure_people()
+        stages.create_copies()
+        stages.raw_round(5)
+        stages.worker_round(5)  # warm both paths
+        raws, workers = [], []
+        for _ in range(2 if quick else 3):  # interleaved, so a busy moment hits both
+            workers.append(stages.worker_round(20 if quick else 60))
+            raws.append(stages.raw_round(20 if quick else 60))
+        raw = [statistics.median(r[i] for r in raws) for i in range(3)]
+        work = [statistics.median(w[i] for w in workers) for i in range(3)]
+        result["stage_ratio"] = round(raw[0] / work[0], 3)
+        result["stmts_per_stage"] = round(work[1], 1)
+        result["commits_per_stage"] = round(work[2], 2)
+        table.append(
+            row(
+                "raw stage (3 transactions)",
+                f"{raw[0] * 1000:.2f} ms, {raw[1]:.1f} stmts, {raw[2]:.1f} commits",
+                "",
+                None,
+            )
+        )
+        table.append(
+            row("worker stage", f"{work[0] * 1000:.2f} ms, {work[1]:.1f} stmts, {work[2]:.2f} commits", "", None)
+        )
+        table.append(row("stage ratio (raw / worker)", f"{raw[0] / work[0]:.2f}x", ">= 0.5x", raw[0] / work[0] >= 0.5))
+
+        grown = history.growth(rounds=1 if quick else 3, large=200 if quick else 500)
+        result["growth_500_vs_50"] = round(grown["ratio"], 3)
+        table.append(
+            row(
+                f"per stage, {grown['large']} vs {grown['small']} communities",
+                f"{grown['large_ms']:.2f} ms vs {grown['small_ms']:.2f} ms = {grown['ratio']:.2f}x",
+                "<= 1.2x",
+                grown["ratio"] <= 1.2,
+            )
+        )
+
+        rebuilt = history.reconstruct(quick=quick)
+        result["reconstruct_10000_s"] = round(rebuilt["replay_s"], 4)
+        table.append(
+            row(
+                f"replay {rebuilt['stages']:,} stages from scratch",
+                f"{rebuilt['replay_s'] * 1000:.0f} ms",
+                "< 1 s",
+                rebuilt["replay_s"] < 1,
+            )
+        )
+        if "largest_load_replay_s" in rebuilt:
+            table.append(
+                row(
+                    f"load + replay the largest request ({rebuilt['largest_stages']:,} stages)",
+                    f"{rebuilt['largest_load_replay_s'] * 1000:.0f} ms",
+                    "",
+                    None,
+                )
+            )
+
+        url = connection_url()
+        count = 60 if quick else 300
+        one = drain.drain(count, 1, url)
+        two = drain.drain(count, 2, url)
+        ratio = two["stages_per_s"] / one["stages_per_s"]
+        result["drain_2w_vs_1w"] = round(ratio, 2)
+        result["drain_stages_per_s_2w"] = round(two["stages_per_s"], 1)
+        result["worker_peak_rss_mb"] = round(max(one["peak_rss_mb"], two["peak_rss_mb"]), 1)
+        table.append(row(f"drain {count} requests, 1 worker", f"{one['stages_per_s']:.0f} stages/s", "", None))
+        table.append(
+            row(
+                f"drain {count} requests, 2 workers",
+                f"{two['stages_per_s']:.0f} stages/s",
+                ">= 184 stages/s",
+                two["stages_per_s"] >= 184,
+            )
+        )
+        table.append(row("drain, 2 workers / 1 worker", f"{ratio:.2f}x", ">= 1.6x", ratio >= 1.6))
+        table.append(row("worker peak RSS", f"{result['worker_peak_rss_mb']:.0f} MB", "flat (52-53 MB before)", None))
+    finally:
+        connection.close()
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    widths = [max(len(r[i]) for r in [["measure", "value", "target", ""], *table]) for i in range(4)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(["measure", "value", "target", ""], widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in table:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
+    print(json.dumps(result, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
