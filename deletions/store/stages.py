@@ -212,7 +212,7 @@ def complete_and_advance(
         with transaction.atomic(), connection.cursor() as cur:
             if successor is not None:
                 finish, action = "", f"{row.stage} → {successor.stage}"
-                params = [now, action, now]
+                params: list[Any] = [now, action, now]
             else:
                 finish, action = ", status = %s, completed_at = %s", f"completed after {row.stage}"
                 params = [None, action, now, fsm_target(DeletionRequest.complete, Status.RUNNING), now]
