@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 STAMP := $(VENV)/.installed
 
-.PHONY: run serve test check install migrate stop-db clean bench chaos
+.PHONY: run serve test check install migrate stop-db clean bench bench-quick chaos
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,7 +48,10 @@ clean: stop-db
 	rm -rf .pgdata .pgdata.lock
 
 bench: install
-	$(PY) bench/stages.py
+	$(PY) bench/run.py
+
+bench-quick: install
+	$(PY) bench/run.py --quick
 
 chaos: install
 	$(MANAGE) chaos --seconds 600 --workers 4 --requests 40 --db-restarts

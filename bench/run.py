@@ -26,7 +26,9 @@ django.setup()
 from django.db import connection  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 
-from bench import drain, history, stages  # noqa: E402
+from bench import console, drain, history, stages  # noqa: E402
+
+SECTIONS = ("stage", "growth", "reconstruct", "drain", "console")
 
 
 def row(name: str, value: str, target: str, verdict: bool | None) -> list[str]:
@@ -36,7 +38,9 @@ def row(name: str, value: str, target: str, verdict: bool | None) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer requests and rounds (under a minute)")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="run only these sections")
     args = parser.parse_args()
+    only = set(args.only)
     quick = args.quick
     setup_test_environment()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
@@ -47,90 +51,156 @@ def main() -> None:
         from tests.conftest import ensure_people
 
         ensure_people()
-        stages.create_copies()
-        stages.raw_round(5)
-        stages.worker_round(5)  # warm both paths
-        raws, workers = [], []
-        for _ in range(2 if quick else 3):  # interleaved, so a busy moment hits both
-            workers.append(stages.worker_round(20 if quick else 60))
-            raws.append(stages.raw_round(20 if quick else 60))
-        raw = [statistics.median(r[i] for r in raws) for i in range(3)]
-        work = [statistics.median(w[i] for w in workers) for i in range(3)]
-        result["stage_ratio"] = round(raw[0] / work[0], 3)
-        result["stmts_per_stage"] = round(work[1], 1)
-        result["commits_per_stage"] = round(work[2], 2)
+        if "stage" in only:
+            stage_section(quick, result, table)
+        if "growth" in only:
+            growth_section(quick, result, table)
+        if "reconstruct" in only:
+            reconstruct_section(quick, result, table)
+        if "drain" in only:
+            drain_section(quick, result, table, connection_url())
+        if "console" in only:
+            console_section(quick, result, table)
+    finally:
+        connection.close()
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    print_table(table)
+    print(json.dumps(result, sort_keys=True))
+
+
+def stage_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -> None:
+    stages.create_copies()
+    stages.raw_round(5)
+    stages.worker_round(5)  # warm both paths
+    raws, workers = [], []
+    for _ in range(2 if quick else 3):  # interleaved, so a busy moment hits both
+        workers.append(stages.worker_round(20 if quick else 60))
+        raws.append(stages.raw_round(20 if quick else 60))
+    raw = [statistics.median(r[i] for r in raws) for i in range(3)]
+    work = [statistics.median(w[i] for w in workers) for i in range(3)]
+    result["stage_ratio"] = round(raw[0] / work[0], 3)
+    result["stmts_per_stage"] = round(work[1], 1)
+    result["commits_per_stage"] = round(work[2], 2)
+    table.append(
+        row(
+            "raw stage (3 transactions)",
+            f"{raw[0] * 1000:.2f} ms, {raw[1]:.1f} stmts, {raw[2]:.1f} commits",
+            "",
+            None,
+        )
+    )
+    table.append(row("worker stage", f"{work[0] * 1000:.2f} ms, {work[1]:.1f} stmts, {work[2]:.2f} commits", "", None))
+    table.append(row("stage ratio (raw / worker)", f"{raw[0] / work[0]:.2f}x", ">= 0.5x", raw[0] / work[0] >= 0.5))
+
+
+def growth_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -> None:
+    grown = history.growth(rounds=1 if quick else 3, large=200 if quick else 500)
+    result["growth_500_vs_50"] = round(grown["ratio"], 3)
+    table.append(
+        row(
+            f"per stage, {grown['large']} vs {grown['small']} communities",
+            f"{grown['large_ms']:.2f} ms vs {grown['small_ms']:.2f} ms = {grown['ratio']:.2f}x",
+            "<= 1.2x",
+            grown["ratio"] <= 1.2,
+        )
+    )
+
+
+def reconstruct_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -> None:
+    rebuilt = history.reconstruct(quick=quick)
+    result["reconstruct_10000_s"] = round(rebuilt["replay_s"], 4)
+    table.append(
+        row(
+            f"replay {rebuilt['stages']:,} stages from scratch",
+            f"{rebuilt['replay_s'] * 1000:.0f} ms",
+            "< 1 s",
+            rebuilt["replay_s"] < 1,
+        )
+    )
+    if "largest_load_replay_s" in rebuilt:
         table.append(
             row(
-                "raw stage (3 transactions)",
-                f"{raw[0] * 1000:.2f} ms, {raw[1]:.1f} stmts, {raw[2]:.1f} commits",
+                f"load + replay the largest request ({rebuilt['largest_stages']:,} stages)",
+                f"{rebuilt['largest_load_replay_s'] * 1000:.0f} ms",
                 "",
                 None,
             )
         )
-        table.append(
-            row("worker stage", f"{work[0] * 1000:.2f} ms, {work[1]:.1f} stmts, {work[2]:.2f} commits", "", None)
-        )
-        table.append(row("stage ratio (raw / worker)", f"{raw[0] / work[0]:.2f}x", ">= 0.5x", raw[0] / work[0] >= 0.5))
 
-        grown = history.growth(rounds=1 if quick else 3, large=200 if quick else 500)
-        result["growth_500_vs_50"] = round(grown["ratio"], 3)
+
+def drain_section(quick: bool, result: dict[str, Any], table: list[list[str]], url: str) -> None:
+    count = 60 if quick else 300
+    one = drain.drain(count, 1, url)
+    two = drain.drain(count, 2, url)
+    ratio = two["stages_per_s"] / one["stages_per_s"]
+    result["drain_2w_vs_1w"] = round(ratio, 2)
+    result["drain_stages_per_s_2w"] = round(two["stages_per_s"], 1)
+    result["worker_peak_rss_mb"] = round(max(one["peak_rss_mb"], two["peak_rss_mb"]), 1)
+    table.append(row(f"drain {count} requests, 1 worker", f"{one['stages_per_s']:.0f} stages/s", "", None))
+    table.append(
+        row(
+            f"drain {count} requests, 2 workers",
+            f"{two['stages_per_s']:.0f} stages/s",
+            ">= 184 stages/s",
+            two["stages_per_s"] >= 184,
+        )
+    )
+    table.append(row("drain, 2 workers / 1 worker", f"{ratio:.2f}x", ">= 1.6x", ratio >= 1.6))
+    table.append(row("worker peak RSS", f"{result['worker_peak_rss_mb']:.0f} MB", "flat (52-53 MB before)", None))
+
+
+def console_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -> None:
+    scale = 10_000 if quick else 100_000
+    built = console.build(scale)
+    table.append(
+        row(
+            f"console data ({scale:,} of each)",
+            f"{built['stage_rows']:,} stage rows, {built['slots']:,} notice slots",
+            "",
+            None,
+        )
+    )
+    slowest = 0.0
+    for name, seen in console.pages(built):
+        slowest = max(slowest, seen["ms"])
+        scans = ", ".join(seen["seq_scans"]) or "none"
         table.append(
             row(
-                f"per stage, {grown['large']} vs {grown['small']} communities",
-                f"{grown['large_ms']:.2f} ms vs {grown['small_ms']:.2f} ms = {grown['ratio']:.2f}x",
-                "<= 1.2x",
-                grown["ratio"] <= 1.2,
+                f"{name}",
+                f"{seen['ms']:.1f} ms, {seen['queries']} queries, seq scans: {scans}",
+                "< 50 ms, no seq scan",
+                seen["ms"] < 50 and not seen["seq_scans"],
             )
         )
+    result["admin_max_ms_100k"] = round(slowest, 1)
+    ticked = console.watcher(500 if quick else 5000)
+    result["watcher_idle_tick_ms"] = round(ticked["idle_ms"], 2)
+    result["watcher_5000_due_s"] = round(ticked["seconds"], 2)
+    table.append(
+        row(
+            "watcher idle tick",
+            f"{ticked['idle_ms']:.1f} ms, {ticked['idle_queries']} queries",
+            "<= 5 ms",
+            ticked["idle_ms"] <= 5,
+        )
+    )
+    table.append(
+        row(
+            f"watcher: {ticked['due']:,} due steps",
+            f"{ticked['seconds']:.2f} s ({ticked['steps']} steps, {ticked['notices']} notices, "
+            f"{ticked['ticks']} ticks)",
+            "<= 10 s for 5,000",
+            ticked["seconds"] * 5000 / ticked["due"] <= 10,
+        )
+    )
 
-        rebuilt = history.reconstruct(quick=quick)
-        result["reconstruct_10000_s"] = round(rebuilt["replay_s"], 4)
-        table.append(
-            row(
-                f"replay {rebuilt['stages']:,} stages from scratch",
-                f"{rebuilt['replay_s'] * 1000:.0f} ms",
-                "< 1 s",
-                rebuilt["replay_s"] < 1,
-            )
-        )
-        if "largest_load_replay_s" in rebuilt:
-            table.append(
-                row(
-                    f"load + replay the largest request ({rebuilt['largest_stages']:,} stages)",
-                    f"{rebuilt['largest_load_replay_s'] * 1000:.0f} ms",
-                    "",
-                    None,
-                )
-            )
 
-        url = connection_url()
-        count = 60 if quick else 300
-        one = drain.drain(count, 1, url)
-        two = drain.drain(count, 2, url)
-        ratio = two["stages_per_s"] / one["stages_per_s"]
-        result["drain_2w_vs_1w"] = round(ratio, 2)
-        result["drain_stages_per_s_2w"] = round(two["stages_per_s"], 1)
-        result["worker_peak_rss_mb"] = round(max(one["peak_rss_mb"], two["peak_rss_mb"]), 1)
-        table.append(row(f"drain {count} requests, 1 worker", f"{one['stages_per_s']:.0f} stages/s", "", None))
-        table.append(
-            row(
-                f"drain {count} requests, 2 workers",
-                f"{two['stages_per_s']:.0f} stages/s",
-                ">= 184 stages/s",
-                two["stages_per_s"] >= 184,
-            )
-        )
-        table.append(row("drain, 2 workers / 1 worker", f"{ratio:.2f}x", ">= 1.6x", ratio >= 1.6))
-        table.append(row("worker peak RSS", f"{result['worker_peak_rss_mb']:.0f} MB", "flat (52-53 MB before)", None))
-    finally:
-        connection.close()
-        connection.creation.destroy_test_db(old_name, verbosity=0)
+def print_table(table: list[list[str]]) -> None:
     widths = [max(len(r[i]) for r in [["measure", "value", "target", ""], *table]) for i in range(4)]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(["measure", "value", "target", ""], widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in table:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
-    print(json.dumps(result, sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 
 from core.errors import BadInput, Refused, shown
 
@@ -46,7 +47,16 @@ def may(user: Any, perm: str) -> bool:
     return bool(user is not None and user.is_active and user.is_staff and user.has_perm(perm))
 
 
-def may_sql(user_id: str, perm: str) -> tuple[str, list[Any]]:
+def holds_now(user_id: int | None, perm: str) -> bool:
+    """An active user holding `perm` (a superuser, or directly, or through a group), read now in
+    one statement: Django's `is_active and has_perm(perm)` without loading every permission."""
+    sql, params = may_sql("%s", perm, staff=False)
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {sql}", [*params, user_id])
+        return bool(cur.fetchone()[0])
+
+
+def may_sql(user_id: str, perm: str, *, staff: bool = True) -> tuple[str, list[Any]]:
     """`may` as one SQL boolean over the user whose id is the column `user_id`, for the
     receiving boundaries to read with their lock in a single statement. Same rule as Django's
     ModelBackend behind `may`: active staff, and a superuser or holding `perm` directly or
@@ -58,7 +68,8 @@ def may_sql(user_id: str, perm: str) -> tuple[str, list[Any]]:
     direct = user.user_permissions.through._meta.db_table
     member = user.groups.through._meta.db_table
     granted = Group.permissions.through._meta.db_table
-    sql = f"""COALESCE((SELECT u.is_active AND u.is_staff AND (u.is_superuser OR EXISTS (
+    staff_rule = "u.is_staff AND " if staff else ""
+    sql = f"""COALESCE((SELECT u.is_active AND {staff_rule}(u.is_superuser OR EXISTS (
         SELECT 1 FROM {Permission._meta.db_table} p JOIN django_content_type ct ON ct.id = p.content_type_id
         WHERE ct.app_label = %s AND p.codename = %s AND (
             EXISTS (SELECT 1 FROM {direct} d WHERE d.user_id = u.id AND d.permission_id = p.id)

@@ -78,7 +78,12 @@ class DeletionRequest(FSMModelMixin, models.Model):
                 name="one_open_deletion_per_target",
             ),
         ]
-        indexes = [models.Index(fields=["status", "next_attempt_at"], name="deletion_status_due")]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="deletion_status_due"),
+            # The console's default order (newest first, id to break ties), whole or by status.
+            models.Index(fields=["-created_at", "-id"], name="deletion_newest"),
+            models.Index(fields=["status", "-created_at", "-id"], name="deletion_status_newest"),
+        ]
         triggers = [
             # The proposal an approval covers never changes, whatever writes the row.
             pgtrigger.Protect(

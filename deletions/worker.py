@@ -23,7 +23,7 @@ from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
 from deletions.models import Status
 from deletions.store import approvals, leases
 from deletions.store.requests import get_request
-from deletions.store.types import Finished, Lease, StageSnapshot, WaitUntil
+from deletions.store.types import Finished, Lease, NextStage, StageSnapshot, WaitUntil
 from deletions.users.handlers import HandlerContext, RunOptions, run_handler
 from deletions.users.transition import get_next_stage
 from deletions.users.workflow import Plan
@@ -56,6 +56,8 @@ class Heartbeat(threading.Thread):
         try:
             while not self.finished.wait(self.interval):
                 if not leases.heartbeat(self.lease, now=clock.now(), lease_seconds=self.lease_seconds):
+                    if self.finished.is_set():  # the run ended (and may have released the lease) meanwhile
+                        return
                     logger.warning("lease lost request=%s generation=%s", self.lease.request_id, self.lease.generation)
                     self.lost.set()
                     self.run_stop.set()
@@ -101,6 +103,7 @@ def run(
     heartbeat.start()
     handled = 0
     started = time.monotonic()
+    nxt: NextStage | None = None
     try:
         nxt = get_next_stage(lease, None, now=clock.now())
         while isinstance(nxt, StageSnapshot):
@@ -129,7 +132,8 @@ def run(
         raise
     finally:
         heartbeat.stop()
-        leases.release(lease, now=clock.now())  # a stale release is refused and logged by the store
+        if not (isinstance(nxt, Finished) and nxt.lease_released):
+            leases.release(lease, now=clock.now())  # a stale release is refused and logged by the store
 
 
 def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutcome:

@@ -18,7 +18,7 @@ from core import clock
 from deletions.models import DeletionRequest, Status
 from ops.models import ClusterHeartbeat
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
-from retirements.watcher import detect_stalls
+from retirements.watcher import count_stalls
 
 CLUSTER_STALE = timedelta(minutes=3)
 
@@ -44,7 +44,7 @@ def report(now: datetime) -> dict[str, Any]:
         "ok": fresh,
         "detail": f"last heartbeat {int((now - last).total_seconds())} s ago" if last else "no cluster heartbeat yet",
     }
-    stalled = len(detect_stalls(now=now))
+    stalled = count_stalls(now=now)
     checks["stalled_watchers"] = {"ok": stalled == 0, "count": stalled}
     failed = NoticeSlot.objects.filter(
         status=NoticeStatus.FAILED, request__status__in=[RequestStatus.WAITING, RequestStatus.HELD]

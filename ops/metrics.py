@@ -24,7 +24,7 @@ from deletions.models import DeletionDecision, DeletionRequest, StageAttempt, St
 from ops.models import ClusterHeartbeat
 from retirements.models import Decision as RetirementDecision
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
-from retirements.watcher import detect_stalls
+from retirements.watcher import count_stalls
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -75,7 +75,7 @@ class DatabaseCollector:
             value=(self.now - beat).total_seconds() if beat else -1,
         )
         yield GaugeMetricFamily(
-            "backoffice_stalled_watchers", "Retirement watchers stalled now", value=len(detect_stalls(now=self.now))
+            "backoffice_stalled_watchers", "Retirement watchers stalled now", value=count_stalls(now=self.now)
         )
         yield GaugeMetricFamily(
             "backoffice_failed_notices",

@@ -1,6 +1,7 @@
 """The operations overview: counts by state and everything that waits on a person.
 
-Each list is one query (bounded), so the page costs the same with 10 or 10,000 rows.
+Each list is one query (bounded), and the counts stop at 10,000 each ("10,000+"), so the
+page costs the same with 10 or 100,000 rows.
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count, Q
+from django.db.models import Q
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from core import clock
+from core.store import capped_counts, shown_count
 from deletions import case as deletion_case
 from deletions.models import DeletionAlarm, DeletionRequest, StageHistory, Status
 from retirements.models import Alarm, NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
@@ -23,8 +25,8 @@ LIMIT = 50
 
 
 def overview(now: datetime) -> dict[str, Any]:
-    deletion_counts = dict(DeletionRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
-    retirement_counts = dict(RetirementRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
+    deletion_counts = capped_counts(DeletionRequest, "status", [s.value for s in Status])
+    retirement_counts = capped_counts(RetirementRequest, "status", [s.value for s in RequestStatus])
     # Submitted but not settled, or a worker lost mid-stage: nobody may resend until the
     # target system's record (or an operator) says what happened.
     lapsed = Q(request__lease_owner__isnull=True) | Q(request__lease_expires_at__lte=now)
@@ -35,8 +37,8 @@ def overview(now: datetime) -> dict[str, Any]:
     )
     return {
         "now": now,
-        "deletion_counts": [(s.label, deletion_counts.get(s.value, 0), s.value) for s in Status],
-        "retirement_counts": [(s.label, retirement_counts.get(s.value, 0), s.value) for s in RequestStatus],
+        "deletion_counts": [(s.label, shown_count(deletion_counts[s.value]), s.value) for s in Status],
+        "retirement_counts": [(s.label, shown_count(retirement_counts[s.value]), s.value) for s in RequestStatus],
         "needs_attention": with_responsible(DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION)[:LIMIT], now),
         "awaiting_approval": with_responsible(
             DeletionRequest.objects.filter(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW]).order_by("created_at")[
@@ -48,7 +50,7 @@ def overview(now: datetime) -> dict[str, Any]:
         "held": list(
             RetirementRequest.objects.filter(status=RequestStatus.HELD).select_related("workspace", "owner")[:LIMIT]
         ),
-        "stalled": detect_stalls(now=now)[:LIMIT],
+        "stalled": detect_stalls(now=now, limit=LIMIT),
         "failed_notices": list(
             NoticeSlot.objects.filter(status=NoticeStatus.FAILED).select_related("request__workspace")[:LIMIT]
         ),

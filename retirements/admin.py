@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin import DateFieldListFilter
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -101,9 +102,12 @@ class RetirementRequestAdmin(CaseAdmin):
         "requested_at",
     )
     list_select_related = ("workspace", "requested_by", "owner")
-    list_filter = ("status", humanized_filter("eligibility_policy", "eligibility policy"))
+    list_filter = (
+        "status",
+        humanized_filter("eligibility_policy", "eligibility policy"),
+        ("requested_at", DateFieldListFilter),
+    )
     search_fields = ("workspace__slug", "workspace__name")
-    date_hierarchy = "requested_at"
     ordering = ("-requested_at",)
     list_per_page = 100
     case_actions = (

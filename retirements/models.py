@@ -110,7 +110,11 @@ class RetirementRequest(FSMModelMixin, models.Model):
                 name="one_open_retirement_per_workspace",
             ),
         ]
-        indexes = [models.Index(fields=["status", "next_wake_at"], name="retirement_status_wake")]
+        indexes = [
+            models.Index(fields=["status", "next_wake_at"], name="retirement_status_wake"),
+            models.Index(fields=["-requested_at", "-id"], name="retirement_newest"),
+            models.Index(fields=["status", "-requested_at", "-id"], name="retirement_status_newest"),
+        ]
         permissions = [
             ("request_retirement", "Can request a workspace retirement"),
             ("hold_retirementrequest", "Can hold or release a retirement"),
@@ -174,6 +178,9 @@ class NoticeSlot(FSMModelMixin, models.Model):
         constraints = [
             models.UniqueConstraint(fields=["request", "kind", "due_at"], name="one_notice_slot_per_kind_and_time"),
         ]
+        indexes = [  # due notices (the watcher) and failed ones (health, overview) without a scan
+            models.Index(fields=["status", "due_at"], name="notice_status_due"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} at {self.due_at:%Y-%m-%d %H:%M} ({self.status})"
@@ -224,6 +231,9 @@ class RetirementWatcher(FSMModelMixin, models.Model):
 
     class Meta:
         ordering = ["created_at"]
+        indexes = [  # the stall check's "never started" branch
+            models.Index(fields=["created_at"], condition=Q(started_at__isnull=True), name="watcher_never_started")
+        ]
 
     def __str__(self) -> str:
         return f"watcher {self.id} ({self.status})"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, overload
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
@@ -98,13 +98,27 @@ def due_slot_ids_after_ponr(now: datetime) -> list[int]:
 # Locks (inside atomic(); always workspace before request)
 
 
-def lock_request(request_id: UUID | str) -> tuple[RetirementRequest, Workspace]:
-    """Lock workspace, then request: the one lock order every writer follows."""
+@overload
+def lock_request(request_id: UUID | str) -> tuple[RetirementRequest, Workspace]: ...
+@overload
+def lock_request(request_id: UUID | str, *, skip_locked: bool) -> tuple[RetirementRequest, Workspace] | None: ...
+def lock_request(request_id: UUID | str, *, skip_locked: bool = False) -> tuple[RetirementRequest, Workspace] | None:
+    """Lock workspace, then request: the one lock order every writer follows. `skip_locked`:
+    None at once when another transaction holds either (a watcher tick leaves it to that one)."""
     workspace_id = RetirementRequest.objects.filter(id=request_id).values_list("workspace_id", flat=True).first()
     if workspace_id is None:
         raise NotFound(f"no retirement request with id {request_id}")
-    workspace = Workspace.objects.select_for_update().get(id=workspace_id)
-    request = RetirementRequest.objects.select_for_update().select_related("requested_by").get(id=request_id)
+    workspace = Workspace.objects.select_for_update(skip_locked=skip_locked).filter(id=workspace_id).first()
+    request = (
+        RetirementRequest.objects.select_for_update(skip_locked=skip_locked, of=("self",))
+        .select_related("requested_by")
+        .filter(id=request_id)
+        .first()
+    )
+    if workspace is None or request is None:
+        if skip_locked:
+            return None
+        raise NotFound(f"no retirement request with id {request_id}")
     return request, workspace
 
 
@@ -356,7 +370,8 @@ def beat_watcher(watcher: RetirementWatcher, request: RetirementRequest, *, now:
         watcher.started_at = now
     watcher.heartbeat_at = now
     watcher.save(update_fields=["status", "started_at", "heartbeat_at"])
-    resolve_alarms(kind="watcher_stalled", request=request, now=now)
+    if Alarm.objects.filter(kind="watcher_stalled", request=request, resolved_at__isnull=True).exists():
+        resolve_alarms(kind="watcher_stalled", request=request, now=now)
 
 
 def apply_verdict(

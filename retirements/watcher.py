@@ -9,28 +9,49 @@ and tells the store to apply the verdict.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q, QuerySet
 
+from core import authority
 from core.crashpoints import crash_point
 from retirements import notices, policy, store, tasks
-from retirements.models import PurgeJob, PurgeStatus, RequestStatus, RetirementRequest, RetirementWatcher
+from retirements.models import (
+    Alarm,
+    PurgeJob,
+    PurgeStatus,
+    RequestStatus,
+    RetirementRequest,
+    RetirementWatcher,
+    WatcherStatus,
+)
 from retirements.purge import run_purge
 from retirements.store import ACTIVE_WATCHER
 
 logger = logging.getLogger("retirements")
+STEP_BATCH = 200  # due steps read per query
+STALL_ALARMS_PER_TICK = 500  # newly stalled watchers alarmed per tick; the rest on the next one
 
 
-def step(watcher_id: UUID, *, now: datetime) -> str:
-    request_id = RetirementWatcher.objects.filter(id=watcher_id).values_list("request_id", flat=True).first()
+def step(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None, skip_locked: bool = False) -> str:
+    """Wake one watcher: beat, send what is due, recheck at the boundary. With nothing to send,
+    the boundary is decided in the same transaction (no second lock); with notices, it comes
+    after them, as their outcome counts there. `skip_locked`: a case another tick holds now is
+    left to it ("busy")."""
     if request_id is None:
-        return f"no watcher {watcher_id}"
+        request_id = RetirementWatcher.objects.filter(id=watcher_id).values_list("request_id", flat=True).first()
+        if request_id is None:
+            return f"no watcher {watcher_id}"
     with transaction.atomic():
-        request, _ = store.lock_request(request_id)
+        locked = store.lock_request(request_id, skip_locked=skip_locked)
+        if locked is None:
+            return "busy: another tick holds this case"
+        request, workspace = locked
         watcher = store.lock_watcher(watcher_id)
         if watcher.status not in ACTIVE_WATCHER:
             return f"watcher {watcher.status}"
@@ -38,47 +59,55 @@ def step(watcher_id: UUID, *, now: datetime) -> str:
             store.settle_watcher(watcher, reason="superseded watcher woke; no action taken", now=now, superseded=True)
             return "superseded"
         store.beat_watcher(watcher, request, now=now)
-        status = request.status
+        due = store.due_slot_ids(request_id, now) if request.status == RequestStatus.WAITING else []
+        decided = None if due else _decide(request, workspace, watcher, now=now)
     crash_point("watcher-woke")
-    if status == RequestStatus.WAITING:
-        for slot_id in store.due_slot_ids(request_id, now):
-            notices.deliver(slot_id, now=now)
-    return boundary(watcher_id, now=now)
+    if decided is not None:
+        return decided
+    for slot_id in due:
+        notices.deliver(slot_id, now=now)
+    return boundary(watcher_id, now=now, request_id=request_id)
 
 
-def boundary(watcher_id: UUID, *, now: datetime) -> str:
+def boundary(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None) -> str:
     """Hop 4 (wait) or hop 6 (point of no return), then hop 7 (conclude) when done."""
-    request_id = RetirementWatcher.objects.values_list("request_id", flat=True).get(id=watcher_id)
+    if request_id is None:
+        request_id = RetirementWatcher.objects.values_list("request_id", flat=True).get(id=watcher_id)
     with transaction.atomic():
         request, workspace = store.lock_request(request_id)
         watcher = store.lock_watcher(watcher_id)
         if watcher.status not in ACTIVE_WATCHER:
             return f"watcher {watcher.status}"
-        requester = request.requested_by
-        verdict = policy.point_of_no_return(
-            policy.BoundaryFacts(
-                now=now,
-                request_status=request.status,
-                eligible_at=request.eligible_at,
-                watcher_is_authoritative=request.watcher_id == watcher.id,
-                workspace_lifecycle=workspace.lifecycle,
-                legal_hold=workspace.legal_hold,
-                protected_reason=workspace.protected_reason,
-                undelivered_gating=store.undelivered_gating(request),
-                requester=requester.get_username(),
-                requester_active=requester.is_active,
-                requester_staff=requester.is_staff,
-                requester_permitted=requester.is_active and requester.has_perm("retirements.request_retirement"),
-            )
+        return _decide(request, workspace, watcher, now=now)
+
+
+def _decide(request: RetirementRequest, workspace: Any, watcher: RetirementWatcher, *, now: datetime) -> str:
+    """The boundary's verdict under the locks the caller holds, applied by the store."""
+    requester = request.requested_by
+    verdict = policy.point_of_no_return(
+        policy.BoundaryFacts(
+            now=now,
+            request_status=request.status,
+            eligible_at=request.eligible_at,
+            watcher_is_authoritative=request.watcher_id == watcher.id,
+            workspace_lifecycle=workspace.lifecycle,
+            legal_hold=workspace.legal_hold,
+            protected_reason=workspace.protected_reason,
+            undelivered_gating=store.undelivered_gating(request),
+            requester=requester.get_username(),
+            requester_active=requester.is_active,
+            requester_staff=requester.is_staff,
+            requester_permitted=authority.holds_now(requester.pk, "retirements.request_retirement"),
         )
-        job = store.apply_verdict(verdict, request, workspace, watcher, now=now)
-        if job is not None:
-            job_id = job.id
-            transaction.on_commit(lambda: tasks.enqueue_purge(job_id))
-        if verdict.action == policy.WAIT:
-            assert request.next_wake_at is not None
-            return f"{verdict.action} until {request.next_wake_at.isoformat()}"
-        return verdict.action
+    )
+    job = store.apply_verdict(verdict, request, workspace, watcher, now=now)
+    if job is not None:
+        job_id = job.id
+        transaction.on_commit(lambda: tasks.enqueue_purge(job_id))
+    if verdict.action == policy.WAIT:
+        assert request.next_wake_at is not None
+        return f"{verdict.action} until {request.next_wake_at.isoformat()}"
+    return verdict.action
 
 
 def stall_reason(request: RetirementRequest, now: datetime) -> str | None:
@@ -97,46 +126,83 @@ def stall_reason(request: RetirementRequest, now: datetime) -> str | None:
     )
 
 
-def detect_stalls(*, now: datetime) -> list[tuple[RetirementRequest, str]]:
-    """Waiting requests whose watcher never started or missed its wake-up by 15 minutes."""
-    stalled = []
+STALLED_ALARM = "watcher_stalled"
+
+
+def _stalled_ids(now: datetime, *, unalarmed: bool = False) -> QuerySet[Any]:
+    """Ids of waiting requests the stall rule may match: no watcher, a live watcher that never
+    started, or a wake-up missed by the grace. Three indexed branches (an OR across the join
+    would read every waiting request); the pure policy has the last word on each candidate."""
     cutoff = now - policy.STALL_GRACE
-    # The database narrows to candidates; the pure policy says why each one is stalled.
-    candidates = (
-        RetirementRequest.objects.filter(status=RequestStatus.WAITING)
-        .filter(
-            Q(watcher__isnull=True)
-            | Q(next_wake_at__lt=cutoff)
-            | Q(watcher__started_at__isnull=True, watcher__created_at__lt=cutoff)
+    waiting = RetirementRequest.objects.filter(status=RequestStatus.WAITING)
+    if unalarmed:
+        waiting = waiting.exclude(
+            id__in=Alarm.objects.filter(kind=STALLED_ALARM, resolved_at__isnull=True).values("request_id")
         )
+    live = ~Q(watcher__status__in=[WatcherStatus.SETTLED, WatcherStatus.SUPERSEDED])
+    no_watcher = waiting.filter(watcher__isnull=True).values("id")
+    missed = waiting.filter(live, next_wake_at__lt=cutoff).values("id")
+    never_started = waiting.filter(live, watcher__started_at__isnull=True, watcher__created_at__lt=cutoff).values("id")
+    return no_watcher.union(missed, never_started)
+
+
+def count_stalls(*, now: datetime) -> int:
+    """How many watchers are stalled (health, metrics): counted in SQL, nothing loaded."""
+    return _stalled_ids(now).count()
+
+
+def detect_stalls(*, now: datetime, limit: int = 50, unalarmed: bool = False) -> list[tuple[RetirementRequest, str]]:
+    """Up to `limit` stalled requests with why (the overview's list, the watcher's alarms), oldest
+    wake-up first; `unalarmed` leaves out those whose stall alarm is already open."""
+    ids = [row["id"] for row in _stalled_ids(now, unalarmed=unalarmed)[: limit * 2]]
+    candidates = (
+        RetirementRequest.objects.filter(id__in=ids)
         .select_related("watcher", "workspace")
+        .order_by(F("next_wake_at").asc(nulls_first=True), "id")
     )
-    for request in candidates:
-        why = stall_reason(request, now)
-        if why:
-            stalled.append((request, why))
-    return stalled
+    stalled = [(request, why) for request in candidates if (why := stall_reason(request, now))]
+    return stalled[:limit]
 
 
-def run_due(*, now: datetime) -> dict[str, Any]:
-    """Run every due watcher step, run queued purges, deliver due notices past the point of no
-    return (even when the purge finished first), then record alarms for stalled watchers.
-    The django-q2 schedule and `run_watchers` call this."""
-    summary: dict[str, Any] = {"steps": {}, "notices": 0, "purges": [], "stalled": []}
-    due = RetirementRequest.objects.filter(
-        status=RequestStatus.WAITING, next_wake_at__lte=now, watcher__status__in=ACTIVE_WATCHER
-    ).values_list("id", "watcher_id")
-    for request_id, watcher_id in due:
-        try:
-            summary["steps"][str(request_id)] = step(watcher_id, now=now)
-        except Exception:
-            logger.exception("watcher step failed request=%s watcher=%s", request_id, watcher_id)
-            summary["steps"][str(request_id)] = "error"
+def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
+    """Run the due watcher steps (for at most `budget` seconds, RETIREMENT_TICK_SECONDS by
+    default, so a tick ends before the next one starts: what is left stays due), run queued
+    purges, deliver due notices past the point of no return (even when the purge finished
+    first), then record alarms for stalled watchers. The django-q2 schedule and
+    `run_watchers` call this."""
+    summary: dict[str, Any] = {"steps": {}, "notices": 0, "purges": [], "stalled": [], "more_due": False}
+    started = time.monotonic()
+    budget = settings.RETIREMENT_TICK_SECONDS if budget is None else budget
+    seen: set[UUID] = set()
+    while True:  # batches of due steps, oldest wake-up first, until none is left or the time is used
+        batch = [
+            (request_id, watcher_id)
+            for request_id, watcher_id in RetirementRequest.objects.filter(
+                status=RequestStatus.WAITING, next_wake_at__lte=now, watcher__status__in=ACTIVE_WATCHER
+            )
+            .exclude(id__in=seen)
+            .order_by("next_wake_at", "id")
+            .values_list("id", "watcher_id")[:STEP_BATCH]
+        ]
+        if not batch:
+            break
+        for request_id, watcher_id in batch:
+            if time.monotonic() - started >= budget:
+                summary["more_due"] = True  # the next tick goes on from here
+                break
+            seen.add(request_id)
+            try:
+                summary["steps"][str(request_id)] = step(watcher_id, now=now, request_id=request_id, skip_locked=True)
+            except Exception:
+                logger.exception("watcher step failed request=%s watcher=%s", request_id, watcher_id)
+                summary["steps"][str(request_id)] = "error"
+        if summary["more_due"]:
+            break
     for job_id in PurgeJob.objects.filter(status=PurgeStatus.QUEUED).values_list("id", flat=True):
         summary["purges"].append(run_purge(job_id, now=now))
     for slot_id in store.due_slot_ids_after_ponr(now):
         summary["notices"] += notices.deliver(slot_id, now=now) == "delivered"
-    for request, why in detect_stalls(now=now):
-        store.raise_alarm(kind="watcher_stalled", request=request, message=why, now=now)
+    for request, why in detect_stalls(now=now, limit=STALL_ALARMS_PER_TICK, unalarmed=True):
+        store.raise_alarm(kind=STALLED_ALARM, request=request, message=why, now=now)
         summary["stalled"].append({"request": str(request.id), "why": why})
     return summary

@@ -21,8 +21,17 @@ from deletions.store.types import APPROVERS, SYSTEM, AuthorityFacts, Lease
 def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:
     """An approved, unstarted request whose approval expired goes back to submitted.
 
-    Returns the refusal to report, or None when the approval still holds.
+    Returns the refusal to report, or None when the approval still holds. An unexpired latest
+    approval is seen without a lock; an expired one is checked again under the request lock.
     """
+    expiry = (
+        DeletionApproval.objects.filter(request_id=request_id)
+        .order_by("-approved_at", "-id")
+        .values_list("expires_at", flat=True)
+        .first()
+    )
+    if expiry is None or expiry > now:
+        return None
     with transaction.atomic():
         req = DeletionRequest.objects.select_for_update().filter(id=request_id, status=Status.APPROVED).first()
         if req is None or req.stages.exists():

@@ -213,8 +213,9 @@ def complete_and_advance(
             if successor is not None:
                 finish, action = "", f"{row.stage} → {successor.stage}"
                 params: list[Any] = [now, action, now]
-            else:
-                finish, action = ", status = %s, completed_at = %s", f"completed after {row.stage}"
+            else:  # completed: the lease is released in the same transaction
+                finish = ", status = %s, completed_at = %s, lease_owner = NULL, lease_expires_at = NULL"
+                action = f"completed after {row.stage}"
                 params = [None, action, now, fsm_target(DeletionRequest.complete, Status.RUNNING), now]
             cur.execute(
                 "UPDATE entity_deletion_requests SET retry_count = 0, next_attempt_at = NULL, last_error = NULL,"
@@ -252,7 +253,12 @@ def complete_and_advance(
                     "SELECT count(*) FROM entity_deletion_stage_history WHERE request_id = %s AND status = %s",
                     [lease.request_id, completed],
                 )
-                done = Finished(status=Status.COMPLETED, completed_stages=cur.fetchone()[0])
+                done = Finished(status=Status.COMPLETED, completed_stages=cur.fetchone()[0], lease_released=True)
+                cur.execute(
+                    "INSERT INTO entity_deletion_lease_events (request_id, event, owner, generation, at)"
+                    " VALUES (%s, 'release', %s, %s, %s)",
+                    [lease.request_id, lease.owner, lease.generation, now],
+                )
             else:
                 op_id = operation_id(lease.request_id, successor.stage, successor.community_id)
                 cur.execute(
@@ -283,6 +289,7 @@ def complete_and_advance(
         reason="Advance" if successor else "finished completed",
     )
     if successor is None:
+        event(logger, "release", request_id=lease.request_id, executor=lease.owner, generation=lease.generation)
         return done
     return StageSnapshot(
         id=new_id,

@@ -137,6 +137,7 @@ class Finished:
     status: str
     completed_stages: int = 0
     note: str = ""
+    lease_released: bool = False  # the completing transaction released the lease too
 
 
 @dataclass(frozen=True)

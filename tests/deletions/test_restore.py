@@ -6,10 +6,9 @@ import logging
 import subprocess
 from datetime import timedelta
 
-import pgtrigger
 import pytest
 import time_machine
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from deletions.models import DeletionRequest, StageHistory
@@ -37,7 +36,8 @@ def restore(request_id, backup: tuple[list, list, list, list]) -> None:
     req_rows, approval_rows, stage_rows, attempt_rows = backup
     # A restore replaces the case tables whole, as pg_restore --disable-triggers does: the
     # append-only guard on the decision log is for the application, not for a restore.
-    with pgtrigger.ignore("deletions.DeletionDecision:append_only"), connection.cursor() as cur:
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SET LOCAL session_replication_role = replica")  # triggers off for this transaction
         cur.execute("DELETE FROM entity_deletion_stage_attempts WHERE request_id = %s", [request_id])
         cur.execute("DELETE FROM entity_deletion_stage_history WHERE request_id = %s", [request_id])
         cur.execute("DELETE FROM entity_deletion_lease_events WHERE request_id = %s", [request_id])

@@ -1,0 +1,291 @@
+"""The console and the watcher at scale: 100k deletion requests (with their stage rows) and
+100k waiting retirements (with watcher and notice slots).
+
+One case of each is built through the real commands and services (submit, approve, run;
+create a workspace, request its retirement); the rest are SQL copies of those rows with new
+ids, targets, slugs and times (building 100k cases through the services would take an hour).
+Pages are fetched in-process with Django's test client as a superuser; each page's SELECTs
+are collected by `connection.execute_wrapper`, counted, and EXPLAINed for sequential scans of
+the big tables.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from io import StringIO
+from typing import Any
+
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.test import Client
+
+BIG_TABLES = (
+    "entity_deletion_requests",
+    "entity_deletion_stage_history",
+    "retirements_retirementrequest",
+    "retirements_workspace",
+    "retirements_retirementwatcher",
+    "retirements_noticeslot",
+)
+
+
+def _columns(table: str) -> list[str]:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+            [table],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+
+def _clone(table: str, template: str, n: int, overrides: dict[str, str], params: list[Any], skip=()) -> None:
+    """INSERT n copies of the template rows of `table`, column by column, with `overrides`
+    (SQL over t = the template row and g = the copy's number)."""
+    cols = [c for c in _columns(table) if c not in skip]
+    select = ", ".join(overrides.get(c, f"t.{c}") for c in cols)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select}"
+            f" FROM generate_series(1, {int(n)}) g CROSS JOIN {table} t WHERE {template}",
+            params,
+        )
+
+
+def build(n: int) -> dict[str, Any]:
+    from deletions import worker
+    from tests.conftest import submit_and_approve
+
+    template = submit_and_approve(f"demo:console-{uuid.uuid4().hex[:8]}")
+    worker.run(template.id, executor_id="bench-console")
+    user = _superuser()
+    slug = f"console-{uuid.uuid4().hex[:8]}"
+    call_command("create_workspace", "--slug", slug, "--name", "Console template", "--disabled", stdout=StringIO())
+    out = StringIO()
+    call_command(
+        "request_retirement",
+        "--workspace",
+        slug,
+        "--requested-by",
+        user.username,
+        "--reason",
+        "bench",
+        "--confirm",
+        slug,
+        stdout=out,
+    )
+    from retirements.models import RetirementRequest
+
+    retirement = RetirementRequest.objects.get(workspace__slug=slug)
+    rid, wid = str(template.id), str(retirement.id)
+    req_id = "md5(g::text || 'req' || t.id::text)::uuid"
+    with transaction.atomic():
+        status = (
+            "CASE WHEN g %% 50 = 0 THEN 'submitted' WHEN g %% 50 = 1 THEN 'needs_attention'"
+            " WHEN g %% 25 = 2 THEN 'cancelled' ELSE 'completed' END"
+        )
+        _clone(
+            "entity_deletion_requests",
+            "t.id = %s",
+            n,
+            {
+                "id": req_id,
+                "target": "t.target || '-' || g",
+                "status": status,
+                "created_at": "t.created_at - g * interval '37 seconds'",
+                "updated_at": "t.updated_at - g * interval '37 seconds'",
+                "next_check_at": "CASE WHEN g %% 50 = 1 THEN now() + interval '1 hour' END",
+            },
+            [rid],
+        )
+        _clone(
+            "entity_deletion_stage_history",
+            "t.request_id = %s",
+            n,
+            {
+                "id": "md5(g::text || 'stage' || t.id::text)::uuid",
+                "request_id": f"md5(g::text || 'req' || '{rid}')::uuid",
+                "operation_id": "md5(g::text || 'op' || t.operation_id::text)::uuid",
+            },
+            [rid],
+        )
+        _clone(
+            "retirements_workspace",
+            "t.slug = %s",
+            n,
+            {"slug": "t.slug || '-' || g", "name": "'Workspace ' || g || ' ' || md5(g::text)"},
+            [slug],
+            skip=("id",),
+        )
+        ws = "(SELECT w.id FROM retirements_workspace w WHERE w.slug = %s || '-' || g)"
+        _clone(
+            "retirements_retirementrequest",
+            "t.id = %s",
+            n,
+            {
+                "id": "md5(g::text || 'ret' || t.id::text)::uuid",
+                "workspace_id": ws,
+                "watcher_id": "md5(g::text || 'watcher' || t.id::text)::uuid",
+                "requested_at": "t.requested_at - g * interval '41 seconds'",
+                "next_wake_at": "now() + (1 + g %% 20) * interval '1 day'",
+            },
+            [slug, wid],
+        )
+        _clone(
+            "retirements_retirementwatcher",
+            "t.request_id = %s",
+            n,
+            {
+                "id": f"md5(g::text || 'watcher' || '{wid}')::uuid",
+                "request_id": f"md5(g::text || 'ret' || '{wid}')::uuid",
+                "started_at": "t.created_at",
+                "heartbeat_at": "t.created_at",
+                "status": "'running'",
+            },
+            [wid],
+        )
+        _clone(
+            "retirements_noticeslot",
+            "t.request_id = %s",
+            n,
+            {"request_id": f"md5(g::text || 'ret' || '{wid}')::uuid", "status": "'delivered'"},
+            [wid],
+            skip=("id",),
+        )
+    with connection.cursor() as cur:
+        for table in BIG_TABLES:
+            cur.execute(f"ANALYZE {table}")
+        cur.execute("SELECT count(*) FROM entity_deletion_stage_history")
+        stage_rows = cur.fetchone()[0]
+        cur.execute("SELECT count(*) FROM retirements_noticeslot")
+        slots = cur.fetchone()[0]
+    return {"n": n, "deletion": rid, "retirement": wid, "stage_rows": stage_rows, "slots": slots, "user": user}
+
+
+def _superuser() -> Any:
+    from django.contrib.auth.models import User
+
+    user, _ = User.objects.get_or_create(
+        username="bench-hq", defaults={"is_staff": True, "is_superuser": True, "email": "hq@bench.example"}
+    )
+    return user
+
+
+def _seq_scans(statements: list[tuple[str, Any]]) -> list[str]:
+    found = []
+    with connection.cursor() as cur:
+        for sql, params in statements:
+            if not sql.lstrip().upper().startswith("SELECT"):
+                continue
+            cur.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(r[0] for r in cur.fetchall())
+            found += [t for t in BIG_TABLES if re.search(rf"Seq Scan on {t}\b", plan)]
+    return sorted(set(found))
+
+
+def measure(fetch: Callable[[], Any], runs: int = 3) -> dict[str, Any]:
+    seen: list[tuple[str, Any]] = []
+
+    def collect(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        seen.append((sql, params))
+        return execute(sql, params, many, context)
+
+    fetch()  # warm
+    times = []
+    for _ in range(runs):
+        seen.clear()
+        with connection.execute_wrapper(collect):
+            start = time.perf_counter()
+            fetch()
+            times.append(time.perf_counter() - start)
+    return {"ms": statistics.median(times) * 1000, "queries": len(seen), "seq_scans": _seq_scans(seen)}
+
+
+def pages(built: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    client = Client()
+    client.force_login(built["user"])
+
+    def get(url: str) -> Callable[[], Any]:
+        def fetch() -> Any:
+            response = client.get(url)
+            assert response.status_code == 200, (url, response.status_code)
+            return response
+
+        return fetch
+
+    deep = built["n"] // 200  # the middle page: page 500 of 1,000 at 100k
+    deletions = "/admin/deletions/deletionrequest/"
+    retirements = "/admin/retirements/retirementrequest/"
+    urls = [
+        ("deletions: first page", deletions),
+        ("deletions: status filter", deletions + "?status__exact=needs_attention"),
+        ("deletions: submitted this month", deletions + "?created_at__gte=" + _month_start()),
+        ("deletions: search", deletions + "?q=4567"),
+        (f"deletions: page {deep}", deletions + f"?p={deep}"),
+        ("deletions: case page", f"{deletions}{built['deletion']}/change/"),
+        ("retirements: first page", retirements),
+        ("retirements: status filter", retirements + "?status__exact=held"),
+        ("retirements: search", retirements + "?q=4567"),
+        (f"retirements: page {deep}", retirements + f"?p={deep}"),
+        ("retirements: case page", f"{retirements}{built['retirement']}/change/"),
+        ("workspaces: search", "/admin/retirements/workspace/?q=4567"),
+        ("operations overview", "/admin/operations/"),
+        ("/healthz", "/healthz"),
+    ]
+    return [(name, measure(get(url))) for name, url in urls]
+
+
+def _month_start() -> str:
+    from django.utils import timezone
+
+    start = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return urllib.parse.quote(start.isoformat())
+
+
+def watcher(due: int) -> dict[str, Any]:
+    """An idle tick over 100k waiting requests, then `due` requests due at once (each with a
+    notice due): the ticks it takes and their time."""
+    from django.utils import timezone
+
+    from retirements import watcher as retirement_watcher
+
+    now = timezone.now()
+    idle = measure(lambda: retirement_watcher.run_due(now=now), runs=5)
+    with connection.cursor() as cur:
+        cur.execute(
+            "WITH chosen AS (SELECT id FROM retirements_retirementrequest WHERE status = 'waiting'"
+            " AND next_wake_at > now() ORDER BY id LIMIT %s)"
+            " UPDATE retirements_retirementrequest r SET next_wake_at = %s FROM chosen WHERE r.id = chosen.id",
+            [due, now - timedelta(minutes=1)],
+        )
+        cur.execute(
+            "UPDATE retirements_noticeslot s SET status = 'pending', due_at = %s, attempts = 0"
+            " WHERE s.id IN (SELECT min(n.id) FROM retirements_noticeslot n JOIN retirements_retirementrequest r"
+            " ON r.id = n.request_id WHERE r.next_wake_at = %s GROUP BY n.request_id)",
+            [now - timedelta(minutes=1), now - timedelta(minutes=1)],
+        )
+    from django.core import mail
+
+    mail.outbox = []
+    start, ticks, steps = time.perf_counter(), 0, 0
+    while True:
+        summary = retirement_watcher.run_due(now=now)
+        ticks += 1
+        steps += len(summary["steps"])
+        if not summary["steps"] or ticks > 1000:
+            break
+    elapsed = time.perf_counter() - start
+    return {
+        "idle_ms": idle["ms"],
+        "idle_queries": idle["queries"],
+        "due": due,
+        "steps": steps,
+        "ticks": ticks,
+        "seconds": elapsed,
+        "notices": len(mail.outbox),
+    }
