@@ -25,7 +25,7 @@ from deletions.store import approvals, leases
 from deletions.store.requests import get_request
 from deletions.store.types import Finished, Lease, NextStage, StageSnapshot, WaitUntil
 from deletions.users.handlers import HandlerContext, RunOptions, run_handler
-from deletions.users.transition import get_next_stage
+from deletions.users.transition import start
 from deletions.users.workflow import Plan
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def run(
     started = time.monotonic()
     nxt: NextStage | None = None
     try:
-        nxt = get_next_stage(lease, None, now=clock.now())
+        nxt = start(lease, req.status, req.inventory_json, req.inventory_version, now=clock.now())
         while isinstance(nxt, StageSnapshot):
             if handled >= budget:
                 return RunOutcome(0, f"budget of {budget} handler calls used; {nxt.stage} is next", handled, True)

@@ -27,6 +27,12 @@ REMINDER_7_DAYS = "reminder_7_days"
 FINAL_WARNING = "final_warning"
 DESTRUCTION_STARTED = "destruction_started"
 
+# Eligibility policies (the waiting period a request gets).
+STANDARD = "standard_30_days"
+NEVER_ACTIVATED = "never_activated_1_day"
+DISPOSABLE_TEST = "disposable_test"
+ELIGIBILITY_POLICIES = (STANDARD, NEVER_ACTIVATED, DISPOSABLE_TEST)
+
 
 @dataclass(frozen=True)
 class Eligibility:
@@ -41,10 +47,10 @@ def eligibility(
     if disposable:
         if production:
             raise Refused("disposable test workspaces cannot be retired with the short policy in production")
-        return Eligibility("disposable_test", now + disposable_wait)
+        return Eligibility(DISPOSABLE_TEST, now + disposable_wait)
     if never_activated:
-        return Eligibility("never_activated_1_day", now + NEVER_ACTIVATED_WAIT)
-    return Eligibility("standard_30_days", now + STANDARD_WAIT)
+        return Eligibility(NEVER_ACTIVATED, now + NEVER_ACTIVATED_WAIT)
+    return Eligibility(STANDARD, now + STANDARD_WAIT)
 
 
 @dataclass(frozen=True)

@@ -192,6 +192,72 @@ def begin(lease: Lease, row: StageSnapshot, *, now: datetime, submit: bool) -> t
     return started, False
 
 
+def initialize(lease: Lease, first: NewStage, *, now: datetime) -> StageSnapshot | None:
+    """Start an approved request with no history: the request moves to running and its first
+    row is inserted, in one transaction of two statements. None, with nothing written, when
+    the request is not approved under this lease with no stage and no cancellation: the caller
+    takes the general path (`transition_stage`), which says why."""
+    new_id = uuid4()
+    metadata = {"inputs": first.inputs, "previous_stage_id": None}
+    op_id = operation_id(lease.request_id, first.stage, first.community_id)
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(
+            "UPDATE entity_deletion_requests r SET status = %s, last_action = %s, updated_at = %s"
+            " WHERE id = %s AND lease_owner = %s AND lease_generation = %s AND status = %s"
+            " AND cancel_requested_at IS NULL"
+            " AND NOT EXISTS (SELECT 1 FROM entity_deletion_stage_history s WHERE s.request_id = r.id)",
+            [
+                fsm_target(DeletionRequest.start, Status.APPROVED),
+                f"initialized with {first.stage}",
+                now,
+                lease.request_id,
+                lease.owner,
+                lease.generation,
+                Status.APPROVED,
+            ],
+        )
+        if cur.rowcount != 1:
+            return None
+        cur.execute(
+            "INSERT INTO entity_deletion_stage_history (id, request_id, stage, target_community_id, status,"
+            " is_current, metadata_json, operation_id, attempts, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, true, %s::jsonb, %s, 0, %s)",
+            [
+                new_id,
+                lease.request_id,
+                first.stage,
+                first.community_id,
+                StageStatus.PENDING,
+                json.dumps(metadata),
+                op_id,
+                now,
+            ],
+        )
+    event(
+        logger,
+        "transition",
+        request_id=lease.request_id,
+        executor=lease.owner,
+        generation=lease.generation,
+        stage_id=new_id,
+        stage=first.stage,
+        reason="Initialize",
+    )
+    return StageSnapshot(
+        id=new_id,
+        stage=first.stage,
+        community_id=first.community_id,
+        status=StageStatus.PENDING,
+        is_current=True,
+        metadata=metadata,
+        started_at=None,
+        finished_at=None,
+        last_error=None,
+        operation_id=op_id,
+        attempts=0,
+    )
+
+
 def complete_and_advance(
     lease: Lease,
     row: StageSnapshot,

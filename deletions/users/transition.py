@@ -46,6 +46,18 @@ def decide(
     return Resume(current.id)
 
 
+def start(lease: Lease, status: str, inventory: dict[str, Any], version: int, *, now: datetime) -> NextStage:
+    """The run's first position: an approved request with no history is initialized in one
+    short transaction (after the same inventory checks a replay makes); anything else (a saved
+    history to resume) goes through `get_next_stage`."""
+    if status == "approved":
+        workflow.reconstruct([], inventory, version)  # refuses an inventory rules v1 cannot run
+        first = stages.initialize(lease, workflow.initial_stage(inventory), now=now)
+        if first is not None:
+            return first
+    return get_next_stage(lease, None, now=now)
+
+
 def complete_stage(
     lease: Lease, row: StageSnapshot, result: dict[str, Any], plan: workflow.Plan, *, now: datetime
 ) -> NextStage:
