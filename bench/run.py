@@ -162,6 +162,9 @@ def console_section(quick: bool, result: dict[str, Any], table: list[list[str]])
     )
     slowest = 0.0
     for name, seen in console.pages(built):
+        if "error" in seen:
+            table.append(row(name, seen["error"], "< 50 ms, no seq scan", False))
+            continue
         slowest = max(slowest, seen["ms"])
         scans = ", ".join(seen["seq_scans"]) or "none"
         table.append(
