@@ -25,6 +25,8 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 def event(logger: logging.Logger, name: str, level: int = logging.INFO, **fields: Any) -> None:
+    if not logger.isEnabledFor(level):
+        return  # on the stage path: nothing formatted for a line nobody keeps
     fields = {k: (str(v) if v is not None and not isinstance(v, int) else v) for k, v in fields.items()}
     logger.log(level, name, extra={"event": name, **fields})
 
