@@ -21,7 +21,7 @@ def parse_id(raw: Any, noun: str = "request") -> UUID:
 
 
 def get_or_not_found(queryset: models.QuerySet[M], pk: Any, noun: str) -> M:
-    row = queryset.filter(pk=pk).first()
+    row = next(iter(queryset.filter(pk=pk)[:1]), None)  # by key: no ORDER BY to compile or run
     if row is None:
         raise NotFound(f"no {noun} with id {pk}")
     return row
@@ -45,7 +45,8 @@ def capped_counts(model: type[models.Model], column: str, values: list[str], cap
     table = connection.ops.quote_name(model._meta.db_table)
     col = connection.ops.quote_name(column)
     parts = [
-        f"SELECT '{v}', (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {col} = '{v}' LIMIT {int(cap) + 1}) c)"
+        f"SELECT '{v}', (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {col} = '{v}' ORDER BY {col}"
+        f" LIMIT {int(cap) + 1}) c)"
         for v in values
     ]
     with connection.cursor() as cur:

@@ -10,6 +10,7 @@ sent again: the seed's at-least-once, and the only way a notice repeats.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -18,7 +19,7 @@ from django.db import transaction
 
 from core.crashpoints import crash_point
 from retirements import policy, store
-from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
+from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest, Workspace
 
 SUBJECTS = {
     policy.REQUEST_RECEIVED: "Retirement requested for workspace {slug}",
@@ -34,6 +35,45 @@ def deliverable(kind: str, request_status: str) -> bool:
     return request_status in DELIVERABLE or (
         kind == policy.DESTRUCTION_STARTED and request_status == RequestStatus.COMPLETED
     )
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A claimed notice after its send: who claimed it, and the error if the send failed."""
+
+    slot_id: int
+    claimer: str
+    error: str | None
+
+
+def claim_due(request: RetirementRequest, workspace: Workspace, *, now: datetime) -> list[NoticeSlot]:
+    """Inside the watcher's step transaction (request and workspace locked): claim each due
+    notice of a waiting request; a slot another sender holds is skipped, not waited for."""
+    claimer = uuid.uuid4().hex
+    until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
+    request.workspace = workspace
+    slots = store.lock_due_slots(request, now)
+    for slot in slots:
+        store.claim_slot(slot, claimer=claimer, until=until)
+        slot.request = request  # what the message names, already loaded
+    return slots
+
+
+def send_claimed(slot: NoticeSlot) -> Sent:
+    """Send a claimed notice with no transaction open; its outcome is saved by `record`."""
+    try:
+        send_notice(slot)
+    except Exception as exc:
+        return Sent(slot.id, slot.claimed_by, f"{type(exc).__name__}: {exc}")
+    crash_point("notice-sent")
+    return Sent(slot.id, slot.claimed_by, None)
+
+
+def record(sent: Sent, *, now: datetime) -> None:
+    if sent.error is None:
+        store.record_delivered(sent.slot_id, claimer=sent.claimer, now=now)
+    else:
+        store.record_notice_failure(sent.slot_id, sent.error, claimer=sent.claimer, now=now)
 
 
 def deliver(slot_id: int, *, now: datetime) -> str:

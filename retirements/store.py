@@ -86,6 +86,15 @@ def due_slot_ids(request_id: UUID, now: datetime) -> list[int]:
     )
 
 
+def lock_due_slots(request: RetirementRequest, now: datetime) -> list[NoticeSlot]:
+    """The request's due notices, locked; one another sender is saving now is skipped."""
+    return list(
+        NoticeSlot.objects.select_for_update(skip_locked=True)
+        .filter(_due(now), request=request)
+        .order_by("due_at", "id")
+    )
+
+
 def due_slot_ids_after_ponr(now: datetime) -> list[int]:
     """Due notices of requests past the point of no return (destruction_started), even once purged."""
     return list(
@@ -108,12 +117,17 @@ def lock_request(request_id: UUID | str, *, skip_locked: bool = False) -> tuple[
     workspace_id = RetirementRequest.objects.filter(id=request_id).values_list("workspace_id", flat=True).first()
     if workspace_id is None:
         raise NotFound(f"no retirement request with id {request_id}")
-    workspace = Workspace.objects.select_for_update(skip_locked=skip_locked).filter(id=workspace_id).first()
-    request = (
-        RetirementRequest.objects.select_for_update(skip_locked=skip_locked, of=("self",))
-        .select_related("requested_by")
-        .filter(id=request_id)
-        .first()
+    # By key, so no ORDER BY (first() would add one, and its compiling costs more than the lock).
+    workspace = next(
+        iter(Workspace.objects.select_for_update(skip_locked=skip_locked).filter(id=workspace_id)[:1]), None
+    )
+    request = next(
+        iter(  # the request row only: its requester's user row is shared by many cases
+            RetirementRequest.objects.select_for_update(skip_locked=skip_locked, of=("self",))
+            .select_related("requested_by")
+            .filter(id=request_id)[:1]
+        ),
+        None,
     )
     if workspace is None or request is None:
         if skip_locked:

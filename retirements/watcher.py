@@ -39,10 +39,11 @@ STALL_ALARMS_PER_TICK = 500  # newly stalled watchers alarmed per tick; the rest
 
 
 def step(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None, skip_locked: bool = False) -> str:
-    """Wake one watcher: beat, send what is due, recheck at the boundary. With nothing to send,
-    the boundary is decided in the same transaction (no second lock); with notices, it comes
-    after them, as their outcome counts there. `skip_locked`: a case another tick holds now is
-    left to it ("busy")."""
+    """Wake one watcher: beat, send what is due, recheck at the boundary, in at most two
+    transactions. The first beats and, with nothing to send, decides the boundary too; with
+    notices due it claims them (a claim is saved before its send), they are sent with no
+    transaction open, and the second saves their outcomes and decides the boundary, where
+    those outcomes count. `skip_locked`: a case another tick holds now is left to it ("busy")."""
     if request_id is None:
         request_id = RetirementWatcher.objects.filter(id=watcher_id).values_list("request_id", flat=True).first()
         if request_id is None:
@@ -59,22 +60,26 @@ def step(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None, ski
             store.settle_watcher(watcher, reason="superseded watcher woke; no action taken", now=now, superseded=True)
             return "superseded"
         store.beat_watcher(watcher, request, now=now)
-        due = store.due_slot_ids(request_id, now) if request.status == RequestStatus.WAITING else []
-        decided = None if due else _decide(request, workspace, watcher, now=now)
-    crash_point("watcher-woke")
+        crash_point("watcher-woke")  # killed here, the whole step rolls back: the wake-up stays due
+        claimed = notices.claim_due(request, workspace, now=now) if request.status == RequestStatus.WAITING else []
+        decided = None if claimed else _decide(request, workspace, watcher, now=now)
     if decided is not None:
         return decided
-    for slot_id in due:
-        notices.deliver(slot_id, now=now)
-    return boundary(watcher_id, now=now, request_id=request_id)
+    sent = [notices.send_claimed(claim) for claim in claimed]
+    return boundary(watcher_id, now=now, request_id=request_id, sent=sent)
 
 
-def boundary(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None) -> str:
-    """Hop 4 (wait) or hop 6 (point of no return), then hop 7 (conclude) when done."""
+def boundary(
+    watcher_id: UUID, *, now: datetime, request_id: UUID | None = None, sent: list[notices.Sent] | None = None
+) -> str:
+    """Hop 4 (wait) or hop 6 (point of no return), then hop 7 (conclude) when done; first saving
+    the outcome of the notices this step just sent, under the same locks."""
     if request_id is None:
         request_id = RetirementWatcher.objects.values_list("request_id", flat=True).get(id=watcher_id)
     with transaction.atomic():
         request, workspace = store.lock_request(request_id)
+        for outcome in sent or []:
+            notices.record(outcome, now=now)
         watcher = store.lock_watcher(watcher_id)
         if watcher.status not in ACTIVE_WATCHER:
             return f"watcher {watcher.status}"
@@ -198,6 +203,19 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
                 summary["steps"][str(request_id)] = "error"
         if summary["more_due"]:
             break
+    # A case that was busy gets one more try, waiting for the lock this time: the other tick
+    # may have let go of it without stepping it, and nothing due is left for a minute.
+    busy = [rid for rid, said in summary["steps"].items() if said.startswith("busy")]
+    summary["busy_first"] = busy
+    for request_id, watcher_id in RetirementRequest.objects.filter(id__in=busy).values_list("id", "watcher_id"):
+        if summary["more_due"] or time.monotonic() - started >= budget or watcher_id is None:
+            summary["more_due"] = True
+            break
+        try:
+            summary["steps"][str(request_id)] = step(watcher_id, now=now, request_id=request_id)
+        except Exception:
+            logger.exception("watcher step failed request=%s watcher=%s", request_id, watcher_id)
+            summary["steps"][str(request_id)] = "error"
     for job_id in PurgeJob.objects.filter(status=PurgeStatus.QUEUED).values_list("id", flat=True):
         summary["purges"].append(run_purge(job_id, now=now))
     for slot_id in store.due_slot_ids_after_ponr(now):

@@ -4,15 +4,17 @@ next tick), and a case another tick holds is left to that tick instead of waited
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from core import clock
-from retirements.models import RetirementRequest, Workspace
+from retirements.models import Workspace
 from retirements.watcher import run_due
 from tests.retirements.helpers import fresh, request_at
+from tests.support import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,12 +34,15 @@ def test_a_tick_stops_at_its_budget_and_the_next_goes_on(hq, make_workspace, obs
     observe(f"budget 0: 0 steps, more due; next tick: {len(ran['steps'])} steps, each request_received delivered")
 
 
-def test_a_case_held_by_another_transaction_is_skipped_not_waited_for(hq, make_workspace) -> None:
+def test_a_case_held_by_another_transaction_is_passed_over_then_stepped_once_free(hq, make_workspace) -> None:
+    """The first pass skips a case whose lock another transaction holds and steps the rest; at
+    the end of the tick it waits for that lock, and steps the case once it is let go."""
     make_workspace("held-elsewhere")
     make_workspace("free")
     held = request_at(timezone.now(), hq, slug="held-elsewhere")
     free = request_at(timezone.now(), hq, slug="free")
     locked, release = threading.Event(), threading.Event()
+    outcome: dict[str, Any] = {}
 
     def hold_lock() -> None:
         try:
@@ -48,15 +53,33 @@ def test_a_case_held_by_another_transaction_is_skipped_not_waited_for(hq, make_w
         finally:
             connections.close_all()
 
-    other = threading.Thread(target=hold_lock)
-    other.start()
+    def tick() -> None:
+        try:
+            outcome["ran"] = run_due(now=clock.now(), budget=60)
+        finally:
+            connections.close_all()
+
+    holder, ticker = threading.Thread(target=hold_lock), threading.Thread(target=tick)
+    holder.start()
     try:
         assert locked.wait(timeout=120)
-        ran = run_due(now=clock.now(), budget=60)
+        ticker.start()
+        wait_for(lambda: _waiting_on_a_lock(), timeout=120, what="the tick's second pass waiting for the lock")
+        assert fresh(free).notices.filter(kind="request_received", status="delivered").exists()  # first pass
+        assert not fresh(held).notices.filter(status="delivered").exists()
     finally:
         release.set()
-        other.join(timeout=120)
-    assert ran["steps"][str(held.id)] == "busy: another tick holds this case"
-    assert ran["steps"][str(free.id)].startswith("wait until")
-    wake = RetirementRequest.objects.get(id=held.id).next_wake_at
-    assert wake is not None and wake <= clock.now()  # still due for the next tick
+        holder.join(timeout=120)
+        ticker.join(timeout=120)
+    ran = outcome["ran"]
+    assert ran["busy_first"] == [str(held.id)]
+    assert ran["steps"][str(held.id)].startswith("wait until") and ran["steps"][str(free.id)].startswith("wait until")
+    assert fresh(held).notices.filter(kind="request_received", status="delivered").exists()
+
+
+def _waiting_on_a_lock() -> bool:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        return cur.fetchone()[0] > 0
