@@ -25,8 +25,12 @@ LIMIT = 50
 
 
 def overview(now: datetime) -> dict[str, Any]:
-    deletion_counts = capped_counts(DeletionRequest, "status", [s.value for s in Status])
-    retirement_counts = capped_counts(RetirementRequest, "status", [s.value for s in RequestStatus])
+    deletion_counts = capped_counts(
+        DeletionRequest, "status", [s.value for s in Status], index_order=("-created_at", "-id")
+    )
+    retirement_counts = capped_counts(
+        RetirementRequest, "status", [s.value for s in RequestStatus], index_order=("-requested_at", "-id")
+    )
     # Submitted but not settled, or a worker lost mid-stage: nobody may resend until the
     # target system's record (or an operator) says what happened.
     lapsed = Q(request__lease_owner__isnull=True) | Q(request__lease_expires_at__lte=now)
