@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from core.errors import DomainError
 from core.logs import event
@@ -30,38 +30,35 @@ def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) ->
     transition of the new owner finishes the request as cancelled.
     """
     expires = now + timedelta(seconds=lease_seconds)
-    with transaction.atomic():
-        previous = (
-            DeletionRequest.objects.select_for_update()
-            .filter(id=request_id)
-            .values(
-                "status",
-                "lease_owner",
-                "lease_expires_at",
-                "lease_generation",
-                "next_attempt_at",
-                "cancel_requested_at",
-            )
-            .first()
+    with transaction.atomic(), connection.cursor() as cur:  # every run starts here: hand-written SQL
+        cur.execute(
+            "SELECT status, lease_owner, lease_expires_at, lease_generation, next_attempt_at, cancel_requested_at"
+            " FROM entity_deletion_requests WHERE id = %s FOR UPDATE",
+            [request_id],
         )
+        row = cur.fetchone()
+        previous = dict(zip(_CLAIM_COLUMNS, row, strict=True)) if row is not None else None
         if previous is not None and _claimable(previous, now):
             generation = previous["lease_generation"] + 1  # the row is locked: no one else moves it
-            DeletionRequest.objects.filter(id=request_id).update(
-                lease_owner=owner,
-                lease_generation=generation,
-                lease_expires_at=expires,
-                heartbeat_at=now,
-                updated_at=now,
+            cur.execute(
+                "UPDATE entity_deletion_requests SET lease_owner = %s, lease_generation = %s, lease_expires_at = %s,"
+                " heartbeat_at = %s, updated_at = %s WHERE id = %s",
+                [owner, generation, expires, now, now, request_id],
             )
             takeover = previous["lease_owner"] is not None
-            LeaseEvent.objects.create(
-                request_id=request_id,
-                event="takeover" if takeover else "claim",
-                owner=owner,
-                generation=generation,
-                previous_owner=previous["lease_owner"],
-                previous_expires_at=previous["lease_expires_at"],
-                at=now,
+            cur.execute(
+                "INSERT INTO entity_deletion_lease_events"
+                " (request_id, event, owner, generation, previous_owner, previous_expires_at, at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [
+                    request_id,
+                    "takeover" if takeover else "claim",
+                    owner,
+                    generation,
+                    previous["lease_owner"],
+                    previous["lease_expires_at"],
+                    now,
+                ],
             )
             event(
                 logger,
@@ -75,6 +72,16 @@ def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) ->
     refusal = _claim_refusal(request_id, now)
     event(logger, "refusal", request_id=request_id, executor=owner, reason=refusal.message)
     raise refusal
+
+
+_CLAIM_COLUMNS = (
+    "status",
+    "lease_owner",
+    "lease_expires_at",
+    "lease_generation",
+    "next_attempt_at",
+    "cancel_requested_at",
+)
 
 
 def _claimable(row: Mapping[str, Any], now: datetime) -> bool:
