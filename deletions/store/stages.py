@@ -197,9 +197,6 @@ def initialize(lease: Lease, first: NewStage, *, now: datetime) -> StageSnapshot
     row is inserted, in one transaction of two statements. None, with nothing written, when
     the request is not approved under this lease with no stage and no cancellation: the caller
     takes the general path (`transition_stage`), which says why."""
-    new_id = uuid4()
-    metadata = {"inputs": first.inputs, "previous_stage_id": None}
-    op_id = operation_id(lease.request_id, first.stage, first.community_id)
     with transaction.atomic(), connection.cursor() as cur:
         cur.execute(
             "UPDATE entity_deletion_requests r SET status = %s, last_action = %s, updated_at = %s"
@@ -218,44 +215,18 @@ def initialize(lease: Lease, first: NewStage, *, now: datetime) -> StageSnapshot
         )
         if cur.rowcount != 1:
             return None
-        cur.execute(
-            "INSERT INTO entity_deletion_stage_history (id, request_id, stage, target_community_id, status,"
-            " is_current, metadata_json, operation_id, attempts, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, true, %s::jsonb, %s, 0, %s)",
-            [
-                new_id,
-                lease.request_id,
-                first.stage,
-                first.community_id,
-                StageStatus.PENDING,
-                json.dumps(metadata),
-                op_id,
-                now,
-            ],
-        )
+        first_row = _insert_row(cur, lease.request_id, first, previous=None, now=now)
     event(
         logger,
         "transition",
         request_id=lease.request_id,
         executor=lease.owner,
         generation=lease.generation,
-        stage_id=new_id,
+        stage_id=first_row.id,
         stage=first.stage,
         reason="Initialize",
     )
-    return StageSnapshot(
-        id=new_id,
-        stage=first.stage,
-        community_id=first.community_id,
-        status=StageStatus.PENDING,
-        is_current=True,
-        metadata=metadata,
-        started_at=None,
-        finished_at=None,
-        last_error=None,
-        operation_id=op_id,
-        attempts=0,
-    )
+    return first_row
 
 
 def complete_and_advance(
@@ -272,8 +243,6 @@ def complete_and_advance(
     when the request is not simply running under this lease (a cancellation, a lost lease) or the
     row is not the running current one: the caller takes the general path, which names what changed."""
     completed = fsm_target(StageHistory.succeed, StageStatus.RUNNING)
-    new_id = uuid4()
-    metadata = {"inputs": successor.inputs, "previous_stage_id": str(row.id)} if successor else {}
     try:
         with transaction.atomic(), connection.cursor() as cur:
             if successor is not None:
@@ -326,22 +295,7 @@ def complete_and_advance(
                     [lease.request_id, lease.owner, lease.generation, now],
                 )
             else:
-                op_id = operation_id(lease.request_id, successor.stage, successor.community_id)
-                cur.execute(
-                    "INSERT INTO entity_deletion_stage_history (id, request_id, stage, target_community_id, status,"
-                    " is_current, metadata_json, operation_id, attempts, created_at)"
-                    " VALUES (%s, %s, %s, %s, %s, true, %s::jsonb, %s, 0, %s)",
-                    [
-                        new_id,
-                        lease.request_id,
-                        successor.stage,
-                        successor.community_id,
-                        StageStatus.PENDING,
-                        json.dumps(metadata),
-                        op_id,
-                        now,
-                    ],
-                )
+                nxt = _insert_row(cur, lease.request_id, successor, previous=row.id, now=now)
     except _Changed:
         return None
     event(
@@ -350,17 +304,31 @@ def complete_and_advance(
         request_id=lease.request_id,
         executor=lease.owner,
         generation=lease.generation,
-        stage_id=new_id if successor else None,
+        stage_id=nxt.id if successor else None,
         stage=successor.stage if successor else None,
         reason="Advance" if successor else "finished completed",
     )
     if successor is None:
         event(logger, "release", request_id=lease.request_id, executor=lease.owner, generation=lease.generation)
         return done
+    return nxt
+
+
+def _insert_row(cur: Any, request_id: UUID, new: NewStage, *, previous: UUID | None, now: datetime) -> StageSnapshot:
+    """Insert a pending current row (inside the caller's transaction) and return it as saved."""
+    row_id = uuid4()
+    metadata = {"inputs": new.inputs, "previous_stage_id": str(previous) if previous else None}
+    op_id = operation_id(request_id, new.stage, new.community_id)
+    cur.execute(
+        "INSERT INTO entity_deletion_stage_history (id, request_id, stage, target_community_id, status,"
+        " is_current, metadata_json, operation_id, attempts, created_at)"
+        " VALUES (%s, %s, %s, %s, %s, true, %s::jsonb, %s, 0, %s)",
+        [row_id, request_id, new.stage, new.community_id, StageStatus.PENDING, json.dumps(metadata), op_id, now],
+    )
     return StageSnapshot(
-        id=new_id,
-        stage=successor.stage,
-        community_id=successor.community_id,
+        id=row_id,
+        stage=new.stage,
+        community_id=new.community_id,
         status=StageStatus.PENDING,
         is_current=True,
         metadata=metadata,
