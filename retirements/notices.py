@@ -1,8 +1,11 @@
 """Staff notices through Django's email framework: at least once, never twice for nothing.
 
-A slot is claimed in its own transaction before the send (status `sending`, a
-claimer and a claim expiry, the attempt counted); a concurrent watcher skips a
-live claim. The outcome is saved by the claimer only. A sender that dies between
+A slot is claimed in a committed transaction before the send (status `sending`,
+a claimer and a claim expiry, the attempt counted): the watcher's step claims its
+request's due notices with its beat (`claim_due`), the past-the-point-of-no-return
+sender one at a time (`deliver`). A concurrent watcher skips a live claim. The
+send happens with no transaction open, and the outcome is saved by the claimer
+only (for a step, with its boundary decision). A sender that dies between
 the send and saving its outcome leaves a claim that runs out, and the slot is
 sent again: the seed's at-least-once, and the only way a notice repeats.
 """
