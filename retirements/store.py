@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, overload
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 
 from core import authority, decisions
 from core.authority import Actor
 from core.errors import NotFound, shown
-from core.store import get_or_not_found, lock_or_not_found, parse_id
+from core.store import fsm_target, get_or_not_found, lock_or_not_found, parse_id
 from retirements import policy
 from retirements.models import (
     OPEN_REQUEST_STATUSES,
@@ -93,6 +94,125 @@ def lock_due_slots(request: RetirementRequest, now: datetime) -> list[NoticeSlot
         .filter(_due(now), request=request)
         .order_by("due_at", "id")
     )
+
+
+# The watcher's common step in hand-written SQL: a waiting request, not yet eligible, woken for
+# its notices. Anything else goes through the general step (the ORM path above and below).
+
+_WAKE = """
+    SELECT r.status, r.eligible_at, r.watcher_id, r.requested_at, u.username, u.email, w.slug, w.name
+    FROM retirements_retirementrequest r
+    JOIN retirements_workspace w ON w.id = r.workspace_id
+    JOIN auth_user u ON u.id = r.requested_by_id
+    WHERE r.id = %s FOR UPDATE OF w, r"""
+
+
+@dataclass(frozen=True)
+class Woken:
+    """A waiting, not yet eligible request locked by the watcher's quick step, with what its
+    notices name."""
+
+    request_id: UUID
+    eligible_at: datetime
+    requested_at: datetime
+    requester: str
+    requester_email: str
+    slug: str
+    name: str
+
+
+def lock_waiting(request_id: UUID, watcher_id: UUID, now: datetime, *, skip_locked: bool) -> Woken | str | None:
+    """Lock workspace and request in one statement (inside atomic()). A `Woken` when the quick
+    step applies; "busy" when skipped as locked; None when the general step must decide."""
+    with connection.cursor() as cur:
+        if not skip_locked:  # waiting for the locks: the workspace first, as every writer takes them
+            cur.execute(
+                "SELECT 1 FROM retirements_workspace WHERE id ="
+                " (SELECT workspace_id FROM retirements_retirementrequest WHERE id = %s) FOR UPDATE",
+                [request_id],
+            )
+        cur.execute(_WAKE + (" SKIP LOCKED" if skip_locked else ""), [request_id])  # skipping never waits
+        row = cur.fetchone()
+    if row is None:
+        exists = RetirementRequest.objects.filter(id=request_id).exists()
+        return "busy" if skip_locked and exists else None
+    status, eligible_at, current_watcher, requested_at, username, email, slug, name = row
+    if status != RequestStatus.WAITING or current_watcher != watcher_id or eligible_at <= now:
+        return None
+    return Woken(request_id, eligible_at, requested_at, username, email or "", slug, name)
+
+
+def beat_quick(woken: Woken, watcher_id: UUID, now: datetime) -> bool:
+    """The authoritative watcher beats (started once) and any stall alarm clears. False when
+    the watcher is no longer active: the general step settles it."""
+    running = fsm_target(RetirementWatcher.start, WatcherStatus.PENDING)
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE retirements_retirementwatcher SET status = %s, started_at = COALESCE(started_at, %s),"
+            " heartbeat_at = %s WHERE id = %s AND status IN (%s, %s)",
+            [running, now, now, watcher_id, WatcherStatus.PENDING, WatcherStatus.RUNNING],
+        )
+        if cur.rowcount != 1:
+            return False
+        cur.execute(
+            "UPDATE retirements_alarm SET resolved_at = %s"
+            " WHERE request_id = %s AND kind = 'watcher_stalled' AND resolved_at IS NULL",
+            [now, woken.request_id],
+        )
+        return True
+
+
+def claim_due_quick(woken: Woken, now: datetime, *, claimer: str, until: datetime) -> list[tuple[int, str]]:
+    """Claim the request's due notices (a slot another sender holds is skipped): (id, kind) of each."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE retirements_noticeslot SET status = %s, claimed_by = %s, claim_expires_at = %s,"
+            " attempts = attempts + 1 WHERE id IN ("
+            " SELECT id FROM retirements_noticeslot WHERE request_id = %s AND ("
+            " (status = %s AND due_at <= %s AND (next_attempt_at IS NULL OR next_attempt_at <= %s))"
+            " OR (status = %s AND claim_expires_at <= %s)) FOR UPDATE SKIP LOCKED)"
+            " RETURNING id, kind",
+            [
+                fsm_target(NoticeSlot.claim, NoticeStatus.PENDING),
+                claimer,
+                until,
+                woken.request_id,
+                NoticeStatus.PENDING,
+                now,
+                now,
+                NoticeStatus.SENDING,
+                now,
+            ],
+        )
+        return sorted(cur.fetchall())
+
+
+def record_and_wait(woken: Woken, delivered: list[int], *, claimer: str, now: datetime) -> str:
+    """Save the delivered claims and the wait (not yet eligible) until the next thing to do,
+    under the locks the caller took again (inside atomic())."""
+    with connection.cursor() as cur:
+        if delivered:
+            cur.execute(
+                "UPDATE retirements_noticeslot SET status = %s, delivered_at = %s, next_attempt_at = NULL,"
+                " last_error = '', claimed_by = '', claim_expires_at = NULL"
+                " WHERE id = ANY(%s) AND status = %s AND claimed_by = %s",
+                [fsm_target(NoticeSlot.deliver, NoticeStatus.SENDING), now, delivered, NoticeStatus.SENDING, claimer],
+            )
+            if cur.rowcount != len(delivered):  # another sender took over an expired claim
+                logger.warning("notice outcome for a lost claim request=%s", woken.request_id)
+        cur.execute(
+            "SELECT id, kind, due_at, status, next_attempt_at, claim_expires_at FROM retirements_noticeslot"
+            " WHERE request_id = %s AND status IN (%s, %s)",
+            [woken.request_id, NoticeStatus.PENDING, NoticeStatus.SENDING],
+        )
+        pending = [policy.SlotView(*row) for row in cur.fetchall()]
+        wake = policy.next_wake(eligible_at=woken.eligible_at, pending=pending, blocked_until=None)
+        cur.execute(
+            "UPDATE retirements_retirementrequest SET next_wake_at = %s, blocker = '', blocked_until = NULL,"
+            " updated_at = %s WHERE id = %s",
+            [wake, now, woken.request_id],
+        )
+    return f"{policy.WAIT} until {wake.isoformat()}"
 
 
 def due_slot_ids_after_ponr(now: datetime) -> list[int]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
+import uuid
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -48,6 +49,9 @@ def step(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None, ski
         request_id = RetirementWatcher.objects.filter(id=watcher_id).values_list("request_id", flat=True).first()
         if request_id is None:
             return f"no watcher {watcher_id}"
+    quick = _quick_step(request_id, watcher_id, now=now, skip_locked=skip_locked)
+    if quick is not None:
+        return quick
     with transaction.atomic():
         locked = store.lock_request(request_id, skip_locked=skip_locked)
         if locked is None:
@@ -67,6 +71,30 @@ def step(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None, ski
         return decided
     sent = [notices.send_claimed(claim) for claim in claimed]
     return boundary(watcher_id, now=now, request_id=request_id, sent=sent)
+
+
+def _quick_step(request_id: UUID, watcher_id: UUID, *, now: datetime, skip_locked: bool) -> str | None:
+    """The common step (a waiting request, not yet eligible, its authoritative watcher woken
+    for its notices) in hand-written SQL: the same two transactions and the same outcome as the
+    general step, about eight statements. None when the general step must decide."""
+    claimer = uuid.uuid4().hex
+    until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
+    with transaction.atomic():
+        woken = store.lock_waiting(request_id, watcher_id, now, skip_locked=skip_locked)
+        if woken == "busy":
+            return "busy: another tick holds this case"
+        if not isinstance(woken, store.Woken) or not store.beat_quick(woken, watcher_id, now):
+            return None
+        crash_point("watcher-woke")  # killed here, the whole step rolls back: the wake-up stays due
+        claimed = store.claim_due_quick(woken, now, claimer=claimer, until=until)
+        if not claimed:
+            return store.record_and_wait(woken, [], claimer=claimer, now=now)
+    sent = [notices.send_quick(woken, slot_id, kind, claimer) for slot_id, kind in claimed]
+    with transaction.atomic():
+        again = store.lock_waiting(request_id, watcher_id, now, skip_locked=False)
+        if isinstance(again, store.Woken) and all(s.error is None for s in sent):
+            return store.record_and_wait(again, [s.slot_id for s in sent], claimer=claimer, now=now)
+    return boundary(watcher_id, now=now, request_id=request_id, sent=sent)  # changed meanwhile, or a send failed
 
 
 def boundary(

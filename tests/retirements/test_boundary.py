@@ -135,16 +135,25 @@ def test_send_followed_by_failed_save_is_sent_again_once_its_claim_runs_out(
 ) -> None:
     make_workspace()
     req = request_at(T, hq)
-    real = store.record_delivered
+    real_one, real_quick = store.record_delivered, store.record_and_wait
     calls = {"n": 0}
 
-    def flaky(slot_id, *, claimer, now):
+    def lost_first_save() -> None:
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("database went away after the send")
-        real(slot_id, claimer=claimer, now=now)
+
+    def flaky(slot_id, *, claimer, now):  # the general step saves each delivery
+        lost_first_save()
+        real_one(slot_id, claimer=claimer, now=now)
+
+    def flaky_quick(woken, delivered, *, claimer, now):  # the quick step saves them with its wait
+        if delivered:
+            lost_first_save()
+        return real_quick(woken, delivered, claimer=claimer, now=now)
 
     monkeypatch.setattr(store, "record_delivered", flaky)
+    monkeypatch.setattr(store, "record_and_wait", flaky_quick)
     claim = timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
     run_at(T)  # sent, outcome lost: the step errors and the slot stays claimed
     assert subjects() == ["Retirement requested for workspace acme-old"]

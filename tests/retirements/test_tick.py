@@ -7,11 +7,14 @@ import threading
 from typing import Any
 
 import pytest
+import time_machine
+from django.core import mail
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from core import clock
-from retirements.models import Workspace
+from retirements import watcher
+from retirements.models import RetirementWatcher, Workspace
 from retirements.watcher import run_due
 from tests.retirements.helpers import fresh, request_at
 from tests.support import wait_for
@@ -83,3 +86,44 @@ def _waiting_on_a_lock() -> bool:
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
         )
         return cur.fetchone()[0] > 0
+
+
+def _walk(hq: Any, slug: str) -> tuple[list[str], dict[str, Any]]:
+    """Request a retirement and run the watcher at each wake-up before eligibility."""
+    request = request_at(timezone.now(), hq, slug=slug)
+    said = []
+    for _ in range(6):
+        wake = fresh(request).next_wake_at
+        if wake is None or wake >= request.eligible_at:
+            break
+        with time_machine.travel(wake, tick=False):
+            said.append(run_due(now=clock.now(), budget=60)["steps"][str(request.id)])
+    after, watcher = fresh(request), RetirementWatcher.objects.get(request=request)
+    state = {
+        "request": (after.status, after.next_wake_at, after.blocker, after.blocked_until, after.updated_at),
+        "watcher": (watcher.status, watcher.started_at, watcher.heartbeat_at),
+        "slots": sorted(after.notices.values_list("kind", "status", "attempts", "delivered_at", "claimed_by")),
+        "mails": sorted(str(m.subject).replace(slug, "*") for m in mail.outbox if slug in str(m.subject)),
+    }
+    return said, state
+
+
+def test_the_quick_step_leaves_exactly_what_the_general_step_leaves(hq, make_workspace, monkeypatch) -> None:
+    """The common step in SQL against the general one through the ORM, over the whole wait."""
+    make_workspace("quick")
+    make_workspace("general")
+    real, taken = watcher._quick_step, []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        said = real(*args, **kwargs)
+        taken.append(said is not None)
+        return said
+
+    with time_machine.travel(timezone.now(), tick=False):
+        monkeypatch.setattr(watcher, "_quick_step", counted)
+        quick = _walk(hq, "quick")
+        monkeypatch.setattr(watcher, "_quick_step", lambda *args, **kwargs: None)
+        general = _walk(hq, "general")
+    assert taken and all(taken)  # every step of the first walk was the quick one
+    assert quick == general
+    assert len(quick[0]) >= 3 and all(s.startswith("wait until") for s in quick[0])  # each notice woke it
