@@ -9,7 +9,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.admin import DateFieldListFilter
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -23,6 +22,7 @@ from core.admin import (
     CaseAdmin,
     ConfirmForm,
     EstimatedCountPaginator,
+    date_filter,
     humanized_filter,
 )
 from core.errors import DomainError
@@ -55,6 +55,7 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
     form = WorkspaceForm
     show_full_result_count = False
     paginator = EstimatedCountPaginator
+    show_facets = admin.ShowFacets.NEVER
     pk_path = "<int:pk>"
     case_actions = (
         CaseAction(
@@ -114,7 +115,7 @@ class RetirementRequestAdmin(CaseAdmin):
     list_filter = (
         "status",
         humanized_filter("eligibility_policy", "eligibility policy", policy.ELIGIBILITY_POLICIES),
-        ("requested_at", DateFieldListFilter),
+        ("requested_at", date_filter("requested")),
     )
     search_fields = ("workspace__slug", "workspace__name")
     ordering = ("-requested_at",)
