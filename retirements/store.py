@@ -147,19 +147,16 @@ def beat_quick(woken: Woken, watcher_id: UUID, now: datetime) -> bool:
     the watcher is no longer active: the general step settles it."""
     running = fsm_target(RetirementWatcher.start, WatcherStatus.PENDING)
     with connection.cursor() as cur:
-        cur.execute(
-            "UPDATE retirements_retirementwatcher SET status = %s, started_at = COALESCE(started_at, %s),"
-            " heartbeat_at = %s WHERE id = %s AND status IN (%s, %s)",
-            [running, now, now, watcher_id, WatcherStatus.PENDING, WatcherStatus.RUNNING],
+        cur.execute(  # one statement: the beat, and the stall alarm cleared when it beat
+            "WITH beat AS (UPDATE retirements_retirementwatcher SET status = %s,"
+            " started_at = COALESCE(started_at, %s), heartbeat_at = %s WHERE id = %s AND status IN (%s, %s)"
+            " RETURNING id),"
+            " cleared AS (UPDATE retirements_alarm SET resolved_at = %s WHERE request_id = %s"
+            " AND kind = 'watcher_stalled' AND resolved_at IS NULL AND EXISTS (SELECT 1 FROM beat))"
+            " SELECT count(*) FROM beat",
+            [running, now, now, watcher_id, WatcherStatus.PENDING, WatcherStatus.RUNNING, now, woken.request_id],
         )
-        if cur.rowcount != 1:
-            return False
-        cur.execute(
-            "UPDATE retirements_alarm SET resolved_at = %s"
-            " WHERE request_id = %s AND kind = 'watcher_stalled' AND resolved_at IS NULL",
-            [now, woken.request_id],
-        )
-        return True
+        return bool(cur.fetchone()[0])
 
 
 def claim_due_quick(woken: Woken, now: datetime, *, claimer: str, until: datetime) -> list[tuple[int, str]]:
