@@ -168,6 +168,15 @@ class Verdict:
     wake_at: datetime | None = None
 
 
+def waits_for_eligibility(
+    *, request_status: str, watcher_is_authoritative: bool, now: datetime, eligible_at: datetime
+) -> bool:
+    """The boundary's verdict is WAIT, not yet eligible, whatever the workspace, the requester
+    and the notices say: its first four rules, read from the request alone. The watcher's quick
+    step runs only then (the general step decides everything else)."""
+    return watcher_is_authoritative and request_status == "waiting" and now < eligible_at
+
+
 def point_of_no_return(f: BoundaryFacts) -> Verdict:
     if not f.watcher_is_authoritative:
         return Verdict(SUPERSEDED, "superseded watcher woke; no action taken")

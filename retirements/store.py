@@ -109,10 +109,12 @@ _WAKE = """
 
 @dataclass(frozen=True)
 class Woken:
-    """A waiting, not yet eligible request locked by the watcher's quick step, with what its
-    notices name."""
+    """A request as the watcher's quick step locked it: what the boundary's first rules read,
+    and what its notices name. Whether the quick step applies is the policy's call."""
 
     request_id: UUID
+    status: str
+    watcher_id: UUID | None
     eligible_at: datetime
     requested_at: datetime
     requester: str
@@ -121,9 +123,9 @@ class Woken:
     name: str
 
 
-def lock_waiting(request_id: UUID, watcher_id: UUID, now: datetime, *, skip_locked: bool) -> Woken | str | None:
-    """Lock workspace and request in one statement (inside atomic()). A `Woken` when the quick
-    step applies; "busy" when skipped as locked; None when the general step must decide."""
+def lock_waiting(request_id: UUID, *, skip_locked: bool) -> Woken | str | None:
+    """Lock workspace and request (inside atomic()) and read them; "busy" when skipped as
+    locked by another transaction; None when there is no such request."""
     with connection.cursor() as cur:
         if not skip_locked:  # waiting for the locks: the workspace first, as every writer takes them
             cur.execute(
@@ -137,9 +139,7 @@ def lock_waiting(request_id: UUID, watcher_id: UUID, now: datetime, *, skip_lock
         exists = RetirementRequest.objects.filter(id=request_id).exists()
         return "busy" if skip_locked and exists else None
     status, eligible_at, current_watcher, requested_at, username, email, slug, name = row
-    if status != RequestStatus.WAITING or current_watcher != watcher_id or eligible_at <= now:
-        return None
-    return Woken(request_id, eligible_at, requested_at, username, email or "", slug, name)
+    return Woken(request_id, status, current_watcher, eligible_at, requested_at, username, email or "", slug, name)
 
 
 def beat_quick(woken: Woken, watcher_id: UUID, now: datetime) -> bool:

@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 from uuid import UUID
 
 from django.conf import settings
@@ -80,10 +80,10 @@ def _quick_step(request_id: UUID, watcher_id: UUID, *, now: datetime, skip_locke
     claimer = uuid.uuid4().hex
     until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
     with transaction.atomic():
-        woken = store.lock_waiting(request_id, watcher_id, now, skip_locked=skip_locked)
+        woken = store.lock_waiting(request_id, skip_locked=skip_locked)
         if woken == "busy":
             return "busy: another tick holds this case"
-        if not isinstance(woken, store.Woken) or not store.beat_quick(woken, watcher_id, now):
+        if not _waits(woken, watcher_id, now) or not store.beat_quick(woken, watcher_id, now):
             return None
         crash_point("watcher-woke")  # killed here, the whole step rolls back: the wake-up stays due
         claimed = store.claim_due_quick(woken, now, claimer=claimer, until=until)
@@ -91,10 +91,19 @@ def _quick_step(request_id: UUID, watcher_id: UUID, *, now: datetime, skip_locke
             return store.record_and_wait(woken, [], claimer=claimer, now=now)
     sent = [notices.send_quick(woken, slot_id, kind, claimer) for slot_id, kind in claimed]
     with transaction.atomic():
-        again = store.lock_waiting(request_id, watcher_id, now, skip_locked=False)
-        if isinstance(again, store.Woken) and all(s.error is None for s in sent):
+        again = store.lock_waiting(request_id, skip_locked=False)
+        if _waits(again, watcher_id, now) and all(s.error is None for s in sent):
             return store.record_and_wait(again, [s.slot_id for s in sent], claimer=claimer, now=now)
     return boundary(watcher_id, now=now, request_id=request_id, sent=sent)  # changed meanwhile, or a send failed
+
+
+def _waits(woken: store.Woken | str | None, watcher_id: UUID, now: datetime) -> TypeGuard[store.Woken]:
+    return isinstance(woken, store.Woken) and policy.waits_for_eligibility(
+        request_status=woken.status,
+        watcher_is_authoritative=woken.watcher_id == watcher_id,
+        now=now,
+        eligible_at=woken.eligible_at,
+    )
 
 
 def boundary(

@@ -164,8 +164,10 @@ def _recomputed_digest(request_id: UUID, fingerprint: str) -> str:
             [request_id, fingerprint],
         )
         row = cur.fetchone()
-    if row is None:  # changed between the two reads (only with the immutability trigger off): never cache that
-        _recomputed_digest.cache_clear()
-        return "inventory changed while it was read"
+    if row is None:  # changed between the two reads (the immutability trigger off): digest it as it is now
+        _recomputed_digest.cache_clear()  # and keep nothing of this moment
+        with connection.cursor() as cur:
+            cur.execute("SELECT inventory_json FROM entity_deletion_requests WHERE id = %s", [request_id])
+            row = cur.fetchone()
     stored = json.loads(row[0]) if isinstance(row[0], str) else row[0]
     return inventory_digest(stored)

@@ -162,6 +162,26 @@ def test_the_approved_proposal_cannot_change_in_the_database(cmd) -> None:
     assert case(req).inventory_digest == req["inventory_digest"]
 
 
+def test_an_inventory_changed_behind_the_trigger_is_refused_at_the_next_effect(cmd) -> None:
+    """The receiver digests the stored inventory again whenever its stored text changed, even
+    within one process that digested it before (the check is cached by the text's md5)."""
+    req = submitted(cmd)
+    approve(cmd, req, "operator-b")
+    ran = cmd("run_deletion", req["id"], "--next-step")  # gate_user: this process digests the inventory
+    assert ran.code == 0, ran.err
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SET LOCAL session_replication_role = replica")  # as a restore with triggers off would
+        cur.execute(
+            "UPDATE entity_deletion_requests SET inventory_json = jsonb_set(inventory_json, '{communities,0,role}',"
+            " '\"former_participant\"') WHERE id = %s",
+            [req["id"]],
+        )
+    ran = cmd("run_deletion", req["id"])
+    assert ran.code == 1 and "stored inventory digest" in ran.err and "does not match" in ran.err, ran.err
+    assert distinct_effects(req["id"]) == 1  # the gate only: nothing applied under the changed inventory
+    assert case(req).status == "needs_review"
+
+
 def test_an_edited_approval_is_refused_at_the_boundary(cmd) -> None:
     """If the digest check at approval is bypassed by editing the approval, the receiver still refuses."""
     req = submitted(cmd)

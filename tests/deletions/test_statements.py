@@ -8,6 +8,7 @@ from the row and the run's plan. Counted with `connection.execute_wrapper`, what
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
@@ -16,6 +17,8 @@ import pytest
 from django.db import connection
 
 from deletions import worker
+from deletions.models import DeletionRequest
+from tests.conftest import manage_argv, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,3 +78,22 @@ def test_statements_per_stage_do_not_grow_with_the_history(cmd, observe) -> None
         f"statements for 3 stages: 5-stage request {small_window}, 101-stage request early {big_early}, late "
         f"{big_late}; {per_stage:g} per stage"
     )
+
+
+def test_demo_communities_builds_b_and_c_first_and_refuses_what_it_cannot(cmd) -> None:
+    ran = cmd("submit_deletion", "--target", "demo:wide", "--requested-by", "operator-a", "--demo-communities", "4")
+    assert ran.code == 0, ran.err
+    ids = [c["id"] for c in json.loads(ran.out)["inventory"]["communities"]]
+    assert ids[:2] == ["00000000-0000-0000-0000-00000000000b", "00000000-0000-0000-0000-00000000000c"]
+    assert len(ids) == len(set(ids)) == 4
+    for bad in ("1", "1001"):
+        ran = cmd(
+            "submit_deletion", "--target", f"demo:w{bad}", "--requested-by", "operator-a", "--demo-communities", bad
+        )
+        assert ran.code == 2 and "--demo-communities" in ran.err and len(ran.err.strip().splitlines()) == 1, ran.err
+    argv = manage_argv(
+        "submit_deletion", "--target", "demo:wlots", "--requested-by", "operator-a", "--demo-communities", "lots"
+    )
+    proc = subprocess.run(argv, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "invalid int value: 'lots'" in proc.stderr, proc.stderr
+    assert not DeletionRequest.objects.exclude(target="demo:wide").exists()  # refused: nothing written

@@ -194,3 +194,30 @@ def test_stall_detection(status, started, created_ago, wake_ago, stalled) -> Non
         now=NOW,
     )
     assert (why is None) if stalled is None else (why is not None and stalled in why)
+
+
+def test_the_quick_steps_rule_holds_exactly_when_the_boundary_waits_for_eligibility() -> None:
+    """`waits_for_eligibility` reads the request alone; over every combination of the request's
+    facts and of everything else the boundary reads, it is true exactly when the verdict is
+    WAIT, not yet eligible."""
+    seen = set()
+    for status in ("waiting", "held", "executing", "cancelled"):
+        for authoritative in (True, False):
+            for eligible in (NOW - timedelta(seconds=1), NOW, NOW + timedelta(seconds=1)):
+                for others in (
+                    {},
+                    {"legal_hold": True},
+                    {"workspace_lifecycle": "active"},
+                    {"requester_permitted": False},
+                    {"undelivered_gating": ("final_warning",)},
+                ):
+                    f = facts(
+                        request_status=status, watcher_is_authoritative=authoritative, eligible_at=eligible, **others
+                    )
+                    verdict = policy.point_of_no_return(f)
+                    quick = policy.waits_for_eligibility(
+                        request_status=status, watcher_is_authoritative=authoritative, now=NOW, eligible_at=eligible
+                    )
+                    assert quick == (verdict.action == policy.WAIT and verdict.reason == policy.NOT_YET_ELIGIBLE), f
+                    seen.add(quick)
+    assert seen == {True, False}
