@@ -151,14 +151,14 @@ def deletion_resume(
         if req.status not in resumable:
             raise Refused(f"request {req.id} is {req.status}; only a request that needs attention can be resumed")
         if effect_not_applied:
-            row = stages.lock_current(req)
+            row = req.stages.filter(is_current=True).first()  # the request is locked: nothing moves it
             if row is None or row.submitted_at is None:
                 raise Refused(f"request {req.id}: the current stage submitted nothing, so no effect is unknown")
             if target_system.lookup(row.operation_id, now=now) is not None:
                 raise Refused(
                     f"the target system has a record of operation {row.operation_id}: it was applied; nothing to resend"
                 )
-            stages.clear_submitted(row)
+            stages.clear_submitted(req.id)
             alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)
             decisions.record(
                 request_id=req.id,

@@ -25,7 +25,7 @@ from deletions.store import approvals, leases
 from deletions.store.requests import get_request
 from deletions.store.types import Finished, Lease, NextStage, StageSnapshot, WaitUntil
 from deletions.users.handlers import HandlerContext, RunOptions, run_handler
-from deletions.users.transition import start
+from deletions.users.transition import next_stage, start
 from deletions.users.workflow import Plan
 
 logger = logging.getLogger(__name__)
@@ -113,11 +113,12 @@ def run(
                 return RunOutcome(0, f"time budget of {time_budget:g} s used; {nxt.stage} is next", handled, True)
             if stop.is_set():
                 raise Interrupted(f"stopped before {nxt.stage}; the row stays current")
-            nxt = run_handler(HandlerContext(lease=lease, options=options, plan=plan, stop=stop), nxt)
+            run_handler(HandlerContext(lease=lease, options=options, plan=plan, stop=stop), nxt)
             handled += 1
-            crash_point("after-handler")  # the outcome and what comes next are saved, usually together
-            crash_point("after-transition")
-            if isinstance(nxt, Finished):
+            nxt = next_stage(lease, plan, now=clock.now())  # the handler saved its outcome; what comes next
+            if isinstance(nxt, StageSnapshot):
+                crash_point("after-transition")  # the successor saved, not yet run
+            elif isinstance(nxt, Finished):
                 crash_point("after-terminal-commit")
             if next_step:
                 break

@@ -156,7 +156,7 @@ def seed(demo_user: Any) -> list[str]:
 def _worker_killed_after_submit(req: DeletionRequest) -> None:
     """A real worker process, killed (SIGKILL) right after it saved "submitted" for its stage."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
-    env.update(DATABASE_URL=connection_url(), DELETION_CRASH_AT="after-submit-mark", PYTHONUNBUFFERED="1")
+    env.update(DATABASE_URL=connection_url(), CRASH_AT="after-submit-mark", PYTHONUNBUFFERED="1")
     manage = Path(settings.BASE_DIR) / "manage.py"
     done = subprocess.run(
         [sys.executable, str(manage), "run_deletion", str(req.id), "--next-step", "--executor-id", "demo-lost-worker"],

@@ -14,7 +14,7 @@ from core.store import lock_or_not_found, parse_id
 from deletions.errors import Refused, UnknownRequest
 from deletions.models import OPEN_STATUSES, DeletionRequest, StageHistory, StageStatus, Status
 from deletions.store import alarms
-from deletions.store.types import APPROVERS, RequestSnapshot, StageSnapshot
+from deletions.store.types import APPROVERS, StageSnapshot
 
 
 def inventory_digest(inventory: dict[str, Any]) -> str:
@@ -122,18 +122,6 @@ def record_resume(req: DeletionRequest, *, by: str, now: datetime) -> None:
             "last_action",
             "updated_at",
         ]
-    )
-
-
-def request_snapshot(req: DeletionRequest) -> RequestSnapshot:
-    return RequestSnapshot(
-        id=req.id,
-        status=req.status,
-        inventory=req.inventory_json,
-        inventory_version=req.inventory_version,
-        retry_count=req.retry_count,
-        next_attempt_at=req.next_attempt_at,
-        cancel_requested=req.cancel_requested_at is not None,
     )
 
 

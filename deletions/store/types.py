@@ -62,7 +62,7 @@ class StageSnapshot:
 class RequestSnapshot:
     id: UUID
     status: str
-    inventory: dict[str, Any]
+    inventory: dict[str, Any] | None  # None when the transition decides from the current row and the run's plan
     inventory_version: int
     retry_count: int
     next_attempt_at: datetime | None
@@ -146,6 +146,18 @@ class RetryDecision:
 
     next_attempt_at: datetime | None
     needs_attention: bool
+
+
+@dataclass(frozen=True)
+class FailurePlan:
+    """What policy decided a failed attempt does to the case (the store writes it as given)."""
+
+    decision: RetryDecision
+    status: str  # retry_wait | needs_attention
+    owner: str
+    open_question: str
+    next_check_at: datetime | None
+    alarm: bool  # an unknown effect: the owner is alerted
 
 
 NextStage = StageSnapshot | Finished | WaitUntil

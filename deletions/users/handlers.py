@@ -16,12 +16,10 @@ from typing import Any
 from core import clock
 from core.crashpoints import crash_point
 from core.logs import event
-from deletions import receiver, target_system
+from deletions import authority, receiver, retry, target_system
 from deletions.errors import Interrupted, StaleLease
-from deletions.retry import decide_retry
 from deletions.store import stages
-from deletions.store.types import Lease, NextStage, StageSnapshot
-from deletions.users.transition import complete_stage, get_next_stage
+from deletions.store.types import APPROVERS, Lease, StageSnapshot
 from deletions.users.workflow import GATE_USER, PURGE_AGENTS, PURGE_DB, Plan
 
 logger = logging.getLogger("deletions")
@@ -52,9 +50,10 @@ def _outcome(ctx: HandlerContext, row: StageSnapshot) -> dict[str, Any]:
     raise ValueError(f"no handler for stage {row.stage!r}")
 
 
-def run_handler(ctx: HandlerContext, row: StageSnapshot) -> NextStage:
-    """Run one stage and return what comes next, once the outcome (success, retryable failure
-    or a refusal at the receiver) is saved."""
+def run_handler(ctx: HandlerContext, row: StageSnapshot) -> str:
+    """Run one stage: the running mark, the effect at the receiver, and its outcome saved through
+    the store. Returns the outcome (`completed`, `failed`, `refused` or `unknown`); what runs next
+    is the transition's to say (`transition.next_stage`)."""
     waits = bool(ctx.options.stage_delay_ms) or ctx.options.fail_stage == row.stage or ctx.stop.is_set()
     row, submitted_before = stages.begin(ctx.lease, row, now=clock.now(), submit=not waits)
     if submitted_before:
@@ -67,7 +66,7 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> NextStage:
                 raise Interrupted(f"stopped during {row.stage}; the row stays current")
             if ctx.stop.is_set():
                 raise Interrupted(f"stopped before {row.stage}; the row stays current")
-            row = stages.mark_submitted(ctx.lease, row.id, now=clock.now())
+            row = stages.submit(ctx.lease, row.id, now=clock.now())
         crash_point("after-submit-mark")
         applied = receiver.apply_effect(ctx.lease, row, outcome=_outcome(ctx, row), now=clock.now())
     except receiver.AuthorityRefused as refused:
@@ -77,22 +76,41 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> NextStage:
             row.id,
             refused.refusal.rule,
             review=refused.refusal.review,
+            open_question=authority.review_question(refused.refusal),
+            case_owner=APPROVERS,
             approval_id=refused.approval_id,
             now=clock.now(),
         )
-        return get_next_stage(ctx.lease, row.id, now=clock.now())
+        return "refused"
     except (Interrupted, StaleLease):
         raise
     except Exception as exc:
-        stages.save_failure(
-            ctx.lease, row.id, f"{type(exc).__name__}: {exc}", now=clock.now(), retry_policy=decide_retry
-        )
-        return get_next_stage(ctx.lease, row.id, now=clock.now())
+        _fail(ctx, row, f"{type(exc).__name__}: {exc}")
+        return "failed"
     crash_point("after-effect")
-    return complete_stage(ctx.lease, row, applied, ctx.plan, now=clock.now())
+    return _save(ctx, row, applied)
 
 
-def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> NextStage:
+def _save(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> str:
+    stages.save_result(ctx.lease, row.id, recorded, now=clock.now())
+    crash_point("after-success-saved")  # completed + current: the transition is still to come
+    return "completed"
+
+
+def _fail(ctx: HandlerContext, row: StageSnapshot, error: str, open_question: str = "") -> None:
+    now = clock.now()
+    stages.fail(
+        ctx.lease,
+        row.id,
+        error,
+        now=now,
+        plan=lambda failures, owner: retry.plan_failure(
+            failures=failures, owner=owner, stage=row.stage, error=error, open_question=open_question, now=now
+        ),
+    )
+
+
+def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> str:
     """An earlier attempt may have submitted: look the operation up, never resend blindly.
 
     Found: save what the target system recorded. Not found: the target may lag, so
@@ -115,14 +133,12 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> NextStage:
         found = f"the target system could not be read ({exc.message})"
     else:
         if recorded is not None:
-            return complete_stage(ctx.lease, row, recorded, ctx.plan, now=clock.now())
+            return _save(ctx, row, recorded)
         found = "the target system has no record of it yet (it may lag)"
-    stages.save_failure(
-        ctx.lease,
-        row.id,
+    _fail(
+        ctx,
+        row,
         f"effect unknown: operation {row.operation_id} was submitted at {row.submitted_at} but {found}; not resent",
-        now=clock.now(),
-        retry_policy=decide_retry,
         open_question=f"did operation {row.operation_id} ({row.stage}) take effect? the next check looks it up again",
     )
-    return get_next_stage(ctx.lease, row.id, now=clock.now())
+    return "unknown"

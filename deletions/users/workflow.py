@@ -50,8 +50,8 @@ def decision(stage: str, result: Any) -> dict[str, Any]:
     return {"transition": transition_for(stage, result), "rules_version": RULES_VERSION}
 
 
-def initial_stage(inventory: dict[str, Any]) -> NewStage:
-    return NewStage(stage=GATE_USER, community_id=None, inputs={"target": inventory["target"]})
+def initial_stage(target: str) -> NewStage:
+    return NewStage(stage=GATE_USER, community_id=None, inputs={"target": target})
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def reconstruct(
         raise WorkflowError(f"disconnected history: {len(history) - len(chain)} stage(s) are not on the chain")
     plan = Plan.of(inventory)
     covered: list[str] = []
-    expected: NewStage | None = initial_stage(inventory)
+    expected: NewStage | None = initial_stage(inventory["target"])
     for row in chain:
         _check_row(row, expected)
         if row is chain[-1]:

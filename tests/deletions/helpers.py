@@ -99,7 +99,7 @@ def effects(request_id: Any) -> list[tuple[Any, ...]]:
 
 def crash_at(point: str, request_id: Any, *args: str) -> DeletionRequest:
     """A worker process that SIGKILLs itself at a named crash point."""
-    proc = start_worker(request_id, "--executor-id", "worker-a", *args, DELETION_CRASH_AT=point)
+    proc = start_worker(request_id, "--executor-id", "worker-a", *args, CRASH_AT=point)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL, err
     return DeletionRequest.objects.get(id=request_id)

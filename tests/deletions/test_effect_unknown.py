@@ -173,7 +173,7 @@ def test_worker_killed_while_the_source_is_unavailable_leaves_a_case_the_replace
         req.id,
         "--executor-id",
         "worker-a",
-        DELETION_CRASH_AT="after-submit-mark",
+        CRASH_AT="after-submit-mark",
         DEMO_TARGET_UNREADABLE_UNTIL=down_until,
     )
     worker.communicate(timeout=60)

@@ -16,11 +16,12 @@ from django.utils import timezone
 from deletions import target_system, worker
 from deletions.errors import LeaseHeld, StaleLease
 from deletions.models import DeletionRequest, StageHistory
-from deletions.retry import decide_retry
+from deletions.retry import plan_failure
 from deletions.store import leases, stages
 from deletions.store.types import StageSnapshot
 from deletions.users.handlers import RunOptions
-from deletions.users.transition import get_next_stage
+from deletions.users.transition import get_next_stage, next_stage
+from deletions.users.workflow import Plan
 from tests.conftest import submit_and_approve
 from tests.deletions.helpers import crash_at, current, effects, running_row, show_rows, start_worker, take_over
 from tests.support import race, wait_for
@@ -74,34 +75,27 @@ def test_crash_before_first_transition_initializes_on_takeover(cmd, observe) -> 
 
 
 def test_crash_after_saved_success_does_not_rerun_the_handler(cmd, observe) -> None:
-    """A cancellation recorded while the gate's effect lands sends its result down the general
-    path (result saved, then the transition): killed between the two, the gate is completed +
-    current, and the takeover ends the request as cancelled without running it again."""
-    import psutil
-
+    """The seed's "after saved success, before transition" point on the common path: killed once
+    the gate's result is saved, the gate is completed + current; the takeover advances from the
+    saved result without running the gate again."""
     req = submit_and_approve()
-    running = start_worker(req.id, "--executor-id", "worker-a", PAUSE_AT="after-effect", CRASH_AT="after-success-saved")
-    proc = psutil.Process(running.pid)
-    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="worker-a paused after the gate's effect")
-    recorded = cmd("cancel_deletion", str(req.id), "--by", "operator-c", "--reason", "legal asked to stop")
-    assert recorded.code == 0, recorded.err
-    running.send_signal(signal.SIGCONT)
-    running.communicate(timeout=120)
-    assert running.returncode == -signal.SIGKILL
-    crashed = DeletionRequest.objects.get(id=req.id)
+    crashed = crash_at("after-success-saved", req.id)
     _, rows, _ = show_rows(req.id)
     assert current(rows) == [("gate_user", None, "completed")] and crashed.status == "running"
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
-    ran = take_over(cmd, crashed)
-    assert ran.code == 1 and "1 completed stage(s) are done and were not undone" in ran.err, ran.err
+    assert "decision" not in gate.metadata_json and [a for _, a, _ in effects(req.id)] == ["gate_user"]
+    ran = take_over(cmd, crashed, "--next-step")
+    assert ran.code == 0, ran.err
     gate_after = StageHistory.objects.get(id=gate.id)
     assert gate_after.attempts == 1 and gate_after.metadata_json["result"] == gate.metadata_json["result"]
-    assert DeletionRequest.objects.get(id=req.id).status == "cancelled"
-    assert [a for _, a, _ in effects(req.id)] == ["gate_user"]  # nothing ran twice, nothing new ran
+    assert not gate_after.is_current and gate_after.metadata_json["decision"]["transition"] == "enter_communities"
+    applied = [a for _, a, _ in effects(req.id)]
+    assert applied == ["gate_user", "purge_db"], applied  # the gate once, then its successor
     observe(
-        f"cancel recorded while worker-a was stopped after the gate's effect; killed once the result was saved "
-        f"(gate completed+current); takeover: exit {ran.code}, request cancelled, gate attempts "
-        f"{gate_after.attempts}, effects at receiver: {len(effects(req.id))}"
+        f"killed after gate_user's result was saved: gate {gate.status}+current, request {crashed.status}, "
+        f"decision saved: {'decision' in gate.metadata_json}; takeover (--next-step, exit {ran.code}) advanced "
+        f"from the saved result: gate attempts {gate_after.attempts}, decision "
+        f"{gate_after.metadata_json['decision']['transition']}, effects at receiver {applied}"
     )
 
 
@@ -220,10 +214,23 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
     assert leases.heartbeat(old, now=later, lease_seconds=60) is False
     assert leases.release(old, now=later) is False
     for write in (
-        lambda: stages.mark_running(old, row.id, now=later),
-        lambda: stages.save_success(old, row.id, {"gated": True}, now=later),
-        lambda: stages.save_failure(old, row.id, "boom", now=later, retry_policy=decide_retry),
+        lambda: stages.begin(old, row, now=later, submit=True),
+        lambda: stages.submit(old, row.id, now=later),
+        lambda: stages.save_result(old, row.id, {"gated": True}, now=later),
+        lambda: stages.fail(
+            old,
+            row.id,
+            "boom",
+            now=later,
+            plan=lambda n, owner: plan_failure(
+                failures=n, owner=owner, stage=row.stage, error="boom", open_question="", now=later
+            ),
+        ),
+        lambda: stages.set_aside(
+            old, row.id, "probe", review=True, open_question="?", case_owner="approvers", approval_id=None, now=later
+        ),
         lambda: get_next_stage(old, row.id, now=later),
+        lambda: next_stage(old, Plan.of(req.inventory_json), now=later),
     ):
         with pytest.raises(StaleLease, match="generation 1 is stale"):
             write()

@@ -1,0 +1,236 @@
+-- The stage path's writes: one statement per state move, each the only writer of its move.
+--
+-- Every write is fenced: the first part of each statement updates (so locks) the request row
+-- only while it is held by the caller's lease (owner + generation) in the expected status, and
+-- the stage and attempt rows are written only from that row. A statement that returns no row
+-- wrote nothing the caller keeps: the store raises, the transaction rolls back, and one cheap
+-- read (`why_not`) names the reason. PostgreSQL refuses any lifecycle move the models do not
+-- declare (the FSM guard triggers), whatever writes it.
+
+-- name: lock_for_transition
+-- The request locked with its current stage row: what a transition decides from.
+SELECT r.lease_owner, r.lease_generation, r.status, r.cancel_requested_at IS NOT NULL, r.retry_count,
+       r.next_attempt_at, r.open_question, r.owner,
+       s.id, s.stage, s.target_community_id, s.status, s.is_current, s.metadata_json, s.started_at,
+       s.finished_at, s.last_error, s.operation_id, s.attempts, s.submitted_at
+FROM entity_deletion_requests r
+LEFT JOIN entity_deletion_stage_history s ON s.request_id = r.id AND s.is_current
+WHERE r.id = %(request_id)s
+FOR UPDATE OF r
+
+-- name: why_not
+-- The one read after a fenced write found nothing: who holds the request, in what state.
+SELECT r.lease_owner, r.lease_generation, r.status, r.cancel_requested_at IS NOT NULL,
+       s.stage, s.status, s.is_current
+FROM entity_deletion_requests r
+LEFT JOIN entity_deletion_stage_history s ON s.id = %(stage_id)s AND s.request_id = r.id
+WHERE r.id = %(request_id)s
+
+-- name: count_completed
+SELECT count(*) FROM entity_deletion_stage_history WHERE request_id = %(request_id)s AND status = 'completed'
+
+-- name: start_request
+-- Initialize: an approved request with no history moves to running and gets its first row.
+WITH r AS (
+    UPDATE entity_deletion_requests
+    SET status = 'running', last_action = %(action)s, updated_at = %(now)s
+    WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+      AND status = 'approved' AND cancel_requested_at IS NULL
+      AND NOT EXISTS (SELECT 1 FROM entity_deletion_stage_history h WHERE h.request_id = %(request_id)s)
+    RETURNING id
+)
+INSERT INTO entity_deletion_stage_history
+    (id, request_id, stage, target_community_id, status, is_current, metadata_json, operation_id, attempts,
+     created_at)
+SELECT %(id)s, r.id, %(stage)s, %(community_id)s, 'pending', true, %(metadata)s::jsonb, %(operation_id)s, 0,
+       %(now)s
+FROM r
+RETURNING id, stage, target_community_id, status, is_current, metadata_json, started_at, finished_at,
+          last_error, operation_id, attempts, submitted_at
+
+-- name: resume_approved
+-- A fresh approval of a started request (after a review): the saved stage continues.
+UPDATE entity_deletion_requests SET status = 'running', updated_at = %(now)s
+WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+  AND status = 'approved'
+
+-- name: begin_stage
+-- The running mark: the current unfinished row runs again (a retry keeps its first started_at), an
+-- attempt still open from an earlier worker is closed as interrupted, this attempt opens, and a
+-- request waiting to retry runs. With `submit`, the submitted mark goes in too (nothing happens
+-- between the two); `submitted_before` says an earlier attempt had already submitted.
+WITH r AS (
+    UPDATE entity_deletion_requests
+    SET status = 'running', last_action = %(action)s, updated_at = %(now)s
+    WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+      AND status IN ('running', 'retry_wait')
+    RETURNING id
+), prev AS (
+    SELECT h.id, h.submitted_at FROM entity_deletion_stage_history h, r
+    WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status <> 'completed'
+    FOR UPDATE OF h
+), s AS (
+    UPDATE entity_deletion_stage_history h
+    SET status = 'running', started_at = COALESCE(h.started_at, %(now)s), attempts = h.attempts + 1,
+        submitted_at = COALESCE(prev.submitted_at, CASE WHEN %(submit)s THEN %(now)s::timestamptz END)
+    FROM prev WHERE h.id = prev.id
+    RETURNING h.id, h.stage, h.target_community_id, h.status, h.is_current, h.metadata_json, h.started_at,
+              h.finished_at, h.last_error, h.operation_id, h.attempts, h.submitted_at,
+              prev.submitted_at IS NOT NULL AS submitted_before
+), closed AS (
+    UPDATE entity_deletion_stage_attempts a SET outcome = 'interrupted', finished_at = %(now)s
+    FROM s WHERE a.stage_id = s.id AND a.outcome = 'running'
+), opened AS (
+    INSERT INTO entity_deletion_stage_attempts
+        (request_id, stage_id, attempt, executor, generation, started_at, outcome, error)
+    SELECT %(request_id)s, s.id, s.attempts, %(owner)s, %(generation)s, %(now)s, 'running', '' FROM s
+)
+SELECT * FROM s
+
+-- name: submit_stage
+-- Saved before the effect is first submitted: a crash after this leaves the effect unknown.
+WITH r AS (
+    SELECT id FROM entity_deletion_requests
+    WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+      AND status = 'running'
+    FOR UPDATE
+)
+UPDATE entity_deletion_stage_history h SET submitted_at = COALESCE(h.submitted_at, %(now)s)
+FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'running'
+RETURNING h.id, h.stage, h.target_community_id, h.status, h.is_current, h.metadata_json, h.started_at,
+          h.finished_at, h.last_error, h.operation_id, h.attempts, h.submitted_at
+
+-- name: save_result
+-- completed + current: what the target system recorded is saved; the transition is still to come.
+-- The attempt closes, and an effect-unknown alarm clears (the record settled it).
+WITH r AS (
+    UPDATE entity_deletion_requests SET last_action = %(action)s, updated_at = %(now)s
+    WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+      AND status = 'running'
+    RETURNING id
+), s AS (
+    UPDATE entity_deletion_stage_history h
+    SET status = 'completed', finished_at = %(now)s, last_error = NULL,
+        metadata_json = h.metadata_json || jsonb_build_object('result', %(result)s::jsonb)
+    FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'running'
+    RETURNING h.id, h.stage, h.target_community_id, h.status, h.is_current, h.metadata_json, h.started_at,
+              h.finished_at, h.last_error, h.operation_id, h.attempts, h.submitted_at
+), closed AS (
+    UPDATE entity_deletion_stage_attempts a SET outcome = 'completed', error = '', finished_at = %(now)s
+    FROM s WHERE a.stage_id = s.id AND a.attempt = s.attempts
+), settled AS (
+    UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
+    FROM s WHERE al.request_id = %(request_id)s AND al.kind = 'effect_unknown' AND al.resolved_at IS NULL
+      AND s.attempts > 1
+)
+SELECT * FROM s
+
+-- name: fail_stage
+-- failed + current, the request waiting to retry (or escalated) with the values policy decided.
+WITH r AS (
+    UPDATE entity_deletion_requests
+    SET status = %(status)s, retry_count = retry_count + 1, next_attempt_at = %(next_attempt_at)s,
+        last_error = %(error)s, owner = %(case_owner)s, open_question = %(open_question)s,
+        next_check_at = %(next_check_at)s, last_action = %(action)s, updated_at = %(now)s
+    WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+      AND status IN ('running', 'retry_wait') AND retry_count = %(retry_count)s
+    RETURNING id
+), s AS (
+    UPDATE entity_deletion_stage_history h SET status = 'failed', last_error = %(error)s
+    FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'running'
+    RETURNING h.id, h.attempts
+), closed AS (
+    UPDATE entity_deletion_stage_attempts a SET outcome = %(outcome)s, error = %(error)s, finished_at = %(now)s
+    FROM s WHERE a.stage_id = s.id AND a.attempt = s.attempts
+)
+SELECT id FROM s
+
+-- name: set_aside
+-- Refused at the receiving boundary: nothing was applied and it is no failure; the row waits
+-- again (pending, not submitted). With `review`, the request goes back to review for a person.
+WITH r AS (
+    UPDATE entity_deletion_requests
+    SET status = CASE WHEN %(review)s THEN 'needs_review' ELSE status END,
+        owner = CASE WHEN %(review)s THEN %(case_owner)s ELSE owner END,
+        open_question = CASE WHEN %(review)s THEN %(open_question)s ELSE open_question END,
+        next_check_at = CASE WHEN %(review)s THEN %(now)s::timestamptz ELSE next_check_at END,
+        last_action = CASE WHEN %(review)s THEN %(action)s ELSE last_action END,
+        updated_at = %(now)s
+    WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+    RETURNING id
+), s AS (
+    UPDATE entity_deletion_stage_history h SET status = 'pending', submitted_at = NULL
+    FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'running'
+    RETURNING h.id, h.attempts, h.operation_id, h.stage
+), closed AS (
+    UPDATE entity_deletion_stage_attempts a SET outcome = 'refused', error = %(rule)s, finished_at = %(now)s
+    FROM s WHERE a.stage_id = s.id AND a.attempt = s.attempts
+)
+SELECT id, operation_id, stage FROM s
+
+-- name: advance
+-- The completed current row is retired with the rules' decision and its successor inserted.
+WITH r AS (
+    UPDATE entity_deletion_requests
+    SET retry_count = 0, next_attempt_at = NULL, last_error = NULL, open_question = '',
+        next_check_at = %(now)s, last_action = %(action)s, updated_at = %(now)s
+    WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+      AND status = 'running' AND cancel_requested_at IS NULL
+    RETURNING id
+), retired AS (
+    UPDATE entity_deletion_stage_history h
+    SET is_current = false, metadata_json = h.metadata_json || jsonb_build_object('decision', %(decision)s::jsonb)
+    FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'completed'
+    RETURNING h.id
+)
+INSERT INTO entity_deletion_stage_history
+    (id, request_id, stage, target_community_id, status, is_current, metadata_json, operation_id, attempts,
+     created_at)
+SELECT %(id)s, %(request_id)s, %(stage)s, %(community_id)s, 'pending', true, %(metadata)s::jsonb,
+       %(operation_id)s, 0, %(now)s
+FROM retired
+RETURNING id, stage, target_community_id, status, is_current, metadata_json, started_at, finished_at,
+          last_error, operation_id, attempts, submitted_at
+
+-- name: complete
+-- The last completed row is retired with its decision, the request completes and its lease is released.
+WITH r AS (
+    UPDATE entity_deletion_requests
+    SET status = 'completed', completed_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL,
+        retry_count = 0, next_attempt_at = NULL, last_error = NULL, open_question = '', next_check_at = NULL,
+        last_action = %(action)s, updated_at = %(now)s
+    WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+      AND status = 'running' AND cancel_requested_at IS NULL
+    RETURNING id
+), retired AS (
+    UPDATE entity_deletion_stage_history h
+    SET is_current = false, metadata_json = h.metadata_json || jsonb_build_object('decision', %(decision)s::jsonb)
+    FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'completed'
+    RETURNING h.id
+), released AS (
+    INSERT INTO entity_deletion_lease_events (request_id, event, owner, generation, at)
+    SELECT %(request_id)s, 'release', %(owner)s, %(generation)s, %(now)s FROM retired
+)
+SELECT (SELECT count(*) FROM entity_deletion_stage_history
+        WHERE request_id = %(request_id)s AND status = 'completed')
+FROM retired
+
+-- name: cancel_at_boundary
+-- A recorded cancellation ends the request at a transition; completed stages stay done.
+WITH r AS (
+    UPDATE entity_deletion_requests
+    SET status = 'cancelled', next_attempt_at = NULL, next_check_at = NULL, open_question = '',
+        last_action = %(action)s, updated_at = %(now)s
+    WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+      AND cancel_requested_at IS NOT NULL AND status IN ('approved', 'running', 'retry_wait')
+    RETURNING id
+), settled AS (
+    UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
+    FROM r WHERE al.request_id = r.id AND al.kind = 'effect_unknown' AND al.resolved_at IS NULL
+)
+SELECT id FROM r
+
+-- name: clear_submitted
+-- An operator confirmed the submitted effect was never applied: the next attempt may submit it.
+UPDATE entity_deletion_stage_history SET submitted_at = NULL
+WHERE request_id = %(request_id)s AND is_current AND status <> 'completed'
