@@ -235,7 +235,7 @@ def test_worker_stopped_while_the_approval_is_withdrawn_finds_the_same_proposal_
 
     req = submitted(cmd)
     approve(cmd, req, "operator-b")
-    crashed = crash_at("after-success-saved", req["id"])  # gate_user completed + current, the worker gone before its transition
+    crashed = crash_at("after-success-saved", req["id"])  # gate_user completed + current, no transition yet
     revoked = cmd("revoke_approval", req["id"], "--by", "operator-c", "--reason", "customer disputes the inventory")
     assert revoked.code == 0, revoked.err
     ran = take_over(cmd, crashed)
