@@ -80,7 +80,7 @@ def reconstruct(stages: int = 10_000, *, quick: bool = False) -> dict[str, Any]:
         "communities": [{"id": str(uuid.UUID(int=i + 1)), "role": "participant"} for i in range(communities)],
     }
     rid, now, rows, previous = uuid.uuid4(), datetime.now(UTC), [], None
-    new: NewStage | None = workflow.initial_stage(inventory["target"])
+    new: NewStage | None = workflow.initial_stage("demo:replay")
     plan = workflow.Plan.of(inventory)
     while new is not None:
         result = {"has_agents": True} if new.stage == workflow.PURGE_DB else {}
