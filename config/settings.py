@@ -43,6 +43,12 @@ if PRODUCTION:
         raise ImproperlyConfigured("ALLOWED_HOSTS must name the site's host names when DEPLOYMENT_ENV=production")
     if os.environ.get("DJANGO_DEBUG") == "1":
         raise ImproperlyConfigured("DJANGO_DEBUG=1 is refused when DEPLOYMENT_ENV=production")
+    # Test machinery: a stray crash or pause point would kill or freeze workers at a stage boundary.
+    for _machinery in ("CRASH_AT", "PAUSE_AT"):
+        if os.environ.get(_machinery):
+            raise ImproperlyConfigured(
+                f"{_machinery} is test machinery and is refused when DEPLOYMENT_ENV=production; unset it"
+            )
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -26,8 +26,9 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
         return Refusal("no approval covers this request", review=True)
     if f.approval_revoked_at is not None:
         return Refusal(f"approval revoked at {f.approval_revoked_at:%Y-%m-%d %H:%M:%S} UTC", review=True)
-    if f.approval_expires_at is not None and f.approval_expires_at <= f.now:
-        return Refusal(f"approval expired at {f.approval_expires_at:%Y-%m-%d %H:%M:%S} UTC", review=True)
+    if f.approval_expires_at is None or f.approval_expires_at <= f.now:
+        when = f"{f.approval_expires_at:%Y-%m-%d %H:%M:%S} UTC" if f.approval_expires_at else "(no expiry saved)"
+        return Refusal(f"approval expired at {when}", review=True)
     if f.recomputed_digest != f.stored_digest:
         return Refusal(
             f"stored inventory digest {f.recomputed_digest} does not match the saved digest {f.stored_digest}",
@@ -37,10 +38,7 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
         return Refusal(
             f"approval covers digest {f.approval_digest}, not the stored inventory {f.stored_digest}", review=True
         )
-    if f.approval_inventory_version not in (None, f.inventory_version) or f.approval_rules_version not in (
-        None,
-        f.rules_version,
-    ):
+    if f.approval_inventory_version != f.inventory_version or f.approval_rules_version != f.rules_version:
         return Refusal(
             f"approval was given under inventory v{f.approval_inventory_version} / rules "
             f"v{f.approval_rules_version}, not v{f.inventory_version} / v{f.rules_version}",

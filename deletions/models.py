@@ -12,6 +12,7 @@ from django.db.models import Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
 from core.decisions import DecisionRecord
+from core.lifecycle import FSMGuard, SetOnce
 
 
 class Status(models.TextChoices):
@@ -85,6 +86,7 @@ class DeletionRequest(FSMModelMixin, models.Model):
             models.Index(fields=["status", "-created_at", "-id"], name="deletion_status_newest"),
         ]
         triggers = [
+            FSMGuard(name="status_moves_as_declared", field="status"),
             # The proposal an approval covers never changes, whatever writes the row.
             pgtrigger.Protect(
                 name="proposal_is_immutable",
@@ -158,13 +160,15 @@ class DeletionApproval(models.Model):
     approved_at = models.DateTimeField()
     # The exact proposal covered: the digest, and the inventory and rules versions it was read under.
     inventory_digest = models.CharField(max_length=64)
-    inventory_version = models.IntegerField(null=True, blank=True)
-    rules_version = models.IntegerField(null=True, blank=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
+    inventory_version = models.IntegerField()
+    rules_version = models.IntegerField()
+    expires_at = models.DateTimeField()  # every approval expires
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "entity_deletion_approvals"
+        # Evidence: an approval is never deleted or rewritten; it can only be revoked, once.
+        triggers = [SetOnce(name="approval_is_evidence", column="revoked_at")]
 
     def __str__(self) -> str:
         return f"approval by {self.approved_by} of {self.inventory_digest[:12]}"
@@ -203,6 +207,7 @@ class StageHistory(FSMModelMixin, models.Model):
                 fields=["request"], condition=Q(is_current=True), name="one_current_stage_per_request"
             ),
         ]
+        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
 
     def __str__(self) -> str:
         return f"{self.stage} {self.target_community_id or ''} ({self.status})"
@@ -306,6 +311,14 @@ class StageAttempt(models.Model):
     class Meta:
         db_table = "entity_deletion_stage_attempts"
         constraints = [models.UniqueConstraint(fields=["stage", "attempt"], name="one_row_per_stage_attempt")]
+        # An attempt's outcome is a state: running, then one final outcome that never changes.
+        triggers = [
+            pgtrigger.Protect(
+                name="outcome_is_final",
+                operation=pgtrigger.Update,
+                condition=pgtrigger.Condition("OLD.outcome <> 'running' AND NEW.outcome IS DISTINCT FROM OLD.outcome"),
+            )
+        ]
 
     def __str__(self) -> str:
         return f"attempt {self.attempt} by {self.executor} (generation {self.generation}): {self.outcome}"

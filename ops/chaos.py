@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connection, connections
 from django.db.models import Count
 
@@ -44,11 +45,49 @@ class Tally:
     faults: list[str] = field(default_factory=list)
 
 
+SCRATCH_TABLE = "chaos_scratch"  # made by the outer role in the server it started, before anything else
+
+
+class NotScratch(Exception):
+    """The database is not the scratch server an outer chaos role started: nothing may be written."""
+
+
+def mark_scratch(database_url: str, token: str) -> None:
+    """The outer role marks the scratch database it just started (empty until now) with its token."""
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {SCRATCH_TABLE} (token text NOT NULL)")
+        conn.execute(f"INSERT INTO {SCRATCH_TABLE} (token) VALUES (%s)", [token])
+
+
+def require_scratch() -> None:
+    """Refuse (before any write) unless this process was handed the token its outer role wrote
+    into the database it is connected to: any other database, however it is named, is refused."""
+    from django.db import connection
+
+    token = os.environ.get("CHAOS_SCRATCH_TOKEN", "")
+    if settings.PRODUCTION:
+        raise NotScratch("chaos refuses to run with DEPLOYMENT_ENV=production")
+    if not token:
+        raise NotScratch("chaos roles run only under `manage.py chaos`, against the scratch server it starts")
+    with connection.cursor() as cur:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", [SCRATCH_TABLE])
+        marked = cur.fetchone()[0]
+        if marked:
+            cur.execute(f"SELECT count(*) FROM {SCRATCH_TABLE} WHERE token = %s", [token])
+            marked = cur.fetchone()[0] == 1
+    if not marked:
+        name = connection.settings_dict.get("NAME")
+        raise NotScratch(f"database {name!r} is not the scratch server this chaos run started; nothing was changed")
+
+
 def worker_env(database_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=database_url,
+        CHAOS_SCRATCH_TOKEN=os.environ.get("CHAOS_SCRATCH_TOKEN", ""),
         DELETION_LEASE_SECONDS=str(LEASE_SECONDS),
         RETIREMENT_DISPOSABLE_WAIT_SECONDS="5",
         RETIREMENT_PURGE_LEASE_SECONDS=str(LEASE_SECONDS),
@@ -292,9 +331,11 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
     from retirements.models import RetirementRequest
 
     completed = cancelled = waiting = lost = 0
+    offenders: list[str] = []
     for req in DeletionRequest.objects.all():
         if not reconstructs(req):
             lost += 1
+            offenders.append(str(req.id))
             continue
         if req.status == "completed":
             completed += 1
@@ -304,6 +345,7 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
             waiting += 1
         else:
             lost += 1
+            offenders.append(str(req.id))
     for ret in RetirementRequest.objects.select_related("workspace"):
         purged = ret.decisions.filter(action="purged").count()
         if purged > 1:
@@ -316,6 +358,7 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
             waiting += 1
         else:
             lost += 1
+            offenders.append(f"retirement {ret.id}")
     with connection.cursor() as cur:
         cur.execute("SELECT count(*) FROM demo_target_effects")
         effects = cur.fetchone()[0]
@@ -325,9 +368,19 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
                GROUP BY request_id, action, community_id HAVING count(*) > 1) dup"""
         )
         duplicates = cur.fetchone()[0]
+        cur.execute(
+            """SELECT DISTINCT request_id FROM demo_target_effects
+               GROUP BY request_id, action, community_id HAVING count(*) > 1"""
+        )
+        offenders += [str(r[0]) for r in cur.fetchall()]
         cur.execute("SELECT operation_id, generation FROM demo_target_effects")
         generation_of = dict(cur.fetchall())
-    stale = sum(stale_writes(req.id, generation_of) for req in DeletionRequest.objects.only("id"))
+    stale = 0
+    for req in DeletionRequest.objects.only("id"):
+        found = stale_writes(req.id, generation_of)
+        stale += found
+        if found:
+            offenders.append(str(req.id))
     requests = DeletionRequest.objects.count() + RetirementRequest.objects.count()
     return {
         "seconds": round(seconds),
@@ -342,7 +395,39 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
         "duplicate_effects": duplicates,
         "stale_writes_accepted": stale,
         "lost": lost,
+        "offending_requests": sorted(set(offenders))[:20],
     }
+
+
+def explain(request_id: str) -> list[str]:
+    """What a failing run's offending deletion request holds: its stage chain, the effects at the
+    receiver, its lease events and its decisions, as lines read from the scratch database."""
+    from deletions.models import DeletionDecision, DeletionRequest, LeaseEvent
+    from deletions.store.requests import chain_order, load_history
+
+    req = DeletionRequest.objects.filter(id=request_id).first()
+    if req is None:
+        return [f"request {request_id}: (not a deletion request)"]
+    lines = [
+        f"request {req.id} {req.target}: {req.status}, owner {req.owner or '-'}, generation {req.lease_generation}"
+    ]
+    for s in chain_order(load_history(req.id, 10_000)):
+        lines.append(
+            f"  stage {s.stage} {s.community_id or ''} {s.status}{' current' if s.is_current else ''}"
+            f" attempts {s.attempts} operation {s.operation_id}"
+        )
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT operation_id, action, generation, executor FROM demo_target_effects"
+            " WHERE request_id = %s ORDER BY applied_at",
+            [req.id],
+        )
+        lines += [f"  effect {op} {action} generation {gen} by {who}" for op, action, gen, who in cur.fetchall()]
+    for e in LeaseEvent.objects.filter(request=req).order_by("at", "id"):
+        lines.append(f"  lease {e.event} {e.owner} generation {e.generation} at {e.at.isoformat()}")
+    for d in DeletionDecision.objects.filter(request=req).order_by("created_at", "id"):
+        lines.append(f"  decision {d.action} by {d.actor_label}: {d.reason}")
+    return lines
 
 
 def reconstructs(req: Any) -> bool:

@@ -8,6 +8,7 @@ from django.db.models import Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
 from core.decisions import DecisionRecord
+from core.lifecycle import FSMGuard
 
 
 class Lifecycle(models.TextChoices):
@@ -30,6 +31,7 @@ class Workspace(FSMModelMixin, models.Model):
 
     class Meta:
         ordering = ["slug"]
+        triggers = [FSMGuard(name="lifecycle_moves_as_declared", field="lifecycle")]
 
     def __str__(self) -> str:
         return self.slug
@@ -103,6 +105,7 @@ class RetirementRequest(FSMModelMixin, models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
+        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
         constraints = [
             models.UniqueConstraint(
                 fields=["workspace"],
@@ -175,6 +178,7 @@ class NoticeSlot(FSMModelMixin, models.Model):
 
     class Meta:
         ordering = ["due_at", "id"]
+        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
         constraints = [
             models.UniqueConstraint(fields=["request", "kind", "due_at"], name="one_notice_slot_per_kind_and_time"),
         ]
@@ -231,6 +235,7 @@ class RetirementWatcher(FSMModelMixin, models.Model):
 
     class Meta:
         ordering = ["created_at"]
+        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
         indexes = [  # the stall check's "never started" branch
             models.Index(fields=["created_at"], condition=Q(started_at__isnull=True), name="watcher_never_started")
         ]
@@ -268,6 +273,9 @@ class PurgeJob(FSMModelMixin, models.Model):
     lease_generation = models.BigIntegerField(default=0)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     refusal = models.TextField(blank=True, default="")
+
+    class Meta:
+        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
 
     def __str__(self) -> str:
         return f"purge {self.operation_id} ({self.status})"

@@ -162,13 +162,13 @@ def beat_quick(woken: Woken, watcher_id: UUID, now: datetime) -> bool:
 def claim_due_quick(woken: Woken, now: datetime, *, claimer: str, until: datetime) -> list[tuple[int, str]]:
     """Claim the request's due notices (a slot another sender holds is skipped): (id, kind) of each."""
     with connection.cursor() as cur:
-        cur.execute(
-            "UPDATE retirements_noticeslot SET status = %s, claimed_by = %s, claim_expires_at = %s,"
+        cur.execute(  # sent in due order, as the general step sends them
+            "WITH claimed AS (UPDATE retirements_noticeslot SET status = %s, claimed_by = %s, claim_expires_at = %s,"
             " attempts = attempts + 1 WHERE id IN ("
             " SELECT id FROM retirements_noticeslot WHERE request_id = %s AND ("
             " (status = %s AND due_at <= %s AND (next_attempt_at IS NULL OR next_attempt_at <= %s))"
             " OR (status = %s AND claim_expires_at <= %s)) FOR UPDATE SKIP LOCKED)"
-            " RETURNING id, kind",
+            " RETURNING id, kind, due_at) SELECT id, kind FROM claimed ORDER BY due_at, id",
             [
                 fsm_target(NoticeSlot.claim, NoticeStatus.PENDING),
                 claimer,
@@ -181,7 +181,7 @@ def claim_due_quick(woken: Woken, now: datetime, *, claimer: str, until: datetim
                 now,
             ],
         )
-        return sorted(cur.fetchall())
+        return cur.fetchall()
 
 
 def record_and_wait(woken: Woken, delivered: list[int], *, claimer: str, now: datetime) -> str:

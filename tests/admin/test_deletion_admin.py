@@ -11,6 +11,7 @@ from core.authority import named
 from deletions.models import DeletionRequest, Status
 from deletions.services import deletion_approve, deletion_submit
 from tests.deletions.helpers import all_rows
+from tests.support import force
 
 pytestmark = pytest.mark.django_db
 
@@ -167,7 +168,7 @@ def test_operator_runs_now_and_the_run_is_enqueued_on_commit(
 
 
 def test_operator_resumes_a_request_that_needs_attention(login, approved) -> None:
-    DeletionRequest.objects.filter(id=approved.id).update(status=Status.NEEDS_ATTENTION, retry_count=10)
+    force(DeletionRequest.objects.filter(id=approved.id), status=Status.NEEDS_ATTENTION, retry_count=10)
     client = login("operator")
     assert b'<a class="button" id="action-resume"' in client.get(url("change", approved)).content
     client.post(url("resume", approved), {"reason": "target system fixed"})

@@ -77,3 +77,28 @@ def test_every_illegal_transition_is_refused(model: type[Model], name: str) -> N
         with pytest.raises(TransitionNotAllowed):
             getattr(row, transition)()
         assert getattr(row, name) == state, f"{label(model, name)}: a refused {transition} changed the state"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("model", "name"), lifecycle_fields(), ids=lambda v: v if isinstance(v, str) else v.__name__)
+def test_the_database_guards_exactly_the_declared_moves(model: type[Model], name: str) -> None:
+    """Raw SQL is held to the same moves: the trigger installed on the table allows exactly the
+    moves the model declares now (a declaration changed without a migration fails here)."""
+    import re
+
+    from django.db import connection
+
+    from core.lifecycle import declared_moves
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT pg_get_functiondef(p.oid) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
+            " WHERE t.tgrelid = %s::regclass AND t.tgname LIKE %s",
+            [model._meta.db_table, "pgtrigger_%moves_as_declared%"],
+        )
+        bodies = [r[0] for r in cur.fetchall()]
+    assert len(bodies) == 1, f"{label(model, name)}: {len(bodies)} move guards installed"
+    allowed = re.search(r"ARRAY\[(.*?)\]", bodies[0])
+    assert allowed is not None
+    installed = {tuple(m.split(">")) for m in re.findall(r"'([a-z_]+>[a-z_]+)'", allowed.group(1))}
+    assert installed == set(declared_moves(model, name))

@@ -126,3 +126,31 @@ def test_a_request_id_from_the_proxy_is_kept_only_when_it_is_a_plain_token(clien
     assert client.get("/healthz", HTTP_X_REQUEST_ID="abc-123")["X-Request-ID"] == "abc-123"
     forged = client.get("/healthz", HTTP_X_REQUEST_ID="bad id\r\ninjected")["X-Request-ID"]
     assert forged != "bad id\r\ninjected" and len(forged) == 32 and forged.isalnum()  # a fresh one instead
+
+
+def test_production_refuses_test_machinery_in_one_line() -> None:
+    for name in ("CRASH_AT", "PAUSE_AT"):
+        proc = run(
+            "check", DJANGO_SECRET_KEY=GOOD_KEY, ALLOWED_HOSTS="backoffice.example", **{name: "after-claim"}, **PROD
+        )
+        assert proc.returncode != 0, proc.stdout
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.endswith(f"{name} is test machinery and is refused when DEPLOYMENT_ENV=production; unset it"), last
+
+
+def test_crash_points_are_inert_in_production() -> None:
+    """Set after start-up (the settings refuse it at start), a crash point does nothing in
+    production; the same call in development kills the process."""
+    script = (
+        "import django, sys; django.setup(); from django.conf import settings;"
+        " settings.PRODUCTION = sys.argv[1] == 'production';"
+        " from core.crashpoints import crash_point; crash_point('after-claim'); print('alive')"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_test", "CRASH_AT": "after-claim"}
+    outcomes = {}
+    for mode in ("production", "development"):
+        proc = subprocess.run(
+            [sys.executable, "-c", script, mode], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+        outcomes[mode] = (proc.returncode, proc.stdout.strip())
+    assert outcomes == {"production": (0, "alive"), "development": (-9, "")}, outcomes

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import time_machine
 from django.contrib.auth.models import Group, User
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from deletions.models import DeletionDecision, DeletionRequest, StageHistory
 from tests.deletions.helpers import all_rows, effects
@@ -183,13 +183,20 @@ def test_an_inventory_changed_behind_the_trigger_is_refused_at_the_next_effect(c
 
 
 def test_an_edited_approval_is_refused_at_the_boundary(cmd) -> None:
-    """If the digest check at approval is bypassed by editing the approval, the receiver still refuses."""
+    """PostgreSQL refuses an edited approval; edited anyway with the guards off (as a restore of a
+    tampered backup would), the receiver still refuses it."""
     req = submitted(cmd)
     approve(cmd, req, "operator-b")
-    with connection.cursor() as cur:
-        cur.execute(
-            "UPDATE entity_deletion_approvals SET inventory_digest = repeat('f', 64) WHERE request_id = %s", [req["id"]]
-        )
+    edit = "UPDATE entity_deletion_approvals SET inventory_digest = repeat('f', 64) WHERE request_id = %s"
+    with (
+        pytest.raises(IntegrityError, match="evidence rows are never rewritten"),
+        transaction.atomic(),
+        connection.cursor() as cur,
+    ):
+        cur.execute(edit, [req["id"]])
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SET LOCAL session_replication_role = replica")
+        cur.execute(edit, [req["id"]])
     ran = cmd("run_deletion", req["id"])
     assert ran.code == 1 and "approval covers digest ffff" in ran.err, ran.err
     assert effects(req["id"]) == []

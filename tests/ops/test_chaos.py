@@ -62,3 +62,38 @@ def chaos_tail(req: DeletionRequest) -> StageHistory:
     from deletions.store.requests import chain_order, load_history
 
     return StageHistory.objects.get(id=chain_order(load_history(req.id, 100))[-1].id)
+
+
+@pytest.mark.parametrize("token", ["", "guessed-token"])
+@pytest.mark.parametrize("role", ["inner", "worker"])
+def test_a_chaos_role_against_a_real_database_changes_nothing(role, token) -> None:
+    """`chaos --role inner|worker` pointed at a database its outer role did not start (here the
+    test database, with a case in it) exits non-zero in one line before any write: no migration,
+    no staff account, no permission, no cancellation."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, subprocess_env
+    from tests.support import table_rows
+
+    req = submit_and_approve("demo:keep-me")
+    tables = ("entity_deletion_requests", "entity_deletion_decisions", "auth_user", "auth_group_permissions")
+    before = table_rows(*tables)
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM django_migrations")
+        migrations_before = cur.fetchone()[0]
+    env = subprocess_env(CHAOS_SCRATCH_TOKEN=token) if token else subprocess_env()
+    env.pop("CHAOS_SCRATCH_TOKEN", None) if not token else None
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "chaos", "--role", role, "--seconds", "5", "--requests", "4"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    said = proc.stderr.strip().splitlines()
+    assert len(said) == 1 and f"chaos --role {role}: " in said[0], said
+    assert ("scratch server" in said[0]) and "Traceback" not in proc.stderr
+    assert table_rows(*tables) == before
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM django_migrations")
+        assert cur.fetchone()[0] == migrations_before
+    assert DeletionRequest.objects.get(id=req.id).status == "approved"

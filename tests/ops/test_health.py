@@ -18,6 +18,7 @@ from ops.models import ClusterHeartbeat
 from retirements.services import retirement_request, retirement_resume
 from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
 from tests.retirements.conftest import ALL_PERMS, make_staff
+from tests.support import force
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +51,7 @@ def test_red_without_a_recent_cluster_heartbeat(cmd) -> None:
 def test_red_for_needs_attention_and_green_after_resume(cmd) -> None:
     beat()
     req = submit_and_approve()
-    DeletionRequest.objects.filter(id=req.id).update(status=Status.NEEDS_ATTENTION)
+    force(DeletionRequest.objects.filter(id=req.id), status=Status.NEEDS_ATTENTION)
     code, data = health(cmd)
     assert code == 1 and data["checks"]["needs_attention"] == {"ok": False, "count": 1}
     text = cmd("health")

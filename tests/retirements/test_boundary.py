@@ -11,6 +11,7 @@ from django.contrib.auth.models import Group
 from retirements import notices, store
 from retirements.models import NoticeSlot, PurgeJob, Workspace
 from tests.retirements.helpers import fresh, notice_states, request_at, run_at, subjects
+from tests.support import force
 
 pytestmark = pytest.mark.django_db
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -57,7 +58,7 @@ def test_undelivered_gating_notice_blocks_then_the_retry_lets_it_proceed(waiting
 
 
 def test_gating_notice_failed_for_good_is_revisited_every_six_hours(waiting) -> None:
-    NoticeSlot.objects.filter(request=waiting, kind="final_warning").update(status="failed", attempts=6)
+    force(NoticeSlot.objects.filter(request=waiting, kind="final_warning"), status="failed", attempts=6)
     run_at(ELIGIBLE)
     req = fresh(waiting)
     assert req.next_wake_at == ELIGIBLE + timedelta(hours=6) and not PurgeJob.objects.exists()
@@ -97,7 +98,7 @@ def test_requester_who_lost_the_permission_puts_the_request_on_hold(waiting, hq,
 )
 def test_workspace_changed_meanwhile_settles_without_purge(waiting, change, lifecycle_after, reason) -> None:
     run_at(T + 29 * DAY)
-    Workspace.objects.filter(id=waiting.workspace_id).update(**change)
+    force(Workspace.objects.filter(id=waiting.workspace_id), **change)  # changed by another system
     run_at(ELIGIBLE)
     req = fresh(waiting)
     assert req.status == "closed" and req.conclusion == f"closed without purge: {reason}"

@@ -15,6 +15,7 @@ from retirements.models import NoticeSlot, PurgeJob, RetirementWatcher
 from retirements.services import retirement_hold, retirement_resume
 from retirements.watcher import detect_stalls, step
 from tests.retirements.helpers import fresh, request_at, run_at
+from tests.support import force
 
 pytestmark = pytest.mark.django_db
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -77,7 +78,7 @@ def test_superseded_watcher_woken_later_does_nothing_destructive(hq, make_worksp
     assert step(old, now=T + 31 * DAY) == "watcher superseded"
     assert not PurgeJob.objects.exists() and fresh(req).workspace.lifecycle == "deletion_pending"
     # Even if it had not been marked yet, a non-authoritative watcher settles without action.
-    RetirementWatcher.objects.filter(id=old).update(status="running")
+    force(RetirementWatcher.objects.filter(id=old), status="running")
     assert step(old, now=T + 31 * DAY) == "superseded"
     assert not PurgeJob.objects.exists()
     assert RetirementWatcher.objects.get(id=old).conclusion == "superseded watcher woke; no action taken"

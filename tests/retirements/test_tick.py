@@ -4,6 +4,7 @@ next tick), and a case another tick holds is left to that tick instead of waited
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from django.utils import timezone
 from core import clock
 from retirements import watcher
 from retirements.models import RetirementWatcher, Workspace
+from retirements.notices import SUBJECTS
 from retirements.watcher import run_due
 from tests.retirements.helpers import fresh, request_at
 from tests.support import wait_for
@@ -127,3 +129,31 @@ def test_the_quick_step_leaves_exactly_what_the_general_step_leaves(hq, make_wor
     assert taken and all(taken)  # every step of the first walk was the quick one
     assert quick == general
     assert len(quick[0]) >= 3 and all(s.startswith("wait until") for s in quick[0])  # each notice woke it
+
+
+@pytest.mark.parametrize("path", ["quick", "general"])
+def test_due_notices_are_sent_in_due_order_whatever_their_ids(hq, make_workspace, monkeypatch, path) -> None:
+    """Slots whose ids run against their due times (as after a hold and a release that adds a
+    reminder): both steps send the earliest due first. The order of the mails is compared."""
+    from retirements.models import NoticeSlot, NoticeStatus
+
+    make_workspace("order")
+    start = timezone.now()
+    request = request_at(start, hq, slug="order")
+    run_due(now=start)  # request_received goes out
+    pending = list(NoticeSlot.objects.filter(request=request, status=NoticeStatus.PENDING).order_by("id"))
+    assert len(pending) >= 2, pending
+    for n, slot in enumerate(reversed(pending)):  # the highest id is due first
+        NoticeSlot.objects.filter(id=slot.id).update(due_at=start + timedelta(hours=1 + n))
+    request.__class__.objects.filter(id=request.id).update(next_wake_at=start + timedelta(hours=1))
+    if path == "general":
+        monkeypatch.setattr(watcher, "_quick_step", lambda *args, **kwargs: None)
+    mail.outbox.clear()
+    with time_machine.travel(start + timedelta(hours=len(pending) + 1), tick=False):
+        said = run_due(now=clock.now(), budget=60)["steps"][str(request.id)]
+    by_due = NoticeSlot.objects.filter(id__in=[s.id for s in pending]).order_by("due_at", "id")
+    expected = [SUBJECTS[s.kind].split("{")[0] for s in by_due]
+    sent = [str(m.subject) for m in mail.outbox]
+    assert len(sent) == len(expected), (said, sent)
+    assert [s.startswith(e) for s, e in zip(sent, expected, strict=True)] == [True] * len(sent), (sent, expected)
+    assert [s.id for s in by_due] == [s.id for s in reversed(pending)]

@@ -1,6 +1,7 @@
 import json
 import os
 import random
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,11 @@ class Command(ServiceCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         role = options["role"]
+        if role != "outer":
+            try:
+                chaos.require_scratch()
+            except chaos.NotScratch as exc:
+                raise CommandError(f"chaos --role {role}: {exc}", returncode=2) from None
         if role == "worker":
             chaos.work_forever(options["executor"])
         elif role == "inner":
@@ -60,6 +66,9 @@ class Command(ServiceCommand):
             datadir = Path(tmp) / "pg"
             socket_dir = embedded.ensure_running(datadir, cleanup_mode=None)
             url = f"postgresql://postgres@/postgres?host={socket_dir}"
+            token = secrets.token_hex(16)
+            chaos.mark_scratch(url, token)
+            os.environ["CHAOS_SCRATCH_TOKEN"] = token  # handed to the inner role and its workers only
             seed = options["seed"] if options["seed"] is not None else random.randrange(1_000_000)
             argv = [
                 sys.executable, "manage.py", "chaos", "--role", "inner", "--datadir", str(datadir),
@@ -72,6 +81,7 @@ class Command(ServiceCommand):
                 proc = subprocess.run(
                     argv, env=chaos.worker_env(url), cwd=settings.BASE_DIR, text=True, capture_output=True
                 )
+                kept = self.keep_evidence(url, seed, argv, proc) if proc.returncode else None
             finally:
                 embedded.stop(datadir)
         for line in proc.stderr.splitlines()[-60:]:
@@ -82,7 +92,25 @@ class Command(ServiceCommand):
         if not lines:
             raise CommandError("the chaos run printed nothing", returncode=1)
         if proc.returncode:
-            raise CommandError(f"chaos run failed (seed {seed})", returncode=1)
+            raise CommandError(f"chaos run failed (seed {seed}); evidence kept in {kept}", returncode=1)
+
+    def keep_evidence(self, url: str, seed: int, argv: list[str], proc: subprocess.CompletedProcess[str]) -> Path:
+        """A failing run keeps its scratch database (pg_dump), its seed and what it printed."""
+        from config import embedded
+
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        folder = Path(settings.BASE_DIR) / "chaos-failures" / f"{stamp}-seed-{seed}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "seed.txt").write_text(f"{seed}\n{' '.join(argv[1:])}\n")
+        (folder / "output.txt").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+        dumped = subprocess.run(
+            [str(embedded.bin_path() / "pg_dump"), "--dbname", url, "--file", str(folder / "scratch.sql")],
+            capture_output=True,
+            text=True,
+        )
+        if dumped.returncode:
+            (folder / "pg_dump-error.txt").write_text(dumped.stderr)
+        return folder
 
     def inner(self, options: dict[str, Any]) -> None:
         call_command("migrate", verbosity=0)
@@ -106,6 +134,10 @@ class Command(ServiceCommand):
         self.stdout.write(f"cancels {tally.cancels}, revokes {tally.revokes}, faults that failed {len(tally.faults)}")
         for fault in tally.faults[:5]:
             self.stdout.write(f"  {fault}")
+        if chaos.failed(result):
+            for request_id in result["offending_requests"]:
+                for line in chaos.explain(request_id):
+                    self.stdout.write(line)
         self.stdout.write(chaos.summary_line(result))
         if chaos.failed(result):
             raise CommandError("duplicate effects, stale writes or lost requests", returncode=1)
