@@ -67,11 +67,11 @@ def reconstruct(stages: int = 10_000, *, quick: bool = False) -> dict[str, Any]:
     and the real load + replay of the largest request the rules allow (1,000 communities)."""
     from datetime import UTC, datetime
 
+    from deletions.contract import NewStage, StageSnapshot
+    from deletions.rules import workflow
+    from deletions.rules.inventory import MAX_COMMUNITIES
     from deletions.store.requests import load_history
     from deletions.store.stages import operation_id
-    from deletions.store.types import NewStage, StageSnapshot
-    from deletions.users import workflow
-    from deletions.users.inventory import MAX_COMMUNITIES
 
     communities = stages // 2  # 1 + 2 per community: 10,001 rows for 10,000
     inventory = {

@@ -32,41 +32,8 @@ from django.urls import URLPattern, path, reverse
 from core import present
 from core.authority import Actor
 from core.errors import DomainError
+from core.present import Offer
 from core.store import parse_id
-
-
-@dataclass(frozen=True)
-class CasePanel:
-    """What every case page shows first (SPEC 5.1)."""
-
-    what: str
-    status: str
-    status_label: str
-    open_question: str
-    next_check_at: datetime | None
-    owner: str
-    last_action: str
-    attempt: str
-
-
-@dataclass(frozen=True)
-class Offer:
-    """One action a case page shows: offered when it can act now, else disabled with the reason."""
-
-    name: str
-    label: str
-    why_not: str = ""
-
-    @property
-    def enabled(self) -> bool:
-        return not self.why_not
-
-
-def offer(name: str, label: str, *, perm: str, perms: set[str], why_not: str = "") -> Offer:
-    """Missing permission first (it is what the user can least change), then the case's own reason."""
-    if perm not in perms:
-        return Offer(name, label, f"needs the permission {perm}")
-    return Offer(name, label, why_not)
 
 
 class ReasonForm(forms.Form):

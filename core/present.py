@@ -3,6 +3,7 @@ durations, humanized codes and labelled values instead of dict reprs. Pure."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -65,3 +66,37 @@ def labelled(value: Any) -> list[tuple[str, str]]:
             shown = str(item)
         out.append((humanize(key), shown))
     return out
+
+
+@dataclass(frozen=True)
+class CasePanel:
+    """What every case page shows first (SPEC 5.1)."""
+
+    what: str
+    status: str
+    status_label: str
+    open_question: str
+    next_check_at: datetime | None
+    owner: str
+    last_action: str
+    attempt: str
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One action a case page shows: offered when it can act now, else disabled with the reason."""
+
+    name: str
+    label: str
+    why_not: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return not self.why_not
+
+
+def offer(name: str, label: str, *, perm: str, perms: set[str], why_not: str = "") -> Offer:
+    """Missing permission first (it is what the user can least change), then the case's own reason."""
+    if perm not in perms:
+        return Offer(name, label, f"needs the permission {perm}")
+    return Offer(name, label, why_not)

@@ -25,10 +25,10 @@ from core.errors import DomainError
 from core.templatetags.present import when
 from deletions import case, proposal, services
 from deletions.models import DeletionRequest, LeaseEvent, StageHistory
+from deletions.rules.inventory import build_inventory, community_ids, validate_target
+from deletions.rules.workflow import stage_count
 from deletions.store import alarms
 from deletions.store.requests import inventory_digest, stage_snapshot
-from deletions.users.inventory import build_inventory, community_ids, validate_target
-from deletions.users.workflow import stage_count
 
 
 class ApproveForm(forms.Form):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deletions.store.types import AuthorityFacts
+from deletions.contract import AuthorityFacts
 
 
 @dataclass(frozen=True)

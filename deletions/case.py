@@ -7,11 +7,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core import present
-from core.admin import CasePanel, Offer, offer
-from deletions.store.requests import chain_order
-from deletions.store.types import GROUP_OWNERS, StageSnapshot
-from deletions.users.inventory import community_ids
-from deletions.users.workflow import stage_count
+from core.present import CasePanel, Offer, offer
+from deletions.contract import GROUP_OWNERS, StageSnapshot, chain_order
+from deletions.rules.inventory import community_ids
+from deletions.rules.workflow import stage_count
 
 
 @dataclass

@@ -12,6 +12,7 @@ from uuid import UUID
 
 from django.db.models import Q
 
+from deletions.jobs import enqueue_run
 from deletions.models import DeletionRequest, Status
 
 BATCH = 500
@@ -28,8 +29,6 @@ def due_request_ids(now: datetime, limit: int = BATCH) -> list[UUID]:
 
 
 def dispatch(now: datetime) -> list[UUID]:
-    from deletions.tasks import enqueue_run
-
     ids = due_request_ids(now)
     for request_id in ids:
         enqueue_run(request_id)

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from deletions import target_system
-from deletions.users import workflow
-from deletions.users.inventory import community_ids
+from deletions.rules import workflow
+from deletions.rules.inventory import community_ids
 
 ROLE_WORDS = {
     "participant": "current member",

@@ -15,10 +15,10 @@ from typing import Any
 from django.db import transaction
 
 from deletions import authority, target_system
+from deletions.contract import Lease, StageSnapshot
 from deletions.errors import Refused
+from deletions.rules.workflow import RULES_VERSION
 from deletions.store import approvals
-from deletions.store.types import Lease, StageSnapshot
-from deletions.users.workflow import RULES_VERSION
 
 
 class AuthorityRefused(Refused):

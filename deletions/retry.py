@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from core import backoff
-from deletions.store.types import GROUP_OWNERS, OPERATORS_ON_CALL, SYSTEM, FailurePlan, RetryDecision
+from deletions.contract import GROUP_OWNERS, OPERATORS_ON_CALL, SYSTEM, FailurePlan, RetryDecision
 
 FIRST_DELAY = timedelta(seconds=30)
 MAX_DELAY = timedelta(hours=1)

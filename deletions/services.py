@@ -18,10 +18,12 @@ from django.db import transaction
 from core import authority, clock
 from core.authority import Actor
 from core.errors import optional_reason, required_reason, shown
-from deletions import target_system, tasks
+from deletions import jobs, target_system
 from deletions.case import cannot_run_now
 from deletions.errors import BadInput, Refused
+from deletions.handlers import RunOptions
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
+from deletions.rules import inventory, workflow
 from deletions.store import alarms, approvals, decisions, stages
 from deletions.store.requests import (
     get_request,
@@ -32,8 +34,6 @@ from deletions.store.requests import (
     record_cancel,
     record_resume,
 )
-from deletions.users import inventory, workflow
-from deletions.users.handlers import RunOptions
 
 HEX = set("0123456789abcdef")
 MAX_STAGE_DELAY_MS = 3_600_000  # an hour: far past the lease, enough for any demo
@@ -101,7 +101,7 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
         decisions.record(
             request_id=rid, actor=actor, action="approve", reason=f"digest {digest}", now=now, approval=approval
         )
-        transaction.on_commit(lambda: tasks.enqueue_run(rid))
+        transaction.on_commit(lambda: jobs.enqueue_run(rid))
         return approval
 
 
@@ -207,7 +207,7 @@ def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest
         decisions.record(
             request_id=req.id, actor=actor, action="run_now", reason="", now=now, approval=approvals.latest(req)
         )
-        transaction.on_commit(lambda: tasks.enqueue_run(rid))
+        transaction.on_commit(lambda: jobs.enqueue_run(rid))
         return req
 
 

@@ -7,8 +7,14 @@ import os
 import socket
 from uuid import UUID
 
+from django.conf import settings
+
+from core import clock
 from core.errors import DomainError
-from core.queue import enqueue
+from deletions import dispatch as dispatcher
+from deletions import worker
+from deletions.handlers import RunOptions
+from deletions.jobs import enqueue_run
 
 logger = logging.getLogger("deletions")
 
@@ -17,21 +23,12 @@ class StageFailed(Exception):
     """Raised after the failure is saved, so django-q2 lists the task under failed tasks."""
 
 
-def enqueue_run(request_id: UUID) -> None:
-    enqueue("deletions.tasks.run_deletion", str(request_id))
-
-
 def run_deletion(request_id: str) -> str:
     """Run until done, a wait, or the time budget; a refusal (lease held, not due) is normal.
 
     A run that stopped on its time budget re-enqueues itself; the dispatcher
     would pick it up anyway.
     """
-    from django.conf import settings
-
-    from deletions import worker
-    from deletions.users.handlers import RunOptions
-
     executor = f"q:{socket.gethostname()}:{os.getpid()}"
     options = RunOptions(stage_delay_ms=settings.DELETION_DEMO_STAGE_DELAY_MS)
     try:
@@ -48,7 +45,4 @@ def run_deletion(request_id: str) -> str:
 
 
 def dispatch() -> int:
-    from core import clock
-    from deletions.dispatch import dispatch as run_dispatch
-
-    return len(run_dispatch(clock.now()))
+    return len(dispatcher.dispatch(clock.now()))

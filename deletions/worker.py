@@ -19,14 +19,14 @@ from django.db import connections
 
 from core import clock
 from core.crashpoints import crash_point
+from deletions.contract import Finished, Lease, NextStage, StageSnapshot, WaitUntil
 from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
+from deletions.handlers import HandlerContext, RunOptions, run_handler
 from deletions.models import Status
+from deletions.rules.workflow import Plan
 from deletions.store import approvals, leases
 from deletions.store.requests import get_request
-from deletions.store.types import Finished, Lease, NextStage, StageSnapshot, WaitUntil
-from deletions.users.handlers import HandlerContext, RunOptions, run_handler
-from deletions.users.transition import next_stage, start
-from deletions.users.workflow import Plan
+from deletions.transition import next_stage, start
 
 logger = logging.getLogger(__name__)
 

@@ -107,7 +107,7 @@ def work_forever(executor: str) -> None:
     from core import clock
     from core.errors import DomainError
     from deletions import dispatch, worker
-    from deletions.users.handlers import RunOptions
+    from deletions.handlers import RunOptions
     from retirements import watcher
 
     options = RunOptions(stage_delay_ms=random.randint(50, 400))  # stages long enough to be interrupted
@@ -402,8 +402,9 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
 def explain(request_id: str) -> list[str]:
     """What a failing run's offending deletion request holds: its stage chain, the effects at the
     receiver, its lease events and its decisions, as lines read from the scratch database."""
+    from deletions.contract import chain_order
     from deletions.models import DeletionDecision, DeletionRequest, LeaseEvent
-    from deletions.store.requests import chain_order, load_history
+    from deletions.store.requests import load_history
 
     req = DeletionRequest.objects.filter(id=request_id).first()
     if req is None:
@@ -432,9 +433,10 @@ def explain(request_id: str) -> list[str]:
 
 def reconstructs(req: Any) -> bool:
     """The saved stage chain replays under rules v1 (a finished chain's last row stands in as current)."""
+    from deletions.contract import chain_order
     from deletions.errors import WorkflowError
-    from deletions.store.requests import chain_order, load_history
-    from deletions.users import workflow
+    from deletions.rules import workflow
+    from deletions.store.requests import load_history
 
     history = load_history(req.id, 10_000)
     if history and not any(s.is_current for s in history):
@@ -453,7 +455,8 @@ def stale_writes(request_id: UUID, generation_of: dict[UUID, int]) -> int:
     Along the stage chain (causal order, no clocks) the generations that applied the
     effects never go down; every step down is a stale owner the receiver let through.
     """
-    from deletions.store.requests import chain_order, load_history
+    from deletions.contract import chain_order
+    from deletions.store.requests import load_history
 
     seen = [
         generation_of[s.operation_id]

@@ -18,8 +18,8 @@ from core.authority import Actor
 from core.store import connection_url
 from deletions import retry, worker
 from deletions import services as deletions
+from deletions.handlers import RunOptions
 from deletions.models import DeletionRequest
-from deletions.users.handlers import RunOptions
 from retirements import services as retirements
 from retirements.models import Lifecycle, Workspace
 

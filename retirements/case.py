@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core import present
-from core.admin import CasePanel, Offer, offer
+from core.present import CasePanel, Offer, offer
 from retirements import policy
 
 

@@ -18,7 +18,7 @@ from core import authority, clock
 from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
-from retirements import policy, store, tasks
+from retirements import jobs, policy, store
 from retirements.models import Lifecycle, RequestStatus, RetirementRequest
 
 PAST_PONR = "past the point of no return"
@@ -85,7 +85,7 @@ def retirement_request(*, actor: Actor, slug: str, reason: str, confirmation: st
                 plan=policy.notice_plan(now, elig.eligible_at),
                 now=now,
             )
-            transaction.on_commit(lambda: tasks.enqueue_watcher_step(watcher.id))
+            transaction.on_commit(lambda: jobs.enqueue_watcher_step(watcher.id))
             return request
     except IntegrityError:
         raise Refused(f"an open request exists for {slug}") from None
@@ -126,7 +126,7 @@ def retirement_release(*, actor: Actor, request_id: UUID | str, reason: str = ""
         store.release(request, workspace, actor=actor, plan=plan, reason=reason, now=now)
         watcher_id = request.watcher_id
         if watcher_id:
-            transaction.on_commit(lambda: tasks.enqueue_watcher_step(watcher_id))
+            transaction.on_commit(lambda: jobs.enqueue_watcher_step(watcher_id))
         return request
 
 
@@ -154,7 +154,7 @@ def retirement_resume(*, actor: Actor, request_id: UUID | str) -> RetirementRequ
         if old is not None and policy.watcher_running(old, now):
             raise Refused(f"watcher still running: {old.id} heartbeat at {old.heartbeat_at}")
         new = store.replace_watcher(request, workspace, actor=actor, old=old, now=now)
-        transaction.on_commit(lambda: tasks.enqueue_watcher_step(new.id))
+        transaction.on_commit(lambda: jobs.enqueue_watcher_step(new.id))
         return request
 
 
@@ -172,5 +172,5 @@ def retirement_retry_notices(*, actor: Actor, request_id: UUID | str, reason: st
         store.rearm_failed_notices(request, workspace, actor=actor, reason=reason, now=now)
         watcher_id = request.watcher_id
         if watcher_id and request.status == RequestStatus.WAITING:
-            transaction.on_commit(lambda: tasks.enqueue_watcher_step(watcher_id))
+            transaction.on_commit(lambda: jobs.enqueue_watcher_step(watcher_id))
         return request

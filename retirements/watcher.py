@@ -21,7 +21,7 @@ from django.db.models import F, Q, QuerySet
 
 from core import authority
 from core.crashpoints import crash_point
-from retirements import notices, policy, store, tasks
+from retirements import jobs, notices, policy, store
 from retirements.models import (
     Alarm,
     PurgeJob,
@@ -145,7 +145,7 @@ def _decide(request: RetirementRequest, workspace: Any, watcher: RetirementWatch
     job = store.apply_verdict(verdict, request, workspace, watcher, now=now)
     if job is not None:
         job_id = job.id
-        transaction.on_commit(lambda: tasks.enqueue_purge(job_id))
+        transaction.on_commit(lambda: jobs.enqueue_purge(job_id))
     if verdict.action == policy.WAIT:
         assert request.next_wake_at is not None
         return f"{verdict.action} until {request.next_wake_at.isoformat()}"

@@ -11,11 +11,11 @@ from uuid import UUID
 from django.db import connection, transaction
 
 from core import authority
+from deletions.contract import APPROVERS, SYSTEM, AuthorityFacts, Lease
 from deletions.errors import UnknownRequest
 from deletions.models import DeletionApproval, DeletionRequest, Status
 from deletions.store.leases import check_owner
 from deletions.store.requests import inventory_digest
-from deletions.store.types import APPROVERS, SYSTEM, AuthorityFacts, Lease
 
 
 def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:

@@ -16,9 +16,9 @@ from django.db import connection, transaction
 
 from core.errors import DomainError
 from core.logs import event
+from deletions.contract import Lease
 from deletions.errors import LeaseHeld, Refused, RetryNotDue, StaleLease, UnknownRequest
 from deletions.models import RUNNABLE_STATUSES, DeletionRequest, LeaseEvent, Status
-from deletions.store.types import Lease
 
 logger = logging.getLogger("deletions")
 

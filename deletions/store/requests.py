@@ -11,10 +11,10 @@ from uuid import UUID
 from django.db import IntegrityError, transaction
 
 from core.store import lock_or_not_found, parse_id
+from deletions.contract import APPROVERS, StageSnapshot, chain_order
 from deletions.errors import Refused, UnknownRequest
 from deletions.models import OPEN_STATUSES, DeletionRequest, StageHistory, StageStatus, Status
 from deletions.store import alarms
-from deletions.store.types import APPROVERS, StageSnapshot
 
 
 def inventory_digest(inventory: dict[str, Any]) -> str:
@@ -209,24 +209,6 @@ def inspect(request_id: str | UUID) -> dict[str, Any]:
             for s in chain_order(rows)
         ],
     }
-
-
-def chain_order(rows: list[StageSnapshot]) -> list[StageSnapshot]:
-    """Rows in previous_stage_id order from the root; unlinked rows last."""
-    by_prev: dict[str | None, list[StageSnapshot]] = {}
-    for r in rows:
-        by_prev.setdefault(r.previous_stage_id, []).append(r)
-    ordered: list[StageSnapshot] = []
-    seen: set[UUID] = set()
-    frontier = by_prev.get(None, [])
-    while frontier:
-        row = frontier.pop(0)
-        if row.id in seen:
-            continue
-        seen.add(row.id)
-        ordered.append(row)
-        frontier = by_prev.get(str(row.id), []) + frontier
-    return ordered + [r for r in rows if r.id not in seen]
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -21,9 +21,7 @@ from django.db import connection, transaction
 from core.errors import DomainError
 from core.logs import event
 from core.sql import Statements
-from deletions.errors import RetryNotDue, StaleLease, UnknownRequest, WorkflowError
-from deletions.store import alarms, decisions, requests
-from deletions.store.types import (
+from deletions.contract import (
     Advance,
     AlreadyFinished,
     FailurePlan,
@@ -39,6 +37,8 @@ from deletions.store.types import (
     StageSnapshot,
     WaitUntil,
 )
+from deletions.errors import RetryNotDue, StaleLease, UnknownRequest, WorkflowError
+from deletions.store import alarms, decisions, requests
 
 MAX_STAGES = 10_000
 logger = logging.getLogger("deletions")

@@ -17,9 +17,9 @@ from django_q.models import Schedule
 from core import clock
 from core.authority import named
 from deletions import worker
+from deletions.handlers import RunOptions
 from deletions.models import DeletionDecision, DeletionRequest, StageAttempt, Status
 from deletions.services import deletion_approve, deletion_submit
-from deletions.users.handlers import RunOptions
 from ops.schedules import SCHEDULES, ensure_schedules
 from tests.admin.conftest import messages_of
 from tests.deletions.helpers import crash_at, take_over
@@ -215,7 +215,7 @@ def test_a_stage_failure_is_a_failed_task_linked_to_its_case(client, staff, monk
     from django.contrib.auth.models import User
     from django_q.models import Failure, Success
 
-    from deletions.users import handlers
+    from deletions import handlers
 
     req = approved()
     real = handlers._outcome

@@ -34,7 +34,7 @@ def test_cancel_before_first_stage_cancels_outright(cmd) -> None:
 
 def test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops(settings, monkeypatch, observe) -> None:
     """The worker is held just before the receiver (an event, not a timing window) while the cancel is recorded."""
-    from deletions.users import handlers
+    from deletions import handlers
 
     settings.DELETION_HEARTBEAT_SECONDS = 0.2
     req = submit_and_approve()

@@ -15,10 +15,10 @@ from core.authority import named
 from core.logs import JsonFormatter
 from deletions import worker
 from deletions.dispatch import dispatch, due_request_ids
+from deletions.handlers import RunOptions
 from deletions.models import DeletionRequest, LeaseEvent
 from deletions.services import deletion_approve, deletion_cancel, deletion_submit
 from deletions.store import leases
-from deletions.users.handlers import RunOptions
 from ops.models import ClusterHeartbeat
 from tests.conftest import submit_and_approve
 
@@ -102,7 +102,7 @@ def test_cancellation_of_a_running_request_whose_worker_died_is_finished_by_the_
     req = submit_and_approve()
     t0 = timezone.now()
     lease = leases.claim(request_id=req.id, owner="dead", now=t0, lease_seconds=60)
-    from deletions.users.transition import get_next_stage
+    from deletions.transition import get_next_stage
 
     get_next_stage(lease, None, now=t0)  # running, then the worker dies
     deletion_cancel(request_id=req.id, actor=named("operator-c"), reason="stop")

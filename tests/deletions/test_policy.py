@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from deletions.contract import Advance, Initialize, RequestSnapshot, Resume, StageSnapshot, WaitUntil
 from deletions.errors import WorkflowError
 from deletions.retry import decide_retry, retry_delay
-from deletions.store.types import Advance, Initialize, RequestSnapshot, Resume, StageSnapshot, WaitUntil
-from deletions.users import workflow
-from deletions.users.inventory import COMMUNITY_B, COMMUNITY_C, build_inventory
-from deletions.users.transition import decide
+from deletions.rules import workflow
+from deletions.rules.decide import decide
+from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C, build_inventory
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 INV = build_inventory("demo:alice")

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from deletions.models import DeletionRequest, StageHistory
-from deletions.users.inventory import COMMUNITY_B
+from deletions.rules.inventory import COMMUNITY_B
 from tests.conftest import database_url, submit_and_approve
 from tests.deletions.helpers import crash_at, effects, take_over
 
@@ -83,8 +83,8 @@ def test_restored_backup_does_not_repeat_an_applied_operation(cmd, observe) -> N
 def test_operation_ids_are_stable_for_the_same_intended_effect() -> None:
     import uuid
 
+    from deletions.rules.inventory import COMMUNITY_C
     from deletions.store.stages import operation_id
-    from deletions.users.inventory import COMMUNITY_C
 
     rid, other = uuid.uuid4(), uuid.uuid4()
     assert operation_id(rid, "purge_db", COMMUNITY_B) == operation_id(rid, "purge_db", COMMUNITY_B)

@@ -9,7 +9,7 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from deletions.users.inventory import COMMUNITY_B, COMMUNITY_C
+from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C
 from tests.deletions.helpers import current, show_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,14 +14,14 @@ from django.db import connections
 from django.utils import timezone
 
 from deletions import target_system, worker
+from deletions.contract import StageSnapshot
 from deletions.errors import LeaseHeld, StaleLease
+from deletions.handlers import RunOptions
 from deletions.models import DeletionRequest, StageHistory
 from deletions.retry import plan_failure
+from deletions.rules.workflow import Plan
 from deletions.store import leases, stages
-from deletions.store.types import StageSnapshot
-from deletions.users.handlers import RunOptions
-from deletions.users.transition import get_next_stage, next_stage
-from deletions.users.workflow import Plan
+from deletions.transition import get_next_stage, next_stage
 from tests.conftest import submit_and_approve
 from tests.deletions.helpers import crash_at, current, effects, running_row, show_rows, start_worker, take_over
 from tests.support import race, wait_for

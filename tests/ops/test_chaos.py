@@ -59,7 +59,8 @@ def test_a_request_nobody_owns_or_checks_is_lost(cmd) -> None:
 
 
 def chaos_tail(req: DeletionRequest) -> StageHistory:
-    from deletions.store.requests import chain_order, load_history
+    from deletions.contract import chain_order
+    from deletions.store.requests import load_history
 
     return StageHistory.objects.get(id=chain_order(load_history(req.id, 100))[-1].id)
 

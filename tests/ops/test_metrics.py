@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from core import clock
 from core.authority import named
 from deletions import worker
+from deletions.handlers import RunOptions
 from deletions.services import deletion_revoke_approval
-from deletions.users.handlers import RunOptions
 from ops.health import beat
 from tests.conftest import submit_and_approve
 

@@ -4,8 +4,8 @@ from django.core.management.base import CommandParser
 
 from core import authority
 from core.commands import ServiceCommand
+from deletions.rules.inventory import DEMO_COMMUNITIES, MAX_COMMUNITIES
 from deletions.services import deletion_submit, submission_json
-from deletions.users.inventory import DEMO_COMMUNITIES, MAX_COMMUNITIES
 
 
 class Command(ServiceCommand):

@@ -161,3 +161,21 @@ class FailurePlan:
 
 
 NextStage = StageSnapshot | Finished | WaitUntil
+
+
+def chain_order(rows: list[StageSnapshot]) -> list[StageSnapshot]:
+    """Rows in previous_stage_id order from the root; unlinked rows last."""
+    by_prev: dict[str | None, list[StageSnapshot]] = {}
+    for r in rows:
+        by_prev.setdefault(r.previous_stage_id, []).append(r)
+    ordered: list[StageSnapshot] = []
+    seen: set[UUID] = set()
+    frontier = by_prev.get(None, [])
+    while frontier:
+        row = frontier.pop(0)
+        if row.id in seen:
+            continue
+        seen.add(row.id)
+        ordered.append(row)
+        frontier = by_prev.get(str(row.id), []) + frontier
+    return ordered + [r for r in rows if r.id not in seen]

@@ -1,31 +1,27 @@
-"""UserDeletionTransition.get_next_stage: recover or choose the next saved position.
+"""What follows a saved position: the seed's lock → decide → apply contract's decide. Pure.
 
 One rule decides what follows a saved position (`next_operation`); it is given the current row
 either by a full replay of the history (`decide`, after a restart or a staff decision) or, on the
-common path, straight from the locked row with the run's approved plan (`next_stage`).
+common path, straight from the locked row with the run's approved plan.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
-from deletions.errors import WorkflowError
-from deletions.store import stages
-from deletions.store.types import (
+from deletions.contract import (
     Advance,
     AlreadyFinished,
     Initialize,
-    Lease,
-    NextStage,
     Operation,
     RequestSnapshot,
     Resume,
     StageSnapshot,
     WaitUntil,
 )
-from deletions.users import workflow
+from deletions.errors import WorkflowError
+from deletions.rules import workflow
 
 
 def next_operation(
@@ -57,28 +53,3 @@ def decide(
         return AlreadyFinished()
     progress = workflow.reconstruct(history, request.inventory, request.inventory_version)
     return next_operation(request, progress.current, workflow.Plan.of(request.inventory), now)
-
-
-def start(lease: Lease, status: str, inventory: dict[str, Any], version: int, *, now: datetime) -> NextStage:
-    """The run's first position: an approved request with no history is initialized in one
-    statement (after the same inventory checks a replay makes); anything else (a saved history
-    to resume) goes through `get_next_stage`."""
-    if status == "approved":
-        workflow.reconstruct([], inventory, version)  # refuses an inventory rules v1 cannot run
-        first = stages.start(lease, workflow.initial_stage(inventory["target"]), now=now)
-        if first is not None:
-            return first
-    return get_next_stage(lease, None, now=now)
-
-
-def next_stage(lease: Lease, plan: workflow.Plan, *, now: datetime) -> NextStage:
-    """What follows the stage a handler just saved, decided from the locked current row and the
-    run's plan (no history replayed): the same rule and the same writes as `get_next_stage`."""
-    return stages.transition_stage(
-        lease, lambda req, hist, at: next_operation(req, hist[0] if hist else None, plan, at), now=now, replay=False
-    )
-
-
-def get_next_stage(lease: Lease, previous_stage_id: UUID | None, *, now: datetime) -> NextStage:
-    """The full next row to execute, Finished, or WaitUntil; one transaction."""
-    return stages.transition_stage(lease, lambda req, hist, at: decide(req, hist, at, previous_stage_id), now=now)

@@ -17,10 +17,10 @@ from core import clock
 from core.crashpoints import crash_point
 from core.logs import event
 from deletions import authority, receiver, retry, target_system
+from deletions.contract import APPROVERS, Lease, StageSnapshot
 from deletions.errors import Interrupted, StaleLease
+from deletions.rules.workflow import GATE_USER, PURGE_AGENTS, PURGE_DB, Plan
 from deletions.store import stages
-from deletions.store.types import APPROVERS, Lease, StageSnapshot
-from deletions.users.workflow import GATE_USER, PURGE_AGENTS, PURGE_DB, Plan
 
 logger = logging.getLogger("deletions")
 

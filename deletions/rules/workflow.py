@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from deletions.contract import NewStage, StageSnapshot
 from deletions.errors import WorkflowError
-from deletions.store.types import NewStage, StageSnapshot
-from deletions.users.inventory import MAX_COMMUNITIES, community_ids
+from deletions.rules.inventory import MAX_COMMUNITIES, community_ids
 
 GATE_USER = "gate_user"
 PURGE_DB = "purge_db"
