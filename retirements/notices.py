@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -22,8 +23,10 @@ from django.core.mail import send_mail
 from django.db import transaction
 
 from core.crashpoints import crash_point
-from retirements import policy, store
+from retirements import policy
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest, Workspace
+from retirements.store import locks
+from retirements.store import notices as store_notices
 
 SUBJECTS = {
     policy.REQUEST_RECEIVED: "Retirement requested for workspace {slug}",
@@ -50,32 +53,10 @@ class Sent:
     error: str | None
 
 
-def claim_due(request: RetirementRequest, workspace: Workspace, *, now: datetime) -> list[NoticeSlot]:
-    """Inside the watcher's step transaction (request and workspace locked): claim each due
-    notice of a waiting request; a slot another sender holds is skipped, not waited for."""
-    claimer = uuid.uuid4().hex
-    until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
-    request.workspace = workspace
-    slots = store.lock_due_slots(request, now)
-    for slot in slots:
-        store.claim_slot(slot, claimer=claimer, until=until)
-        slot.request = request  # what the message names, already loaded
-    return slots
-
-
-def send_claimed(slot: NoticeSlot) -> Sent:
-    """Send a claimed notice with no transaction open; its outcome is saved by `record`."""
-    try:
-        send_notice(slot)
-    except Exception as exc:
-        return Sent(slot.id, slot.claimed_by, f"{type(exc).__name__}: {exc}")
-    crash_point("notice-sent")
-    return Sent(slot.id, slot.claimed_by, None)
-
-
-def send_quick(woken: store.Woken, slot_id: int, kind: str, claimer: str) -> Sent:
-    """`send_claimed` for the watcher's quick step, which read what the message names itself."""
-    # The same message from what the step read: unsaved instances, never written.
+def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str) -> Sent:
+    """Send a notice the watcher's step claimed, with no transaction open, from what the step
+    read under its locks; its outcome is saved by `record`."""
+    # The message from what the step read: unsaved instances, never written.
     request = RetirementRequest(
         id=woken.request_id,
         requested_at=woken.requested_at,
@@ -91,37 +72,44 @@ def send_quick(woken: store.Woken, slot_id: int, kind: str, claimer: str) -> Sen
     return Sent(slot_id, claimer, None)
 
 
-def record(sent: Sent, *, now: datetime) -> None:
-    if sent.error is None:
-        store.record_delivered(sent.slot_id, claimer=sent.claimer, now=now)
-    else:
-        store.record_notice_failure(sent.slot_id, sent.error, claimer=sent.claimer, now=now)
+def record(sent: list[Sent], *, request_id: UUID, now: datetime) -> None:
+    """Save what was sent (inside the transaction that holds the request's lock)."""
+    for claimer in {s.claimer for s in sent}:
+        delivered = [s.slot_id for s in sent if s.error is None and s.claimer == claimer]
+        store_notices.record_delivered(delivered, claimer=claimer, now=now, request_id=request_id)
+    for failed in (s for s in sent if s.error is not None):
+        _record_failure(failed.slot_id, failed.error or "", claimer=failed.claimer, now=now)
+
+
+def _record_failure(slot_id: int, error: str, *, claimer: str, now: datetime) -> None:
+    store_notices.record_notice_failure(
+        slot_id, error, claimer=claimer, now=now, retry=lambda attempts: policy.notice_retry(attempts, now)
+    )
 
 
 def deliver(slot_id: int, *, now: datetime) -> str:
+    """A notice past the point of no return, claimed, sent and recorded on its own."""
     claimer = uuid.uuid4().hex
     with transaction.atomic():
-        slot = store.lock_slot(slot_id)
+        slot = locks.lock_slot(slot_id)
         if slot.status == NoticeStatus.SENDING and slot.claim_expires_at and slot.claim_expires_at > now:
             return "claimed by another sender"
         if slot.status not in (NoticeStatus.PENDING, NoticeStatus.SENDING):
             return "skipped"
         if not deliverable(slot.kind, slot.request.status):
-            store.suppress_slot(slot)
+            store_notices.suppress_slot(slot)
             return "suppressed"
-        if slot.status == NoticeStatus.PENDING and (
-            slot.due_at > now or (slot.next_attempt_at and slot.next_attempt_at > now)
-        ):
-            return "not due"
         until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
-        store.claim_slot(slot, claimer=claimer, until=until)
+        if not store_notices.claim_due(slot.request_id, claimer=claimer, until=until, now=now, slot_id=slot_id):
+            return "not due"
     try:
         send_notice(slot)
     except Exception as exc:
-        store.record_notice_failure(slot_id, f"{type(exc).__name__}: {exc}", claimer=claimer, now=now)
+        _record_failure(slot_id, f"{type(exc).__name__}: {exc}", claimer=claimer, now=now)
         return "failed"
     crash_point("notice-sent")
-    store.record_delivered(slot_id, claimer=claimer, now=now)
+    with transaction.atomic():
+        store_notices.record_delivered([slot_id], claimer=claimer, now=now, request_id=slot.request_id)
     return "delivered"
 
 

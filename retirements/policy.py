@@ -6,12 +6,37 @@ argument.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from core import backoff
 from core.errors import Refused
+from retirements.contract import (  # noqa: F401  (the policy's vocabulary, also read as policy.X)
+    ALREADY_DONE,
+    APPLY,
+    CLOSE,
+    CONCLUDE,
+    DESTRUCTION_STARTED,
+    FINAL_WARNING,
+    HOLD,
+    NOT_YET_ELIGIBLE,
+    PROCEED,
+    REFUSE,
+    REMINDER_7_DAYS,
+    REQUEST_RECEIVED,
+    SLEEP,
+    STALE,
+    SUPERSEDED,
+    WAIT,
+    BoundaryFacts,
+    Eligibility,
+    NoticeRetry,
+    PlannedNotice,
+    PurgeFacts,
+    Replan,
+    SlotView,
+    Verdict,
+)
 
 STANDARD_WAIT = timedelta(days=30)
 NEVER_ACTIVATED_WAIT = timedelta(days=1)
@@ -22,22 +47,11 @@ MAX_NOTICE_ATTEMPTS = 6
 NOTICE_FIRST_RETRY = timedelta(minutes=1)
 NOTICE_MAX_RETRY = timedelta(hours=1)
 
-REQUEST_RECEIVED = "request_received"
-REMINDER_7_DAYS = "reminder_7_days"
-FINAL_WARNING = "final_warning"
-DESTRUCTION_STARTED = "destruction_started"
-
 # Eligibility policies (the waiting period a request gets).
 STANDARD = "standard_30_days"
 NEVER_ACTIVATED = "never_activated_1_day"
 DISPOSABLE_TEST = "disposable_test"
 ELIGIBILITY_POLICIES = (STANDARD, NEVER_ACTIVATED, DISPOSABLE_TEST)
-
-
-@dataclass(frozen=True)
-class Eligibility:
-    policy: str
-    eligible_at: datetime
 
 
 def eligibility(
@@ -53,13 +67,6 @@ def eligibility(
     return Eligibility(STANDARD, now + STANDARD_WAIT)
 
 
-@dataclass(frozen=True)
-class PlannedNotice:
-    kind: str
-    due_at: datetime
-    gating: bool
-
-
 def notice_plan(requested_at: datetime, eligible_at: datetime) -> list[PlannedNotice]:
     """The staff notices of a waiting period, in due order."""
     plan = [PlannedNotice(REQUEST_RECEIVED, requested_at, gating=True)]
@@ -68,16 +75,6 @@ def notice_plan(requested_at: datetime, eligible_at: datetime) -> list[PlannedNo
         plan.append(PlannedNotice(REMINDER_7_DAYS, reminder, gating=False))
     plan.append(PlannedNotice(FINAL_WARNING, max(eligible_at - timedelta(hours=24), requested_at), gating=True))
     return plan
-
-
-@dataclass(frozen=True)
-class SlotView:
-    id: int
-    kind: str
-    due_at: datetime
-    status: str
-    next_attempt_at: datetime | None = None
-    claim_expires_at: datetime | None = None
 
 
 def next_wake(*, eligible_at: datetime, pending: Iterable[SlotView], blocked_until: datetime | None) -> datetime:
@@ -89,18 +86,11 @@ def next_wake(*, eligible_at: datetime, pending: Iterable[SlotView], blocked_unt
     return min(candidates)
 
 
-@dataclass(frozen=True)
-class Replan:
-    eligible_at: datetime
-    moved: list[tuple[int, datetime]]  # (slot id, new due time)
-    added: list[PlannedNotice]
-    suppressed: list[int]
-
-
 def replan_on_release(
     *, requested_at: datetime, eligible_at: datetime, held_for: timedelta, slots: Iterable[SlotView]
 ) -> Replan:
     """Eligibility moves by the time on hold; pending notices follow the new plan."""
+    slots = list(slots)
     new_eligible = eligible_at + held_for
     plan = {p.kind: p for p in notice_plan(requested_at, new_eligible)}
     moved: list[tuple[int, datetime]] = []
@@ -116,13 +106,15 @@ def replan_on_release(
         elif target.due_at != slot.due_at:
             moved.append((slot.id, target.due_at))
     added = [p for kind, p in plan.items() if kind not in present]
-    return Replan(new_eligible, moved, added, suppressed)
-
-
-@dataclass(frozen=True)
-class NoticeRetry:
-    exhausted: bool
-    next_attempt_at: datetime | None
+    due = dict(moved)
+    pending = [
+        SlotView(s.id, s.kind, due.get(s.id, s.due_at), s.status, s.next_attempt_at if s.id not in due else None,
+                 s.claim_expires_at)
+        for s in slots
+        if s.status in ("pending", "sending") and s.id not in suppressed
+    ] + [SlotView(0, p.kind, p.due_at, "pending") for p in added]  # fmt: skip
+    wake = next_wake(eligible_at=new_eligible, pending=pending, blocked_until=None)
+    return Replan(new_eligible, moved, added, suppressed, wake)
 
 
 def notice_retry(attempts: int, now: datetime) -> NoticeRetry:
@@ -133,59 +125,32 @@ def notice_retry(attempts: int, now: datetime) -> NoticeRetry:
     return NoticeRetry(exhausted=False, next_attempt_at=now + delay)
 
 
-@dataclass(frozen=True)
-class BoundaryFacts:
-    """What the point of no return rechecks, read under the request and workspace locks."""
-
-    now: datetime
-    request_status: str
-    eligible_at: datetime
-    watcher_is_authoritative: bool
-    workspace_lifecycle: str
-    legal_hold: bool
-    protected_reason: str
-    undelivered_gating: tuple[str, ...]
-    requester: str
-    requester_active: bool
-    requester_staff: bool
-    requester_permitted: bool
-
-
-PROCEED = "proceed"  # create the purge job: executing / deleting
-WAIT = "wait"  # temporary blocker or not yet eligible: wake again later
-HOLD = "hold"  # lost authority: put the request on hold with the reason
-CLOSE = "close"  # cannot proceed: close the request without purge
-SUPERSEDED = "superseded"  # this watcher is not authoritative: settle it, touch nothing
-CONCLUDE = "conclude"  # the request no longer waits (cancelled, completed...): settle the watcher
-SLEEP = "sleep"  # on hold: nothing to do until a release
-NOT_YET_ELIGIBLE = "not yet eligible"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    action: str
-    reason: str
-    wake_at: datetime | None = None
-
-
-def waits_for_eligibility(
+def first_verdict(
     *, request_status: str, watcher_is_authoritative: bool, now: datetime, eligible_at: datetime
-) -> bool:
-    """The boundary's verdict is WAIT, not yet eligible, whatever the workspace, the requester
-    and the notices say: its first four rules, read from the request alone. The watcher's quick
-    step runs only then (the general step decides everything else)."""
-    return watcher_is_authoritative and request_status == "waiting" and now < eligible_at
+) -> Verdict | None:
+    """The boundary's first rules, read from the request alone; None when the rest decides.
+    The watcher's quick step runs when this says WAIT, not yet eligible (the general step
+    decides everything else)."""
+    if not watcher_is_authoritative:
+        return Verdict(SUPERSEDED, "superseded watcher woke; no action taken")
+    if request_status == "held":
+        return Verdict(SLEEP, "request is on hold")
+    if request_status != "waiting":
+        return Verdict(CONCLUDE, f"request is {request_status}")
+    if now < eligible_at:
+        return Verdict(WAIT, NOT_YET_ELIGIBLE, eligible_at)
+    return None
 
 
 def point_of_no_return(f: BoundaryFacts) -> Verdict:
-    if not f.watcher_is_authoritative:
-        return Verdict(SUPERSEDED, "superseded watcher woke; no action taken")
-    if f.request_status == "held":
-        return Verdict(SLEEP, "request is on hold")
-    if f.request_status != "waiting":
-        return Verdict(CONCLUDE, f"request is {f.request_status}")
-    if f.now < f.eligible_at:
-        return Verdict(WAIT, NOT_YET_ELIGIBLE, f.eligible_at)
+    first = first_verdict(
+        request_status=f.request_status,
+        watcher_is_authoritative=f.watcher_is_authoritative,
+        now=f.now,
+        eligible_at=f.eligible_at,
+    )
+    if first is not None:
+        return first
     if f.workspace_lifecycle != "deletion_pending":
         return Verdict(CLOSE, f"workspace is {f.workspace_lifecycle}, not deletion_pending")
     if f.legal_hold:
@@ -204,32 +169,9 @@ def point_of_no_return(f: BoundaryFacts) -> Verdict:
     if lost:
         return Verdict(HOLD, f"requester {f.requester} {' and '.join(lost)}")
     if f.undelivered_gating:
-        return Verdict(
-            WAIT, f"gating notice(s) not delivered: {', '.join(f.undelivered_gating)}", f.now + BLOCKER_REVISIT
-        )
+        blocker = f"gating notice(s) not delivered: {', '.join(f.undelivered_gating)}"
+        return Verdict(WAIT, blocker, f.now + BLOCKER_REVISIT, blocker=blocker)
     return Verdict(PROCEED, "all rechecks passed")
-
-
-@dataclass(frozen=True)
-class PurgeFacts:
-    """What the purge's receiving boundary rechecks in the transaction of the effect."""
-
-    job_status: str
-    holder: str  # the job's lease owner now
-    holder_generation: int
-    owner: str  # who asks to apply
-    generation: int
-    job_operation_id: object
-    operation_id: object
-    request_status: str
-    requester: str
-    requester_may: bool
-
-
-APPLY = "apply"
-ALREADY_DONE = "already done"  # the operation was applied: its first outcome stands
-STALE = "stale"  # fencing: another executor owns the job now; nothing applied
-REFUSE = "refuse"  # authority: nothing applied, a person must look
 
 
 def purge_verdict(f: PurgeFacts) -> Verdict:

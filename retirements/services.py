@@ -18,8 +18,11 @@ from core import authority, clock
 from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
-from retirements import jobs, policy, store
+from retirements import jobs, policy
 from retirements.models import Lifecycle, RequestStatus, RetirementRequest
+from retirements.store import locks, reads
+from retirements.store import notices as store_notices
+from retirements.store import requests as store_requests
 
 PAST_PONR = "past the point of no return"
 REQUEST = "retirements.request_retirement"
@@ -57,8 +60,8 @@ def retirement_request(*, actor: Actor, slug: str, reason: str, confirmation: st
     now = clock.now()
     try:
         with transaction.atomic():
-            workspace = store.lock_workspace(slug)
-            open_request = store.open_request(workspace)
+            workspace = locks.lock_workspace(slug)
+            open_request = reads.open_request(workspace)
             if open_request is not None:
                 raise Refused(f"an open request exists for {slug}: {open_request.id} ({open_request.status})")
             if workspace.lifecycle != Lifecycle.DISABLED:
@@ -76,7 +79,7 @@ def retirement_request(*, actor: Actor, slug: str, reason: str, confirmation: st
                 disposable_wait=timedelta(seconds=settings.RETIREMENT_DISPOSABLE_WAIT_SECONDS),
                 now=now,
             )
-            request, watcher = store.create_request(
+            request, watcher = store_requests.create_request(
                 workspace=workspace,
                 actor=actor,
                 reason=reason,
@@ -96,14 +99,14 @@ def retirement_hold(*, actor: Actor, request_id: UUID | str, reason: str) -> Ret
     reason = _reason(reason, "hold a retirement")
     now = clock.now()
     with transaction.atomic():
-        request, workspace = store.lock_request(request_id)
+        request, workspace = locks.lock_request(request_id)
         if request.status == RequestStatus.HELD:
             raise Refused(
                 f"already held by {request.held_by or 'the watcher'} since {request.held_at}: {request.hold_reason}"
             )
         if request.status != RequestStatus.WAITING:
             raise _closed_refusal(request)
-        store.hold(request, workspace, actor=actor, reason=reason, now=now, action="hold")
+        store_requests.hold(request, workspace, actor=actor, reason=reason, now=now, action="hold")
         return request
 
 
@@ -112,7 +115,7 @@ def retirement_release(*, actor: Actor, request_id: UUID | str, reason: str = ""
     authority.require(actor, HOLD)
     now = clock.now()
     with transaction.atomic():
-        request, workspace = store.lock_request(request_id)
+        request, workspace = locks.lock_request(request_id)
         if request.status == RequestStatus.WAITING:
             raise Refused(f"not held: request {request.id} is waiting")
         if request.status != RequestStatus.HELD:
@@ -121,9 +124,9 @@ def retirement_release(*, actor: Actor, request_id: UUID | str, reason: str = ""
             requested_at=request.requested_at,
             eligible_at=request.eligible_at,
             held_for=now - (request.held_at or now),
-            slots=store.slot_views(request),
+            slots=reads.slot_views(request),
         )
-        store.release(request, workspace, actor=actor, plan=plan, reason=reason, now=now)
+        store_requests.release(request, workspace, actor=actor, plan=plan, reason=reason, now=now)
         watcher_id = request.watcher_id
         if watcher_id:
             transaction.on_commit(lambda: jobs.enqueue_watcher_step(watcher_id))
@@ -135,10 +138,10 @@ def retirement_cancel(*, actor: Actor, request_id: UUID | str, reason: str) -> R
     reason = _reason(reason, "cancel a retirement")
     now = clock.now()
     with transaction.atomic():
-        request, workspace = store.lock_request(request_id)
+        request, workspace = locks.lock_request(request_id)
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD):
             raise _closed_refusal(request)
-        store.cancel(request, workspace, actor=actor, reason=reason, now=now)
+        store_requests.cancel(request, workspace, actor=actor, reason=reason, now=now)
         return request
 
 
@@ -147,13 +150,13 @@ def retirement_resume(*, actor: Actor, request_id: UUID | str) -> RetirementRequ
     authority.require(actor, RESUME)
     now = clock.now()
     with transaction.atomic():
-        request, workspace = store.lock_request(request_id)
+        request, workspace = locks.lock_request(request_id)
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD):
             raise _closed_refusal(request)
-        old = store.lock_current_watcher(request)
+        old = locks.lock_current_watcher(request)
         if old is not None and policy.watcher_running(old, now):
             raise Refused(f"watcher still running: {old.id} heartbeat at {old.heartbeat_at}")
-        new = store.replace_watcher(request, workspace, actor=actor, old=old, now=now)
+        new = store_requests.replace_watcher(request, workspace, actor=actor, old=old, now=now)
         transaction.on_commit(lambda: jobs.enqueue_watcher_step(new.id))
         return request
 
@@ -164,12 +167,12 @@ def retirement_retry_notices(*, actor: Actor, request_id: UUID | str, reason: st
     reason = _reason(reason, "retry failed notices")
     now = clock.now()
     with transaction.atomic():
-        request, workspace = store.lock_request(request_id)
+        request, workspace = locks.lock_request(request_id)
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD, RequestStatus.EXECUTING):
             raise _closed_refusal(request)
         if not request.notices.filter(status="failed").exists():
             raise Refused(f"request {request.id} has no failed notice to retry")
-        store.rearm_failed_notices(request, workspace, actor=actor, reason=reason, now=now)
+        store_notices.rearm_failed_notices(request, workspace, actor=actor, reason=reason, now=now)
         watcher_id = request.watcher_id
         if watcher_id and request.status == RequestStatus.WAITING:
             transaction.on_commit(lambda: jobs.enqueue_watcher_step(watcher_id))

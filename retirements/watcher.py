@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, TypeGuard
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -21,7 +21,7 @@ from django.db.models import F, Q, QuerySet
 
 from core import authority
 from core.crashpoints import crash_point
-from retirements import jobs, notices, policy, store
+from retirements import jobs, notices, policy
 from retirements.models import (
     Alarm,
     PurgeJob,
@@ -32,7 +32,9 @@ from retirements.models import (
     WatcherStatus,
 )
 from retirements.purge import run_purge
-from retirements.store import ACTIVE_WATCHER
+from retirements.store import ACTIVE_WATCHER, locks, reads, steps
+from retirements.store import decisions as store_decisions
+from retirements.store import notices as store_notices
 
 logger = logging.getLogger("retirements")
 STEP_BATCH = 200  # due steps read per query
@@ -44,66 +46,55 @@ def step(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None, ski
     transactions. The first beats and, with nothing to send, decides the boundary too; with
     notices due it claims them (a claim is saved before its send), they are sent with no
     transaction open, and the second saves their outcomes and decides the boundary, where
-    those outcomes count. `skip_locked`: a case another tick holds now is left to it ("busy")."""
+    those outcomes count. `skip_locked`: a case another tick holds now is left to it ("busy").
+
+    One verdict decides (`policy.point_of_no_return`); its first rules, read from the request
+    alone (`policy.first_verdict`), settle the common step (waiting, not yet eligible) without
+    reading the workspace, the requester or the notices' gating."""
     if request_id is None:
         request_id = RetirementWatcher.objects.filter(id=watcher_id).values_list("request_id", flat=True).first()
         if request_id is None:
             return f"no watcher {watcher_id}"
-    quick = _quick_step(request_id, watcher_id, now=now, skip_locked=skip_locked)
-    if quick is not None:
-        return quick
-    with transaction.atomic():
-        locked = store.lock_request(request_id, skip_locked=skip_locked)
-        if locked is None:
-            return "busy: another tick holds this case"
-        request, workspace = locked
-        watcher = store.lock_watcher(watcher_id)
-        if watcher.status not in ACTIVE_WATCHER:
-            return f"watcher {watcher.status}"
-        if request.watcher_id != watcher.id:
-            store.settle_watcher(watcher, reason="superseded watcher woke; no action taken", now=now, superseded=True)
-            return "superseded"
-        store.beat_watcher(watcher, request, now=now)
-        crash_point("watcher-woke")  # killed here, the whole step rolls back: the wake-up stays due
-        claimed = notices.claim_due(request, workspace, now=now) if request.status == RequestStatus.WAITING else []
-        decided = None if claimed else _decide(request, workspace, watcher, now=now)
-    if decided is not None:
-        return decided
-    sent = [notices.send_claimed(claim) for claim in claimed]
-    return boundary(watcher_id, now=now, request_id=request_id, sent=sent)
-
-
-def _quick_step(request_id: UUID, watcher_id: UUID, *, now: datetime, skip_locked: bool) -> str | None:
-    """The common step (a waiting request, not yet eligible, its authoritative watcher woken
-    for its notices) in hand-written SQL: the same two transactions and the same outcome as the
-    general step, about eight statements. None when the general step must decide."""
     claimer = uuid.uuid4().hex
     until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
     with transaction.atomic():
-        woken = store.lock_waiting(request_id, skip_locked=skip_locked)
+        woken = locks.lock_waiting(request_id, skip_locked=skip_locked)
         if woken == "busy":
             return "busy: another tick holds this case"
-        if not _waits(woken, watcher_id, now) or not store.beat_quick(woken, watcher_id, now):
-            return None
+        if not isinstance(woken, locks.Woken):
+            return f"no retirement request {request_id}"
+        first = _first(woken, watcher_id, now)
+        if first is not None and first.action != policy.WAIT:  # superseded, on hold, or no longer waiting
+            return _decide(request_id, watcher_id, now=now, beat=True)
+        if not steps.beat(watcher_id, request_id, now=now):
+            return f"watcher {RetirementWatcher.objects.values_list('status', flat=True).get(id=watcher_id)}"
         crash_point("watcher-woke")  # killed here, the whole step rolls back: the wake-up stays due
-        claimed = store.claim_due_quick(woken, now, claimer=claimer, until=until)
+        claimed = store_notices.claim_due(request_id, claimer=claimer, until=until, now=now)
         if not claimed:
-            return store.record_and_wait(woken, [], claimer=claimer, now=now)
-    sent = [notices.send_quick(woken, slot_id, kind, claimer) for slot_id, kind in claimed]
-    with transaction.atomic():
-        again = store.lock_waiting(request_id, skip_locked=False)
-        if _waits(again, watcher_id, now) and all(s.error is None for s in sent):
-            return store.record_and_wait(again, [s.slot_id for s in sent], claimer=claimer, now=now)
-    return boundary(watcher_id, now=now, request_id=request_id, sent=sent)  # changed meanwhile, or a send failed
+            return _conclude(woken, watcher_id, first, now=now)
+    sent = [notices.send(woken, slot_id, kind, claimer) for slot_id, kind in claimed]
+    return boundary(watcher_id, now=now, request_id=request_id, sent=sent)
 
 
-def _waits(woken: store.Woken | str | None, watcher_id: UUID, now: datetime) -> TypeGuard[store.Woken]:
-    return isinstance(woken, store.Woken) and policy.waits_for_eligibility(
+def _first(woken: locks.Woken, watcher_id: UUID, now: datetime) -> policy.Verdict | None:
+    return policy.first_verdict(
         request_status=woken.status,
         watcher_is_authoritative=woken.watcher_id == watcher_id,
         now=now,
         eligible_at=woken.eligible_at,
     )
+
+
+def _conclude(woken: locks.Woken, watcher_id: UUID, first: policy.Verdict | None, *, now: datetime) -> str:
+    """The boundary, under the locks the step holds: not yet eligible waits for the next thing
+    to do; anything else takes the whole verdict."""
+    if first is not None and first.action == policy.WAIT:
+        wake = policy.next_wake(
+            eligible_at=woken.eligible_at, pending=store_notices.pending_slots(woken.request_id), blocked_until=None
+        )
+        steps.wait(woken.request_id, wake=wake, verdict=first, now=now)
+        return f"{policy.WAIT} until {wake.isoformat()}"
+    return _decide(woken.request_id, watcher_id, now=now)
 
 
 def boundary(
@@ -114,17 +105,22 @@ def boundary(
     if request_id is None:
         request_id = RetirementWatcher.objects.values_list("request_id", flat=True).get(id=watcher_id)
     with transaction.atomic():
-        request, workspace = store.lock_request(request_id)
-        for outcome in sent or []:
-            notices.record(outcome, now=now)
-        watcher = store.lock_watcher(watcher_id)
-        if watcher.status not in ACTIVE_WATCHER:
-            return f"watcher {watcher.status}"
-        return _decide(request, workspace, watcher, now=now)
+        woken = locks.lock_waiting(request_id, skip_locked=False)
+        if not isinstance(woken, locks.Woken):
+            return f"no retirement request {request_id}"
+        notices.record(sent or [], request_id=request_id, now=now)
+        return _conclude(woken, watcher_id, _first(woken, watcher_id, now), now=now)
 
 
-def _decide(request: RetirementRequest, workspace: Any, watcher: RetirementWatcher, *, now: datetime) -> str:
-    """The boundary's verdict under the locks the caller holds, applied by the store."""
+def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = False) -> str:
+    """The boundary's whole verdict under the locks the caller holds, applied by the store."""
+    request, workspace = locks.lock_request(request_id)
+    watcher = locks.lock_watcher(watcher_id)
+    if watcher.status not in ACTIVE_WATCHER:
+        return f"watcher {watcher.status}"
+    if beat and request.watcher_id == watcher.id:
+        steps.beat(watcher.id, request.id, now=now)
+        crash_point("watcher-woke")
     requester = request.requested_by
     verdict = policy.point_of_no_return(
         policy.BoundaryFacts(
@@ -135,20 +131,26 @@ def _decide(request: RetirementRequest, workspace: Any, watcher: RetirementWatch
             workspace_lifecycle=workspace.lifecycle,
             legal_hold=workspace.legal_hold,
             protected_reason=workspace.protected_reason,
-            undelivered_gating=store.undelivered_gating(request),
+            undelivered_gating=reads.undelivered_gating(request),
             requester=requester.get_username(),
             requester_active=requester.is_active,
             requester_staff=requester.is_staff,
             requester_permitted=authority.holds_now(requester.pk, "retirements.request_retirement"),
         )
     )
-    job = store.apply_verdict(verdict, request, workspace, watcher, now=now)
+    wake = None
+    if verdict.action == policy.WAIT:
+        wake = policy.next_wake(
+            eligible_at=request.eligible_at,
+            pending=store_notices.pending_slots(request.id),
+            blocked_until=verdict.wake_at if verdict.blocker else None,
+        )
+    job = steps.apply_verdict(verdict, request, workspace, watcher, wake=wake, now=now)
     if job is not None:
         job_id = job.id
         transaction.on_commit(lambda: jobs.enqueue_purge(job_id))
-    if verdict.action == policy.WAIT:
-        assert request.next_wake_at is not None
-        return f"{verdict.action} until {request.next_wake_at.isoformat()}"
+    if wake is not None:
+        return f"{verdict.action} until {wake.isoformat()}"
     return verdict.action
 
 
@@ -255,9 +257,9 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
             summary["steps"][str(request_id)] = "error"
     for job_id in PurgeJob.objects.filter(status=PurgeStatus.QUEUED).values_list("id", flat=True):
         summary["purges"].append(run_purge(job_id, now=now))
-    for slot_id in store.due_slot_ids_after_ponr(now):
+    for slot_id in reads.due_slot_ids_after_ponr(now):
         summary["notices"] += notices.deliver(slot_id, now=now) == "delivered"
     for request, why in detect_stalls(now=now, limit=STALL_ALARMS_PER_TICK, unalarmed=True):
-        store.raise_alarm(kind=STALLED_ALARM, request=request, message=why, now=now)
+        store_decisions.raise_alarm(kind=STALLED_ALARM, request=request, message=why, now=now)
         summary["stalled"].append({"request": str(request.id), "why": why})
     return summary

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth.models import Group
 
-from retirements import notices, store
+from retirements import notices
 from retirements.models import NoticeSlot, PurgeJob, Workspace
+from retirements.store import notices as store_notices
 from tests.retirements.helpers import fresh, notice_states, request_at, run_at, subjects
 from tests.support import force
 
@@ -136,25 +137,16 @@ def test_send_followed_by_failed_save_is_sent_again_once_its_claim_runs_out(
 ) -> None:
     make_workspace()
     req = request_at(T, hq)
-    real_one, real_quick = store.record_delivered, store.record_and_wait
+    real = store_notices.record_delivered
     calls = {"n": 0}
 
-    def lost_first_save() -> None:
+    def flaky(ids, *, claimer, now, request_id=None):  # the one writer of a delivery, on every path
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("database went away after the send")
+        return real(ids, claimer=claimer, now=now, request_id=request_id)
 
-    def flaky(slot_id, *, claimer, now):  # the general step saves each delivery
-        lost_first_save()
-        real_one(slot_id, claimer=claimer, now=now)
-
-    def flaky_quick(woken, delivered, *, claimer, now):  # the quick step saves them with its wait
-        if delivered:
-            lost_first_save()
-        return real_quick(woken, delivered, claimer=claimer, now=now)
-
-    monkeypatch.setattr(store, "record_delivered", flaky)
-    monkeypatch.setattr(store, "record_and_wait", flaky_quick)
+    monkeypatch.setattr(store_notices, "record_delivered", flaky)
     claim = timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
     run_at(T)  # sent, outcome lost: the step errors and the slot stays claimed
     assert subjects() == ["Retirement requested for workspace acme-old"]

@@ -196,10 +196,10 @@ def test_stall_detection(status, started, created_ago, wake_ago, stalled) -> Non
     assert (why is None) if stalled is None else (why is not None and stalled in why)
 
 
-def test_the_quick_steps_rule_holds_exactly_when_the_boundary_waits_for_eligibility() -> None:
-    """`waits_for_eligibility` reads the request alone; over every combination of the request's
-    facts and of everything else the boundary reads, it is true exactly when the verdict is
-    WAIT, not yet eligible."""
+def test_the_first_rules_read_from_the_request_alone_are_the_verdict_whenever_they_speak() -> None:
+    """`first_verdict` reads the request alone; over every combination of the request's facts
+    and of everything else the boundary reads, when it speaks it is the whole verdict, and when
+    it does not the verdict comes from the rest."""
     seen = set()
     for status in ("waiting", "held", "executing", "cancelled"):
         for authoritative in (True, False):
@@ -215,9 +215,13 @@ def test_the_quick_steps_rule_holds_exactly_when_the_boundary_waits_for_eligibil
                         request_status=status, watcher_is_authoritative=authoritative, eligible_at=eligible, **others
                     )
                     verdict = policy.point_of_no_return(f)
-                    quick = policy.waits_for_eligibility(
+                    first = policy.first_verdict(
                         request_status=status, watcher_is_authoritative=authoritative, now=NOW, eligible_at=eligible
                     )
-                    assert quick == (verdict.action == policy.WAIT and verdict.reason == policy.NOT_YET_ELIGIBLE), f
-                    seen.add(quick)
-    assert seen == {True, False}
+                    if first is not None:
+                        assert first == verdict, f
+                    else:
+                        assert verdict.action in (policy.PROCEED, policy.CLOSE, policy.HOLD, policy.WAIT), f
+                        assert verdict.reason != policy.NOT_YET_ELIGIBLE, f
+                    seen.add(first.action if first else None)
+    assert seen == {None, policy.SUPERSEDED, policy.SLEEP, policy.CONCLUDE, policy.WAIT}

@@ -101,9 +101,8 @@ def test_watcher_that_keeps_failing_is_reported_stalled_with_an_alarm(
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    # Every step beats, then fails at its boundary (the quick step's or the general one's).
-    monkeypatch.setattr(watcher_module.store, "record_and_wait", broken)
-    monkeypatch.setattr(watcher_module, "_decide", broken)
+    # Every step beats, then fails at its boundary.
+    monkeypatch.setattr(watcher_module, "_conclude", broken)
     run_at(T)
     assert not req.alarms.exists()
     with caplog.at_level(logging.ERROR, logger="retirements"):

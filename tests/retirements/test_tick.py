@@ -14,8 +14,7 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from core import clock
-from retirements import watcher
-from retirements.models import RetirementWatcher, Workspace
+from retirements.models import RetirementRequest, RetirementWatcher, Workspace
 from retirements.notices import SUBJECTS
 from retirements.watcher import run_due
 from tests.retirements.helpers import fresh, request_at
@@ -105,36 +104,32 @@ def _walk(hq: Any, slug: str) -> tuple[list[str], dict[str, Any]]:
         "request": (after.status, after.next_wake_at, after.blocker, after.blocked_until, after.updated_at),
         "watcher": (watcher.status, watcher.started_at, watcher.heartbeat_at),
         "slots": sorted(after.notices.values_list("kind", "status", "attempts", "delivered_at", "claimed_by")),
-        "mails": sorted(str(m.subject).replace(slug, "*") for m in mail.outbox if slug in str(m.subject)),
+        "mails": [str(m.subject).replace(slug, "*") for m in mail.outbox if slug in str(m.subject)],
     }
     return said, state
 
 
-def test_the_quick_step_leaves_exactly_what_the_general_step_leaves(hq, make_workspace, monkeypatch) -> None:
-    """The common step in SQL against the general one through the ORM, over the whole wait."""
-    make_workspace("quick")
-    make_workspace("general")
-    real, taken = watcher._quick_step, []
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        said = real(*args, **kwargs)
-        taken.append(said is not None)
-        return said
-
-    with time_machine.travel(timezone.now(), tick=False):
-        monkeypatch.setattr(watcher, "_quick_step", counted)
-        quick = _walk(hq, "quick")
-        monkeypatch.setattr(watcher, "_quick_step", lambda *args, **kwargs: None)
-        general = _walk(hq, "general")
-    assert taken and all(taken)  # every step of the first walk was the quick one
-    assert quick == general
-    assert len(quick[0]) >= 3 and all(s.startswith("wait until") for s in quick[0])  # each notice woke it
+def test_one_step_walks_the_whole_wait_in_due_order(hq, make_workspace) -> None:
+    """Every wake-up before eligibility takes the same step (the writers the boundary shares):
+    each notice goes out once, in due order, and the request waits for the next."""
+    make_workspace("walk")
+    said, state = _walk(hq, "walk")
+    assert len(said) >= 3 and all(s.startswith("wait until") for s in said), said  # each notice woke it
+    assert state["request"][0] == "waiting" and state["request"][2] == "" and state["request"][3] is None
+    assert state["watcher"][0] == "running" and state["watcher"][2] is not None
+    delivered = [kind for kind, status, attempts, *_ in state["slots"] if status == "delivered" and attempts == 1]
+    assert len(delivered) == len(said)
+    by_due = list(
+        RetirementRequest.objects.get(workspace__slug="walk").notices.filter(status="delivered").order_by("due_at")
+    )
+    expected = [SUBJECTS[n.kind].split("{")[0] for n in by_due]
+    sent = [str(m.subject) for m in mail.outbox if "walk" in str(m.subject)]
+    assert [m.startswith(e) for m, e in zip(sent, expected, strict=True)] == [True] * len(sent), (sent, expected)
 
 
-@pytest.mark.parametrize("path", ["quick", "general"])
-def test_due_notices_are_sent_in_due_order_whatever_their_ids(hq, make_workspace, monkeypatch, path) -> None:
+def test_due_notices_are_sent_in_due_order_whatever_their_ids(hq, make_workspace) -> None:
     """Slots whose ids run against their due times (as after a hold and a release that adds a
-    reminder): both steps send the earliest due first. The order of the mails is compared."""
+    reminder): the earliest due is sent first. The order of the mails is compared."""
     from retirements.models import NoticeSlot, NoticeStatus
 
     make_workspace("order")
@@ -146,8 +141,6 @@ def test_due_notices_are_sent_in_due_order_whatever_their_ids(hq, make_workspace
     for n, slot in enumerate(reversed(pending)):  # the highest id is due first
         NoticeSlot.objects.filter(id=slot.id).update(due_at=start + timedelta(hours=1 + n))
     request.__class__.objects.filter(id=request.id).update(next_wake_at=start + timedelta(hours=1))
-    if path == "general":
-        monkeypatch.setattr(watcher, "_quick_step", lambda *args, **kwargs: None)
     mail.outbox.clear()
     with time_machine.travel(start + timedelta(hours=len(pending) + 1), tick=False):
         said = run_due(now=clock.now(), budget=60)["steps"][str(request.id)]

@@ -1,0 +1,108 @@
+"""Plain, frozen values passed between the retirement store and its pure policy, and the names
+both speak (notice kinds, verdict actions). Nothing here touches the database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+REQUEST_RECEIVED = "request_received"
+REMINDER_7_DAYS = "reminder_7_days"
+FINAL_WARNING = "final_warning"
+DESTRUCTION_STARTED = "destruction_started"
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    policy: str
+    eligible_at: datetime
+
+
+@dataclass(frozen=True)
+class PlannedNotice:
+    kind: str
+    due_at: datetime
+    gating: bool
+
+
+@dataclass(frozen=True)
+class SlotView:
+    id: int
+    kind: str
+    due_at: datetime
+    status: str
+    next_attempt_at: datetime | None = None
+    claim_expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Replan:
+    eligible_at: datetime
+    moved: list[tuple[int, datetime]]  # (slot id, new due time)
+    added: list[PlannedNotice]
+    suppressed: list[int]
+    next_wake_at: datetime  # when the watcher has something to do, with the notices as re-planned
+
+
+@dataclass(frozen=True)
+class NoticeRetry:
+    exhausted: bool
+    next_attempt_at: datetime | None
+
+
+@dataclass(frozen=True)
+class BoundaryFacts:
+    """What the point of no return rechecks, read under the request and workspace locks."""
+
+    now: datetime
+    request_status: str
+    eligible_at: datetime
+    watcher_is_authoritative: bool
+    workspace_lifecycle: str
+    legal_hold: bool
+    protected_reason: str
+    undelivered_gating: tuple[str, ...]
+    requester: str
+    requester_active: bool
+    requester_staff: bool
+    requester_permitted: bool
+
+
+PROCEED = "proceed"  # create the purge job: executing / deleting
+WAIT = "wait"  # temporary blocker or not yet eligible: wake again later
+HOLD = "hold"  # lost authority: put the request on hold with the reason
+CLOSE = "close"  # cannot proceed: close the request without purge
+SUPERSEDED = "superseded"  # this watcher is not authoritative: settle it, touch nothing
+CONCLUDE = "conclude"  # the request no longer waits (cancelled, completed...): settle the watcher
+SLEEP = "sleep"  # on hold: nothing to do until a release
+NOT_YET_ELIGIBLE = "not yet eligible"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: str
+    reason: str
+    wake_at: datetime | None = None
+    blocker: str = ""  # a WAIT on something other than the time: the case shows it until it clears
+
+
+@dataclass(frozen=True)
+class PurgeFacts:
+    """What the purge's receiving boundary rechecks in the transaction of the effect."""
+
+    job_status: str
+    holder: str  # the job's lease owner now
+    holder_generation: int
+    owner: str  # who asks to apply
+    generation: int
+    job_operation_id: object
+    operation_id: object
+    request_status: str
+    requester: str
+    requester_may: bool
+
+
+APPLY = "apply"
+ALREADY_DONE = "already done"  # the operation was applied: its first outcome stands
+STALE = "stale"  # fencing: another executor owns the job now; nothing applied
+REFUSE = "refuse"  # authority: nothing applied, a person must look

@@ -1,0 +1,64 @@
+"""The decision log and alarms."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from core import decisions
+from core.authority import Actor
+from retirements.models import Alarm, Decision, NoticeSlot, RetirementRequest, Workspace
+
+logger = logging.getLogger("retirements")
+
+
+def log_decision(
+    *,
+    request: RetirementRequest | None,
+    workspace: Workspace,
+    actor: Actor | None,
+    action: str,
+    reason: str,
+    now: datetime,
+    system: str = "watcher",
+    generation: int | None = None,
+) -> Decision:
+    """`actor` None: the system component `system` decided; `generation`: the lease it acted under."""
+    return decisions.record(
+        Decision,
+        actor=actor,
+        action=action,
+        reason=reason,
+        now=now,
+        system=system,
+        generation=generation,
+        request=request,
+        workspace=workspace,
+    )
+
+
+def raise_alarm(
+    *, kind: str, request: RetirementRequest, message: str, now: datetime, slot: NoticeSlot | None = None
+) -> Alarm | None:
+    """Save an open alarm (one per kind, request and slot) and log it as an error."""
+    logger.error("alarm kind=%s request=%s slot=%s", kind, request.id, slot.id if slot else None)  # ids only
+    open_ = Alarm.objects.filter(kind=kind, request=request, slot=slot, resolved_at__isnull=True)
+    existing = open_.first()
+    if existing:
+        return existing
+    try:
+        with transaction.atomic():
+            return Alarm.objects.create(kind=kind, request=request, slot=slot, message=message, created_at=now)
+    except IntegrityError:
+        return open_.first()
+
+
+def resolve_alarms(*, kind: str, request: RetirementRequest, now: datetime, slot_ids: Iterable[int] = ()) -> None:
+    alarms = Alarm.objects.filter(kind=kind, request=request, resolved_at__isnull=True)
+    slot_ids = list(slot_ids)
+    if slot_ids:
+        alarms = alarms.filter(slot_id__in=slot_ids)
+    alarms.update(resolved_at=now)

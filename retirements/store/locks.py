@@ -1,0 +1,111 @@
+"""Locks, inside atomic(), always the workspace before the request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import overload
+from uuid import UUID
+
+from django.db import connection
+
+from core.errors import NotFound, shown
+from core.store import lock_or_not_found
+from retirements.models import NoticeSlot, RetirementRequest, RetirementWatcher, Workspace
+
+
+@overload
+def lock_request(request_id: UUID | str) -> tuple[RetirementRequest, Workspace]: ...
+@overload
+def lock_request(request_id: UUID | str, *, skip_locked: bool) -> tuple[RetirementRequest, Workspace] | None: ...
+def lock_request(request_id: UUID | str, *, skip_locked: bool = False) -> tuple[RetirementRequest, Workspace] | None:
+    """Lock workspace, then request: the one lock order every writer follows. `skip_locked`:
+    None at once when another transaction holds either (a watcher tick leaves it to that one)."""
+    workspace_id = RetirementRequest.objects.filter(id=request_id).values_list("workspace_id", flat=True).first()
+    if workspace_id is None:
+        raise NotFound(f"no retirement request with id {request_id}")
+    # By key, so no ORDER BY (first() would add one, and its compiling costs more than the lock).
+    workspace = next(
+        iter(Workspace.objects.select_for_update(skip_locked=skip_locked).filter(id=workspace_id)[:1]), None
+    )
+    request = next(
+        iter(  # the request row only: its requester's user row is shared by many cases
+            RetirementRequest.objects.select_for_update(skip_locked=skip_locked, of=("self",))
+            .select_related("requested_by")
+            .filter(id=request_id)[:1]
+        ),
+        None,
+    )
+    if workspace is None or request is None:
+        if skip_locked:
+            return None
+        raise NotFound(f"no retirement request with id {request_id}")
+    return request, workspace
+
+
+def lock_workspace(slug: str) -> Workspace:
+    workspace = Workspace.objects.select_for_update().filter(slug=slug).first()
+    if workspace is None:
+        raise NotFound(f"no workspace with slug {shown(slug)}")
+    return workspace
+
+
+def lock_watcher(watcher_id: UUID) -> RetirementWatcher:
+    return lock_or_not_found(RetirementWatcher.objects.all(), watcher_id, "watcher")
+
+
+def lock_current_watcher(request: RetirementRequest) -> RetirementWatcher | None:
+    if request.watcher_id is None:
+        return None
+    return RetirementWatcher.objects.select_for_update().filter(id=request.watcher_id).first()
+
+
+def lock_slot(slot_id: int) -> NoticeSlot:
+    return (
+        NoticeSlot.objects.select_for_update()
+        .select_related("request__workspace", "request__requested_by")
+        .get(id=slot_id)
+    )
+
+
+_WAKE = """
+    SELECT r.status, r.eligible_at, r.watcher_id, r.requested_at, u.username, u.email, w.slug, w.name
+    FROM retirements_retirementrequest r
+    JOIN retirements_workspace w ON w.id = r.workspace_id
+    JOIN auth_user u ON u.id = r.requested_by_id
+    WHERE r.id = %s FOR UPDATE OF w, r"""
+
+
+@dataclass(frozen=True)
+class Woken:
+    """A request as the watcher's quick step locked it: what the boundary's first rules read,
+    and what its notices name. Whether the quick step applies is the policy's call."""
+
+    request_id: UUID
+    status: str
+    watcher_id: UUID | None
+    eligible_at: datetime
+    requested_at: datetime
+    requester: str
+    requester_email: str
+    slug: str
+    name: str
+
+
+def lock_waiting(request_id: UUID, *, skip_locked: bool) -> Woken | str | None:
+    """Lock workspace and request (inside atomic()) and read them; "busy" when skipped as
+    locked by another transaction; None when there is no such request."""
+    with connection.cursor() as cur:
+        if not skip_locked:  # waiting for the locks: the workspace first, as every writer takes them
+            cur.execute(
+                "SELECT 1 FROM retirements_workspace WHERE id ="
+                " (SELECT workspace_id FROM retirements_retirementrequest WHERE id = %s) FOR UPDATE",
+                [request_id],
+            )
+        cur.execute(_WAKE + (" SKIP LOCKED" if skip_locked else ""), [request_id])  # skipping never waits
+        row = cur.fetchone()
+    if row is None:
+        exists = RetirementRequest.objects.filter(id=request_id).exists()
+        return "busy" if skip_locked and exists else None
+    status, eligible_at, current_watcher, requested_at, username, email, slug, name = row
+    return Woken(request_id, status, current_watcher, eligible_at, requested_at, username, email or "", slug, name)

@@ -1,0 +1,124 @@
+"""Reads the services, the watcher, the commands and the admin share."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Q
+
+from core.store import get_or_not_found, parse_id
+from retirements.contract import SlotView
+from retirements.models import (
+    OPEN_REQUEST_STATUSES,
+    NoticeSlot,
+    NoticeStatus,
+    RequestStatus,
+    RetirementRequest,
+    Workspace,
+)
+
+
+def get(request_id: str | UUID) -> RetirementRequest:
+    rid = parse_id(request_id)
+    return get_or_not_found(
+        RetirementRequest.objects.select_related("workspace", "requested_by", "owner"), rid, "retirement request"
+    )
+
+
+def slot_views(request: RetirementRequest, *, pending_only: bool = False) -> list[SlotView]:
+    """The request's notice slots as the pure policy sees them (`pending_only`: not yet settled)."""
+    slots = NoticeSlot.objects.filter(request=request)
+    if pending_only:
+        slots = slots.filter(status__in=[NoticeStatus.PENDING, NoticeStatus.SENDING])
+    return [SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at, s.claim_expires_at) for s in slots]
+
+
+def open_request(workspace: Workspace) -> RetirementRequest | None:
+    return RetirementRequest.objects.filter(workspace=workspace, status__in=OPEN_REQUEST_STATUSES).first()
+
+
+def undelivered_gating(request: RetirementRequest) -> tuple[str, ...]:
+    return tuple(
+        NoticeSlot.objects.filter(request=request, gating=True)
+        .exclude(status__in=[NoticeStatus.DELIVERED, NoticeStatus.SUPPRESSED])
+        .values_list("kind", flat=True)
+    )
+
+
+def _due(now: datetime) -> Q:
+    """Pending and due, or claimed by a sender whose claim ran out (it died between send and save)."""
+    pending = Q(status=NoticeStatus.PENDING, due_at__lte=now) & ~Q(next_attempt_at__gt=now)
+    return pending | Q(status=NoticeStatus.SENDING, claim_expires_at__lte=now)
+
+
+def due_slot_ids_after_ponr(now: datetime) -> list[int]:
+    """Due notices of requests past the point of no return (destruction_started), even once purged."""
+    return list(
+        NoticeSlot.objects.filter(_due(now), request__status__in=[RequestStatus.EXECUTING, RequestStatus.COMPLETED])
+        .order_by("due_at", "id")
+        .values_list("id", flat=True)
+    )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def summary(request_id: UUID, *keys: str) -> dict[str, Any]:
+    """The named fields of a freshly read request, as `describe` spells them."""
+    data = describe(get(request_id))
+    return {k: data[k] for k in keys}
+
+
+def describe(request: RetirementRequest) -> dict[str, Any]:
+    ws = request.workspace
+    job = getattr(request, "purge_job", None)
+    return {
+        "id": str(request.id),
+        "status": request.status,
+        "workspace": {"slug": ws.slug, "lifecycle": ws.lifecycle, "legal_hold": ws.legal_hold},
+        "requested_by": request.requested_by.get_username(),
+        "reason": request.reason,
+        "requested_at": _iso(request.requested_at),
+        "eligibility_policy": request.eligibility_policy,
+        "eligible_at": _iso(request.eligible_at),
+        "next_wake_at": _iso(request.next_wake_at),
+        "owner": request.owner.get_username() if request.owner else None,
+        "last_action": request.last_action,
+        "hold": {"held_at": _iso(request.held_at), "reason": request.hold_reason} if request.held_at else None,
+        "blocker": {"reason": request.blocker, "until": _iso(request.blocked_until)} if request.blocker else None,
+        "conclusion": request.conclusion or None,
+        "notices": [
+            {
+                "kind": n.kind,
+                "due_at": _iso(n.due_at),
+                "gating": n.gating,
+                "status": n.status,
+                "attempts": n.attempts,
+                "last_error": n.last_error or None,
+            }
+            for n in request.notices.order_by("due_at", "id")
+        ],
+        "watchers": [
+            {
+                "id": str(w.id),
+                "status": w.status,
+                "authoritative": w.id == request.watcher_id,
+                "started_at": _iso(w.started_at),
+                "heartbeat_at": _iso(w.heartbeat_at),
+                "conclusion": w.conclusion or None,
+                "replaces": str(w.replaces_id) if w.replaces_id else None,
+            }
+            for w in request.watchers.order_by("created_at")
+        ],
+        "purge_job": {"operation_id": str(job.operation_id), "status": job.status} if job else None,
+        "decisions": [
+            {"at": _iso(d.created_at), "actor": d.actor_label, "action": d.action, "reason": d.reason}
+            for d in request.decisions.order_by("created_at", "id")
+        ],
+        "alarms": [
+            {"kind": a.kind, "message": a.message, "resolved": a.resolved_at is not None} for a in request.alarms.all()
+        ],
+    }

@@ -1,0 +1,175 @@
+"""Staff decisions on a request and its watchers: request, hold, release, cancel, resume."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from core.authority import Actor
+from retirements.contract import Eligibility, PlannedNotice, Replan
+from retirements.models import Lifecycle, NoticeSlot, RetirementRequest, RetirementWatcher, Workspace
+from retirements.store import ACTIVE_WATCHER
+from retirements.store.decisions import log_decision, resolve_alarms
+from retirements.store.notices import add_slots, suppress_pending_notices
+
+
+def create_request(
+    *,
+    workspace: Workspace,
+    actor: Actor,
+    reason: str,
+    confirmation: str,
+    eligibility: Eligibility,
+    plan: Iterable[PlannedNotice],
+    now: datetime,
+) -> tuple[RetirementRequest, RetirementWatcher]:
+    """Request, notice slots, watcher and workspace deletion_pending, together."""
+    request = RetirementRequest.objects.create(
+        workspace=workspace,
+        requested_by=actor.user,
+        reason=reason,
+        confirmation=confirmation,
+        requested_at=now,
+        eligible_at=eligibility.eligible_at,
+        eligibility_policy=eligibility.policy,
+        next_wake_at=now,
+        owner=actor.user,
+        last_action=f"requested by {actor.name}",
+        updated_at=now,
+    )
+    add_slots(request, plan)
+    watcher = RetirementWatcher.objects.create(request=request, created_at=now)
+    request.watcher = watcher
+    request.save(update_fields=["watcher"])
+    workspace.mark_deletion_pending()
+    workspace.save(update_fields=["lifecycle"])
+    log_decision(request=request, workspace=workspace, actor=actor, action="request", reason=reason, now=now)
+    return request, watcher
+
+
+def hold(
+    request: RetirementRequest, workspace: Workspace, *, actor: Actor | None, reason: str, now: datetime, action: str
+) -> None:
+    """Held by a person, or by the watcher at the point of no return (`actor` None)."""
+    request.hold()
+    request.held_at, request.held_by, request.hold_reason = now, actor.user if actor else None, reason
+    request.next_wake_at = None
+    fields = ["status", "held_at", "held_by", "hold_reason", "next_wake_at", "last_action", "updated_at"]
+    if actor is not None:
+        request.owner = actor.user
+        request.last_action = f"held by {actor.name}: {reason}"
+        fields.append("owner")
+    else:
+        request.last_action = f"held at the point of no return: {reason}"
+    request.updated_at = now
+    request.save(update_fields=fields)
+    log_decision(request=request, workspace=workspace, actor=actor, action=action, reason=reason, now=now)
+
+
+def release(
+    request: RetirementRequest, workspace: Workspace, *, actor: Actor, plan: Replan, reason: str, now: datetime
+) -> None:
+    held_for = now - (request.held_at or now)
+    for slot_id, due in plan.moved:
+        NoticeSlot.objects.filter(id=slot_id).update(due_at=due, next_attempt_at=None)
+    for slot in NoticeSlot.objects.select_for_update().filter(id__in=plan.suppressed):
+        slot.suppress()
+        slot.save(update_fields=["status"])
+    add_slots(request, plan.added)
+    request.release()
+    request.eligible_at = plan.eligible_at
+    request.held_at, request.held_by = None, None
+    request.blocker, request.blocked_until = "", None
+    request.next_wake_at = plan.next_wake_at
+    request.last_action = f"released by {actor.name} after {held_for}; eligible at {plan.eligible_at}"
+    request.updated_at = now
+    request.save(
+        update_fields=[
+            "status",
+            "eligible_at",
+            "held_at",
+            "held_by",
+            "blocker",
+            "blocked_until",
+            "next_wake_at",
+            "last_action",
+            "updated_at",
+        ]
+    )
+    log_decision(
+        request=request,
+        workspace=workspace,
+        actor=actor,
+        action="release",
+        reason=reason or f"held for {held_for}; eligibility extended to {plan.eligible_at.isoformat()}",
+        now=now,
+    )
+
+
+def cancel(request: RetirementRequest, workspace: Workspace, *, actor: Actor, reason: str, now: datetime) -> None:
+    """The workspace returns to disabled, pending notices are suppressed, watchers settle."""
+    request.cancel()
+    request.cancelled_at, request.cancelled_by, request.cancel_reason = now, actor.user, reason
+    request.next_wake_at = None
+    request.concluded_at = now
+    request.conclusion = f"cancelled by {actor.name}: {reason}"
+    request.last_action = request.conclusion
+    request.updated_at = now
+    request.save(
+        update_fields=[
+            "status",
+            "cancelled_at",
+            "cancelled_by",
+            "cancel_reason",
+            "next_wake_at",
+            "concluded_at",
+            "conclusion",
+            "last_action",
+            "updated_at",
+        ]
+    )
+    restore_workspace(workspace)
+    suppress_pending_notices(request)
+    for watcher in RetirementWatcher.objects.select_for_update().filter(request=request, status__in=ACTIVE_WATCHER):
+        settle_watcher(watcher, reason="request cancelled", now=now)
+    log_decision(request=request, workspace=workspace, actor=actor, action="cancel", reason=reason, now=now)
+
+
+def replace_watcher(
+    request: RetirementRequest, workspace: Workspace, *, actor: Actor, old: RetirementWatcher | None, now: datetime
+) -> RetirementWatcher:
+    new = RetirementWatcher.objects.create(request=request, created_at=now, replaces=old)
+    if old is not None and old.status in ACTIVE_WATCHER:
+        settle_watcher(old, reason=f"superseded by {new.id} (resumed by {actor.name})", now=now, superseded=True)
+    request.watcher = new
+    if request.status == "waiting":
+        request.next_wake_at = now
+    request.last_action = f"watcher resumed by {actor.name}"
+    request.updated_at = now
+    request.save(update_fields=["watcher", "next_wake_at", "last_action", "updated_at"])
+    resolve_alarms(kind="watcher_stalled", request=request, now=now)
+    log_decision(
+        request=request,
+        workspace=workspace,
+        actor=actor,
+        action="resume",
+        reason=f"watcher {new.id} replaces {old.id if old else 'none'}",
+        now=now,
+    )
+    return new
+
+
+def settle_watcher(watcher: RetirementWatcher, *, reason: str, now: datetime, superseded: bool = False) -> None:
+    if superseded:
+        watcher.supersede()
+    else:
+        watcher.settle()
+    watcher.concluded_at = now
+    watcher.conclusion = reason
+    watcher.save(update_fields=["status", "concluded_at", "conclusion"])
+
+
+def restore_workspace(workspace: Workspace) -> None:
+    if workspace.lifecycle == Lifecycle.DELETION_PENDING:
+        workspace.restore_disabled()
+        workspace.save(update_fields=["lifecycle"])
