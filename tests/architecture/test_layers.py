@@ -87,9 +87,16 @@ def test_migrations_import_no_project_code(migration: Path) -> None:
     assert not imported & FORBIDDEN, f"{migration} imports {sorted(imported & FORBIDDEN)}"
 
 
-PURE = ["deletions/contract.py", "retirements/contract.py", "deletions/authority.py", "deletions/retry.py", "deletions/case.py",
-        "retirements/policy.py", "retirements/case.py", *sorted(str(p.relative_to(ROOT)) for p in
-        (ROOT / "deletions" / "rules").glob("*.py"))]  # fmt: skip
+PURE = [
+    "deletions/contract.py",
+    "retirements/contract.py",
+    "deletions/authority.py",
+    "deletions/retry.py",
+    "deletions/case.py",
+    "retirements/policy.py",
+    "retirements/case.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "deletions" / "rules").glob("*.py")),
+]
 
 
 @pytest.mark.parametrize("module", PURE)
