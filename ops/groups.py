@@ -1,4 +1,4 @@
-"""Staff groups: operators, approvers, support (read-only). Idempotent."""
+"""Staff groups: operators, approvers, legal (workspace protections), support (read-only). Idempotent."""
 
 from __future__ import annotations
 
@@ -23,6 +23,11 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("deletions", "approve_deletionrequest"),
         ("retirements", "view_workspace"),
         ("retirements", "view_retirementrequest"),
+    ],
+    "legal": [
+        ("retirements", "view_workspace"),
+        ("retirements", "view_retirementrequest"),
+        ("retirements", "protect_workspace"),
     ],
     "support (read-only)": [
         ("deletions", "view_deletionrequest"),

@@ -36,12 +36,19 @@ class RequestRetirementForm(forms.Form):
     confirmation = forms.CharField(label="Type the workspace slug to confirm", max_length=100)
 
 
+class ProtectForm(forms.Form):
+    legal_hold = forms.BooleanField(required=False, label="Legal hold")
+    protected_reason = forms.CharField(required=False, max_length=200, label="Protected because (empty: not protected)")
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
+
+
 class WorkspaceForm(forms.ModelForm):  # type: ignore[type-arg]
-    """The same limits as the command line: a name of 1-200 printable characters."""
+    """The same limits as the command line: a name of 1-200 printable characters. The legal hold
+    and the protection change only through their own action (permission, reason, decision row)."""
 
     class Meta:
         model = Workspace
-        fields = ("name", "legal_hold", "protected_reason")
+        fields = ("name",)
 
     def clean_name(self) -> str:
         try:
@@ -70,12 +77,47 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
             ),
             success="Retirement of {obj.slug} requested.",
         ),
+        CaseAction(
+            name="protect",
+            perm=services.PROTECT,
+            title="Legal hold and protection of {obj.slug}",
+            explanation="While a legal hold or a protection stands, a retirement of this workspace closes without "
+            "purge at its point of no return. Each change is recorded with your name and reason.",
+            form_class=ProtectForm,
+            initial=lambda ws: {"legal_hold": ws.legal_hold, "protected_reason": ws.protected_reason},
+            call=lambda actor, ws, data: services.workspace_protect(
+                actor=actor,
+                slug=ws.slug,
+                legal_hold=data["legal_hold"],
+                protected_reason=data["protected_reason"],
+                reason=data["reason"],
+            ),
+            success="Protections of {obj.slug} saved.",
+        ),
     )
     list_display = ("slug", "retire", "name", "state", "legal_hold", "is_disposable_test")
     list_filter = ("lifecycle", "legal_hold", "is_disposable_test")
     search_fields = ("slug", "name")
-    readonly_fields = ("slug", "lifecycle", "activated_at", "created_at", "is_disposable_test")
-    fields = ("slug", "name", "lifecycle", "activated_at", "legal_hold", "protected_reason", "is_disposable_test")
+    readonly_fields = (
+        "slug",
+        "lifecycle",
+        "activated_at",
+        "created_at",
+        "is_disposable_test",
+        "legal_hold",
+        "protected_reason",
+        "protections",
+    )
+    fields = (
+        "slug",
+        "name",
+        "lifecycle",
+        "activated_at",
+        "legal_hold",
+        "protected_reason",
+        "protections",
+        "is_disposable_test",
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -86,6 +128,11 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
     @admin.display(description="lifecycle", ordering="lifecycle")
     def state(self, ws: Workspace) -> str:
         return ws.get_lifecycle_display()
+
+    @admin.display(description="change protections")
+    def protections(self, ws: Workspace) -> str:
+        url = reverse("admin:retirements_workspace_protect", args=[ws.pk])
+        return format_html('<a href="{}">set or lift the legal hold or protection</a>', url)
 
     @admin.display(description="retirement")
     def retire(self, ws: Workspace) -> str:

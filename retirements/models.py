@@ -32,6 +32,7 @@ class Workspace(FSMModelMixin, models.Model):
     class Meta:
         ordering = ["slug"]
         triggers = [FSMGuard(name="lifecycle_moves_as_declared", field="lifecycle")]
+        permissions = [("protect_workspace", "Can set or lift a workspace's legal hold or protection")]
 
     def __str__(self) -> str:
         return self.slug

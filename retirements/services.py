@@ -19,7 +19,7 @@ from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
 from retirements import jobs, policy
-from retirements.models import Lifecycle, RequestStatus, RetirementRequest
+from retirements.models import Lifecycle, RequestStatus, RetirementRequest, Workspace
 from retirements.store import locks, reads
 from retirements.store import notices as store_notices
 from retirements.store import requests as store_requests
@@ -30,6 +30,7 @@ HOLD = "retirements.hold_retirementrequest"
 CANCEL = "retirements.cancel_retirementrequest"
 RESUME = "retirements.resume_retirementrequest"
 RETRY_NOTICES = "retirements.retry_notices_retirementrequest"
+PROTECT = "retirements.protect_workspace"
 
 
 def _closed_refusal(request: RetirementRequest) -> Refused:
@@ -177,3 +178,53 @@ def retirement_retry_notices(*, actor: Actor, request_id: UUID | str, reason: st
         if watcher_id and request.status == RequestStatus.WAITING:
             transaction.on_commit(lambda: jobs.enqueue_watcher_step(watcher_id))
         return request
+
+
+def workspace_create(
+    *, slug: str, name: str, disabled: bool, never_activated: bool, disposable: bool, legal_hold: bool
+) -> Workspace:
+    """A new workspace (demo data and scripts): the same limits as the admin's."""
+    slug, name, now = valid_slug(slug), workspace_name(name), clock.now()
+    try:
+        with transaction.atomic():
+            return store_requests.create_workspace(
+                slug=slug,
+                name=name,
+                lifecycle=Lifecycle.DISABLED if disabled else Lifecycle.ACTIVE,
+                activated_at=None if never_activated else now,
+                disposable=disposable,
+                legal_hold=legal_hold,
+                now=now,
+            )
+    except IntegrityError:
+        raise Refused(f"a workspace with slug {shown(slug)} exists") from None
+
+
+def workspace_protect(*, actor: Actor, slug: str, legal_hold: bool, protected_reason: str, reason: str) -> list[str]:
+    """Set or lift a workspace's legal hold and protection: the destructive boundary's own
+    protections (a retirement closes without purge while either stands). Refused once the
+    workspace is being deleted, and when nothing would change."""
+    authority.require(actor, PROTECT)
+    reason = _reason(reason, "change a workspace's protections")
+    protected_reason = (
+        plain_text(protected_reason, "protection reason", max_chars=MAX_NAME_CHARS) if protected_reason.strip() else ""
+    )
+    now = clock.now()
+    with transaction.atomic():
+        workspace = locks.lock_workspace(valid_slug(slug))
+        if workspace.lifecycle in (Lifecycle.DELETING, Lifecycle.DELETED):
+            raise Refused(f"{PAST_PONR}: workspace {workspace.slug} is {workspace.lifecycle}")
+        if (legal_hold, protected_reason) == (workspace.legal_hold, workspace.protected_reason):
+            raise Refused(f"workspace {workspace.slug} already has these protections; nothing changed")
+        request = reads.open_request(workspace)
+        if request is not None:
+            request = RetirementRequest.objects.select_for_update().get(id=request.id)  # after the workspace
+        return store_requests.set_protection(
+            workspace,
+            request,
+            legal_hold=legal_hold,
+            protected_reason=protected_reason,
+            actor=actor,
+            reason=reason,
+            now=now,
+        )

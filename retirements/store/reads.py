@@ -8,6 +8,7 @@ from uuid import UUID
 
 from django.db.models import Q
 
+from core.errors import NotFound, shown
 from core.store import get_or_not_found, parse_id
 from retirements.contract import SlotView
 from retirements.models import (
@@ -33,6 +34,13 @@ def slot_views(request: RetirementRequest, *, pending_only: bool = False) -> lis
     if pending_only:
         slots = slots.filter(status__in=[NoticeStatus.PENDING, NoticeStatus.SENDING])
     return [SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at, s.claim_expires_at) for s in slots]
+
+
+def workspace(slug: str) -> Workspace:
+    found = Workspace.objects.filter(slug=slug).first()
+    if found is None:
+        raise NotFound(f"no workspace with slug {shown(slug)}")
+    return found
 
 
 def open_request(workspace: Workspace) -> RetirementRequest | None:

@@ -173,3 +173,67 @@ def restore_workspace(workspace: Workspace) -> None:
     if workspace.lifecycle == Lifecycle.DELETION_PENDING:
         workspace.restore_disabled()
         workspace.save(update_fields=["lifecycle"])
+
+
+def create_workspace(
+    *,
+    slug: str,
+    name: str,
+    lifecycle: str,
+    activated_at: datetime | None,
+    disposable: bool,
+    legal_hold: bool,
+    now: datetime,
+) -> Workspace:
+    """A new workspace; one created under a legal hold says so in its decision log."""
+    workspace = Workspace.objects.create(
+        slug=slug,
+        name=name,
+        lifecycle=lifecycle,
+        activated_at=activated_at,
+        is_disposable_test=disposable,
+        legal_hold=legal_hold,
+        created_at=now,
+    )
+    if legal_hold:
+        log_decision(
+            request=None,
+            workspace=workspace,
+            actor=None,
+            action="legal_hold_set",
+            reason="created under a legal hold",
+            now=now,
+            system="create_workspace",
+        )
+    return workspace
+
+
+def set_protection(
+    workspace: Workspace,
+    request: RetirementRequest | None,
+    *,
+    legal_hold: bool,
+    protected_reason: str,
+    actor: Actor,
+    reason: str,
+    now: datetime,
+) -> list[str]:
+    """The locked workspace's protections as decided, each change a decision row (with the open
+    request, if there is one). Returns what changed."""
+    changes = []
+    if legal_hold != workspace.legal_hold:
+        changes.append("legal_hold_set" if legal_hold else "legal_hold_lifted")
+    if protected_reason != workspace.protected_reason:
+        changes.append("protection_set" if protected_reason else "protection_lifted")
+    workspace.legal_hold, workspace.protected_reason = legal_hold, protected_reason
+    workspace.save(update_fields=["legal_hold", "protected_reason"])
+    for action in changes:
+        detail = f" ({protected_reason})" if action == "protection_set" else ""
+        log_decision(
+            request=request, workspace=workspace, actor=actor, action=action, reason=f"{reason}{detail}", now=now
+        )
+    if request is not None:
+        request.last_action = f"{', '.join(c.replace('_', ' ') for c in changes)} by {actor.name}"
+        request.updated_at = now
+        request.save(update_fields=["last_action", "updated_at"])
+    return changes

@@ -1,13 +1,9 @@
 from typing import Any
 
 from django.core.management.base import CommandParser
-from django.db import IntegrityError
 
-from core import clock
 from core.commands import ServiceCommand
-from core.errors import Refused, shown
-from retirements.models import Lifecycle, Workspace
-from retirements.services import valid_slug, workspace_name
+from retirements.services import workspace_create
 
 
 class Command(ServiceCommand):
@@ -22,19 +18,12 @@ class Command(ServiceCommand):
         parser.add_argument("--legal-hold", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        slug = valid_slug(options["slug"])
-        name = workspace_name(options["name"])
-        now = clock.now()
-        try:
-            ws = Workspace.objects.create(
-                slug=slug,
-                name=name,
-                lifecycle=Lifecycle.DISABLED if options["disabled"] else Lifecycle.ACTIVE,
-                activated_at=None if options["never_activated"] else now,
-                is_disposable_test=options["disposable_test"],
-                legal_hold=options["legal_hold"],
-                created_at=now,
-            )
-        except IntegrityError:
-            raise Refused(f"a workspace with slug {shown(slug)} exists") from None
+        ws = workspace_create(
+            slug=options["slug"],
+            name=options["name"],
+            disabled=options["disabled"],
+            never_activated=options["never_activated"],
+            disposable=options["disposable_test"],
+            legal_hold=options["legal_hold"],
+        )
         self.print_json({"slug": ws.slug, "name": ws.name, "lifecycle": ws.lifecycle})
