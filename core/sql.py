@@ -8,8 +8,14 @@ writes are spelled, so a reader (and a test) finds every write of a table in one
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
+
+# How often each statement was asked for in this process, by "file:name": the test suite reports
+# the statements it never ran (tests/conftest.py), so a writer no test reaches is seen.
+USED: Counter[str] = Counter()
+LOADED: list[Statements] = []
 
 _NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 
@@ -25,6 +31,7 @@ class Statements:
             if name in self._sql:
                 raise ValueError(f"{path.name}: statement {name!r} is named twice")
             self._sql[name] = sql.rstrip(";")
+        LOADED.append(self)
 
     @classmethod
     def beside(cls, module_file: str, name: str) -> Statements:
@@ -34,14 +41,15 @@ class Statements:
         return list(self._sql)
 
     def sql(self, name: str) -> str:
+        USED[f"{self.path.name}:{name}"] += 1
         return self._sql[name]
 
     def one(self, cur: Any, name: str, **params: Any) -> tuple[Any, ...] | None:
         """Run a statement and return its first row (None when it touched or found nothing)."""
-        cur.execute(self._sql[name], params)
+        cur.execute(self.sql(name), params)
         return cur.fetchone() if cur.description else None
 
     def run(self, cur: Any, name: str, **params: Any) -> int:
         """Run a statement; the number of rows it touched."""
-        cur.execute(self._sql[name], params)
+        cur.execute(self.sql(name), params)
         return int(cur.rowcount)

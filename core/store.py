@@ -65,16 +65,6 @@ def shown_count(n: int, cap: int = COUNT_CAP) -> str:
     return f"{cap:,}+" if n > cap else f"{n:,}"
 
 
-def fsm_target(transition: Any, source: str) -> str:
-    """The state a django-fsm transition method leads to from `source`, or an error when the
-    model declares no such move: hand-written SQL asks this, so the model's transitions stay
-    the only moves a lifecycle column can make."""
-    move = transition._django_fsm.get_transition(source)
-    if move is None:
-        raise ValueError(f"{transition.__qualname__} declares no move from {source!r}")
-    return str(move.target)
-
-
 def connection_url() -> str:
     """The database this process is connected to, as a URL a child `manage.py` can be given."""
     connection.ensure_connection()

@@ -17,7 +17,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils.dateparse import parse_datetime
 
+from core.sql import Statements
 from deletions.errors import Refused, StaleLease
+
+SQL = Statements.beside(__file__, "target_system.sql")
 
 
 class FencedOut(StaleLease):
@@ -42,36 +45,27 @@ def apply(
     """Apply once per operation id, only for the highest generation seen. Inside the caller's
     transaction when there is one (no savepoint: a refusal rolls the whole effect back)."""
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
-        cur.execute(
-            """
-            INSERT INTO demo_target_fences (request_id, generation) VALUES (%s, %s)
-            ON CONFLICT (request_id)
-            DO UPDATE SET generation = GREATEST(demo_target_fences.generation, EXCLUDED.generation)
-            RETURNING generation
-            """,
-            [request_id, generation],
-        )
-        highest = cur.fetchone()[0]
+        highest = SQL.one(cur, "raise_fence", request_id=request_id, generation=generation)[0]  # type: ignore[index]
         if highest > generation:
             raise FencedOut(
                 f"target system rejected {executor} generation {generation}: generation {highest} owns request "
                 f"{request_id}"
             )
-        cur.execute(
-            """
-            INSERT INTO demo_target_effects
-                (operation_id, request_id, action, community_id, generation, executor, outcome, applied_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)
-            ON CONFLICT (operation_id) DO NOTHING
-            RETURNING outcome
-            """,
-            [operation_id, request_id, action, community_id, generation, executor, json.dumps(outcome), now],
+        inserted = SQL.one(
+            cur,
+            "apply_effect",
+            operation_id=operation_id,
+            request_id=request_id,
+            action=action,
+            community_id=community_id,
+            generation=generation,
+            executor=executor,
+            outcome=json.dumps(outcome),
+            now=now,
         )
-        inserted = cur.fetchone()
         if inserted is not None:
             return _as_dict(inserted[0])
-        cur.execute("SELECT outcome FROM demo_target_effects WHERE operation_id = %s", [operation_id])
-        return _as_dict(cur.fetchone()[0])
+        return _as_dict(SQL.one(cur, "recorded", operation_id=operation_id)[0])  # type: ignore[index]
 
 
 def lookup(operation_id: UUID, *, now: datetime) -> dict[str, Any] | None:

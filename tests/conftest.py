@@ -114,3 +114,18 @@ def observe(record_property):
         record_property("observed", text)
 
     return note
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
+    """Which named SQL statements this run executed in-process (worker subprocesses not counted):
+    a write no test reaches shows up here."""
+    from core.sql import LOADED, USED
+
+    names = sorted({f"{s.path.name}:{n}" for s in LOADED for n in s.names()})
+    if not names:
+        return
+    never = [n for n in names if not USED[n]]
+    terminalreporter.write_line(
+        f"named SQL statements: {len(names) - len(never)} of {len(names)} run"
+        + (f"; never run here: {', '.join(never)}" if never else "")
+    )

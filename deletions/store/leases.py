@@ -16,11 +16,13 @@ from django.db import connection, transaction
 
 from core.errors import DomainError
 from core.logs import event
+from core.sql import Statements
 from deletions.contract import Lease
 from deletions.errors import LeaseHeld, Refused, RetryNotDue, StaleLease, UnknownRequest
-from deletions.models import RUNNABLE_STATUSES, DeletionRequest, LeaseEvent, Status
+from deletions.models import RUNNABLE_STATUSES, DeletionRequest, Status
 
 logger = logging.getLogger("deletions")
+SQL = Statements.beside(__file__, "leases.sql")
 
 
 def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) -> Lease:
@@ -30,35 +32,23 @@ def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) ->
     transition of the new owner finishes the request as cancelled.
     """
     expires = now + timedelta(seconds=lease_seconds)
-    with transaction.atomic(), connection.cursor() as cur:  # every run starts here: hand-written SQL
-        cur.execute(
-            "SELECT status, lease_owner, lease_expires_at, lease_generation, next_attempt_at, cancel_requested_at"
-            " FROM entity_deletion_requests WHERE id = %s FOR UPDATE",
-            [request_id],
-        )
-        row = cur.fetchone()
+    with transaction.atomic(), connection.cursor() as cur:  # every run starts here: two statements
+        row = SQL.one(cur, "lock_for_claim", request_id=request_id)
         previous = dict(zip(_CLAIM_COLUMNS, row, strict=True)) if row is not None else None
         if previous is not None and _claimable(previous, now):
             generation = previous["lease_generation"] + 1  # the row is locked: no one else moves it
-            cur.execute(
-                "UPDATE entity_deletion_requests SET lease_owner = %s, lease_generation = %s, lease_expires_at = %s,"
-                " heartbeat_at = %s, updated_at = %s WHERE id = %s",
-                [owner, generation, expires, now, now, request_id],
-            )
             takeover = previous["lease_owner"] is not None
-            cur.execute(
-                "INSERT INTO entity_deletion_lease_events"
-                " (request_id, event, owner, generation, previous_owner, previous_expires_at, at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [
-                    request_id,
-                    "takeover" if takeover else "claim",
-                    owner,
-                    generation,
-                    previous["lease_owner"],
-                    previous["lease_expires_at"],
-                    now,
-                ],
+            SQL.one(
+                cur,
+                "claim",
+                request_id=request_id,
+                owner=owner,
+                generation=generation,
+                expires=expires,
+                now=now,
+                event="takeover" if takeover else "claim",
+                previous_owner=previous["lease_owner"],
+                previous_expires_at=previous["lease_expires_at"],
             )
             event(
                 logger,
@@ -116,27 +106,15 @@ def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:
 
 def heartbeat(lease: Lease, *, now: datetime, lease_seconds: int) -> bool:
     """Renew the lease; False when the caller no longer owns it."""
-    return (
-        DeletionRequest.objects.filter(
-            id=lease.request_id, lease_owner=lease.owner, lease_generation=lease.generation
-        ).update(heartbeat_at=now, lease_expires_at=now + timedelta(seconds=lease_seconds))
-        == 1
-    )
+    expires = now + timedelta(seconds=lease_seconds)
+    with connection.cursor() as cur:
+        return SQL.run(cur, "heartbeat", **_fenced(lease), now=now, expires=expires) == 1
 
 
 def release(lease: Lease, *, now: datetime) -> bool:
     """Give up ownership; False when a newer owner already holds the request."""
-    with transaction.atomic():
-        released = (
-            DeletionRequest.objects.filter(
-                id=lease.request_id, lease_owner=lease.owner, lease_generation=lease.generation
-            ).update(lease_owner=None, lease_expires_at=None, updated_at=now)
-            == 1
-        )
-        if released:
-            LeaseEvent.objects.create(
-                request_id=lease.request_id, event="release", owner=lease.owner, generation=lease.generation, at=now
-            )
+    with transaction.atomic(), connection.cursor() as cur:
+        released = SQL.one(cur, "release", **_fenced(lease), now=now) is not None
     event(
         logger,
         "release" if released else "refusal",
@@ -146,6 +124,10 @@ def release(lease: Lease, *, now: datetime) -> bool:
         reason=None if released else "release of a stale lease",
     )
     return released
+
+
+def _fenced(lease: Lease) -> dict[str, Any]:
+    return {"request_id": lease.request_id, "owner": lease.owner, "generation": lease.generation}
 
 
 def lock_owned(lease: Lease) -> DeletionRequest:

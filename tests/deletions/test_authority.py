@@ -234,7 +234,12 @@ def test_investigating_an_unknown_effect_is_still_allowed_after_the_approval_exp
     assert gate.status == "completed" and gate.metadata_json["result"] == {"gated": True, "target": "demo:bob"}
     assert len(effects(req["id"])) == 1  # looked up and saved, nothing new applied
     assert case(req).status == "needs_review"
-    observe("approval expired with gate_user's effect unknown: the lookup settled it, the next stage was refused")
+    status = case(req).status
+    observe(
+        f"approval expired at {expires_at:%H:%M:%S} with gate_user's effect unknown: worker-b exit {ran.code}, gate "
+        f"{gate.status} from the target's record {gate.metadata_json['result']}, effects at the receiver "
+        f"{len(effects(req['id']))}, request {status}"
+    )
 
 
 def test_worker_stopped_while_the_approval_is_withdrawn_finds_the_same_proposal_and_its_state(cmd, observe) -> None:

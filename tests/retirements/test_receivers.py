@@ -120,9 +120,13 @@ def test_a_purge_executor_paused_past_its_lease_is_rejected_when_it_resumes(hq, 
     assert Decision.objects.filter(request=req, action="purged").count() == 1
     rejected = Decision.objects.get(request=req, action="purge_rejected")
     assert rejected.generation == 1
+    purged = Decision.objects.get(request=req, action="purged")
+    said = next(line for line in out.splitlines() if "rejected" in line).strip()[:90]
     observe(
-        "purge executor SIGSTOPped past its lease; replacement took generation 2 and purged; the original, "
-        "resumed with SIGCONT, was rejected at the receiver; purged once"
+        f"purge executor SIGSTOPped past its lease (generation {rejected.generation}); the replacement took "
+        f"generation {purged.generation} and purged; the original, resumed with SIGCONT, said '{said}'; "
+        f"purged {Decision.objects.filter(request=req, action='purged').count()} time(s), workspace "
+        f"{fresh(req).workspace.lifecycle}"
     )
 
 
@@ -171,7 +175,9 @@ def test_a_failed_gating_notice_has_a_way_forward(hq, make_workspace, monkeypatc
         at += timedelta(hours=2)
     slot = NoticeSlot.objects.get(request=req, kind="request_received")
     assert (slot.status, slot.attempts) == ("failed", 6)
-    assert Alarm.objects.filter(request=req, slot=slot, kind="notice_failed", resolved_at__isnull=True).count() == 1
+    failed_attempts = slot.attempts
+    alarms_open = Alarm.objects.filter(request=req, slot=slot, kind="notice_failed", resolved_at__isnull=True).count()
+    assert alarms_open == 1
     monkeypatch.undo()
     retirement_retry_notices(actor=Actor.of(hq), request_id=req.id, reason="SMTP fixed")
     slot.refresh_from_db()
@@ -181,7 +187,10 @@ def test_a_failed_gating_notice_has_a_way_forward(hq, make_workspace, monkeypatc
     slot.refresh_from_db()
     assert slot.status == "delivered"
     assert Decision.objects.get(request=req, action="retry_notices").actor_label == "hq-alice"
-    observe(f"request_received failed {6} times (one alarm); retry_notices re-armed it; delivered on the next step")
+    observe(
+        f"request_received failed {failed_attempts} times ({alarms_open} alarm); retry_notices re-armed it "
+        f"(attempts 0); the next step left it {slot.status}"
+    )
 
 
 def test_the_retirement_decision_log_is_append_only(hq, make_workspace) -> None:

@@ -1,0 +1,121 @@
+"""Each state move has one writer, read from the source: hand-written writes live only in the
+stores' named statements (`*.sql`), the stage path's tables are written by nothing else, and no
+statement is named twice or left unused by the code."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from core.sql import Statements
+from tests.conftest import ROOT
+
+APPS = ("core", "deletions", "retirements", "ops", "config")
+OUR_TABLE = r"(entity_deletion_\w+|retirements_\w+|demo_target_\w+)"
+WRITE = re.compile(rf"\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+{OUR_TABLE}", re.IGNORECASE)
+
+
+def sources() -> list[Path]:
+    return [p for app in APPS for p in (ROOT / app).rglob("*.py") if "migrations" not in p.parts]
+
+
+def statement_files() -> list[Path]:
+    return sorted(p for app in APPS for p in (ROOT / app).rglob("*.sql"))
+
+
+def test_hand_written_writes_live_only_in_named_statements() -> None:
+    found = {
+        f"{p.relative_to(ROOT)}: {m.group(0)}" for p in sources() for m in WRITE.finditer(p.read_text())
+    }  # fmt: skip
+    assert found == set(), sorted(found)
+    assert statement_files(), "no statements found: the walk is wrong"
+
+
+# The stage path's moves, each one statement of deletions/store/stages.sql (the only writer of
+# these two tables: no ORM write of them anywhere).
+STAGE_MOVES = {
+    "start a request (approved → running, first stage)": "start_request",
+    "resume a re-approved request": "resume_approved",
+    "start a stage (running mark, attempt opened)": "begin_stage",
+    "submit its effect": "submit_stage",
+    "save its result (completed + current)": "save_result",
+    "fail it (retry or escalate)": "fail_stage",
+    "set it aside (refused at the receiver)": "set_aside",
+    "advance to the successor": "advance",
+    "complete the request": "complete",
+    "cancel at a stage boundary": "cancel_at_boundary",
+    "confirm an effect not applied": "clear_submitted",
+}
+WATCHER_MOVES = {
+    "beat": ("steps.sql", "beat"),
+    "claim due notices": ("notices.sql", "claim_due"),
+    "record what was sent": ("notices.sql", "record_delivered"),
+    "wait": ("steps.sql", "wait"),
+}
+
+
+def test_the_stage_path_tables_have_no_orm_writer() -> None:
+    orm_write = re.compile(r"\b(StageHistory|StageAttempt)\.objects\.[\w().=, ]*?(create|update|delete|bulk_)")
+    saves = re.compile(r"\b(row|stage|attempt)\.(save|delete)\(")
+    offenders = []
+    for p in sources():
+        text = p.read_text()
+        offenders += [f"{p.relative_to(ROOT)}: {m.group(0)}" for m in orm_write.finditer(text)]
+        if p.parent.name == "store" and "deletions" in p.parts:
+            offenders += [f"{p.relative_to(ROOT)}: {m.group(0)}" for m in saves.finditer(text)]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(("move", "name"), STAGE_MOVES.items())
+def test_each_stage_move_is_one_statement_used_once(move: str, name: str) -> None:
+    stages = Statements(ROOT / "deletions" / "store" / "stages.sql")
+    assert name in stages.names(), move
+    assert re.search(r"\b(UPDATE|INSERT)\b", stages.sql(name)), f"{name} writes nothing"
+    callers = _callers(name)
+    assert callers, f"{move}: statement {name} is never run"
+
+
+@pytest.mark.parametrize(("move", "where"), WATCHER_MOVES.items())
+def test_each_watcher_move_is_one_statement(move: str, where: tuple[str, str]) -> None:
+    file, name = where
+    assert name in Statements(ROOT / "retirements" / "store" / file).names(), move
+    assert _callers(name), f"{move}: statement {name} is never run"
+
+
+def test_no_statement_is_unused_or_named_twice() -> None:
+    unused = []
+    for path in statement_files():
+        statements = Statements(path)  # refuses a name given twice
+        unused += [f"{path.name}:{n}" for n in statements.names() if not _callers(n, near=path)]
+    assert unused == []
+
+
+def test_retired_writers_are_gone() -> None:
+    """The second writers the fast path once stood beside: no module defines them any more."""
+    gone = {
+        "mark_running", "mark_submitted", "save_success", "complete_and_advance", "initialize", "_insert",
+        "beat_quick", "claim_due_quick", "record_and_wait", "beat_watcher", "lock_due_slots", "claim_slot",
+        "waits_for_eligibility", "fsm_target", "due_slot_ids", "_quick_step",
+    }  # fmt: skip
+    defined = {
+        f"{p.relative_to(ROOT)}:{node.name}"
+        for p in sources()
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name in gone
+    }
+    assert defined == set()
+
+
+def _callers(name: str, near: Path | None = None) -> list[str]:
+    """Python places that run the statement by name (a string literal equal to it)."""
+    places = []
+    for p in sources():
+        if near is not None and p.parent != near.parent:
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Constant) and node.value == name:
+                places.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+    return places
