@@ -20,6 +20,7 @@ and the medians are compared.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -38,6 +39,9 @@ COPIES = {
 }
 
 
+WRITES = re.compile(r"\b(UPDATE\s+\w+(\s+\w+)?\s+SET|INSERT\s+INTO|DELETE\s+FROM)\b", re.IGNORECASE)
+
+
 class Counter:
     """Statements and commits seen on the connection, whatever DEBUG says."""
 
@@ -49,6 +53,8 @@ class Counter:
         self.statements += 1
         if sql.strip().upper().startswith("COMMIT"):
             self.commits += 1
+        elif context["connection"].get_autocommit() and WRITES.search(sql):
+            self.commits += 1  # a write outside a transaction block commits on its own
         return execute(sql, params, many, context)
 
 

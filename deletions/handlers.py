@@ -50,10 +50,11 @@ def _outcome(ctx: HandlerContext, row: StageSnapshot) -> dict[str, Any]:
     raise ValueError(f"no handler for stage {row.stage!r}")
 
 
-def run_handler(ctx: HandlerContext, row: StageSnapshot) -> str:
+def run_handler(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
     """Run one stage: the running mark, the effect at the receiver, and its outcome saved through
-    the store. Returns the outcome (`completed`, `failed`, `refused` or `unknown`); what runs next
-    is the transition's to say (`transition.next_stage`)."""
+    the store. Returns the row as saved when it completed, else None (a saved failure, a refusal
+    at the receiver, an effect still unknown); what runs next is the transition's to say
+    (`transition.next_stage`)."""
     waits = bool(ctx.options.stage_delay_ms) or ctx.options.fail_stage == row.stage or ctx.stop.is_set()
     row, submitted_before = stages.begin(ctx.lease, row, now=clock.now(), submit=not waits)
     if submitted_before:
@@ -81,20 +82,20 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> str:
             approval_id=refused.approval_id,
             now=clock.now(),
         )
-        return "refused"
+        return None
     except (Interrupted, StaleLease):
         raise
     except Exception as exc:
         _fail(ctx, row, f"{type(exc).__name__}: {exc}")
-        return "failed"
+        return None
     crash_point("after-effect")
     return _save(ctx, row, applied)
 
 
-def _save(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> str:
-    stages.save_result(ctx.lease, row.id, recorded, now=clock.now())
+def _save(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> StageSnapshot:
+    saved = stages.save_result(ctx.lease, row.id, recorded, now=clock.now())
     crash_point("after-success-saved")  # completed + current: the transition is still to come
-    return "completed"
+    return saved
 
 
 def _fail(ctx: HandlerContext, row: StageSnapshot, error: str, open_question: str = "") -> None:
@@ -110,7 +111,7 @@ def _fail(ctx: HandlerContext, row: StageSnapshot, error: str, open_question: st
     )
 
 
-def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> str:
+def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
     """An earlier attempt may have submitted: look the operation up, never resend blindly.
 
     Found: save what the target system recorded. Not found: the target may lag, so
@@ -141,4 +142,4 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> str:
         f"effect unknown: operation {row.operation_id} was submitted at {row.submitted_at} but {found}; not resent",
         open_question=f"did operation {row.operation_id} ({row.stage}) take effect? the next check looks it up again",
     )
-    return "unknown"
+    return None

@@ -7,9 +7,9 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from deletions.contract import Lease, NextStage
+from deletions.contract import Lease, NextStage, StageSnapshot
 from deletions.rules import workflow
-from deletions.rules.decide import decide, next_operation
+from deletions.rules.decide import advance_from, decide, next_operation
 from deletions.store import stages
 
 
@@ -25,9 +25,15 @@ def start(lease: Lease, status: str, inventory: dict[str, Any], version: int, *,
     return get_next_stage(lease, None, now=now)
 
 
-def next_stage(lease: Lease, plan: workflow.Plan, *, now: datetime) -> NextStage:
-    """What follows the stage a handler just saved, decided from the locked current row and the
-    run's plan (no history replayed): the same rule and the same writes as `get_next_stage`."""
+def next_stage(lease: Lease, plan: workflow.Plan, saved: StageSnapshot | None, *, now: datetime) -> NextStage:
+    """What follows the stage a handler just saved. A completed row advances at once: the rules
+    decide from it and the run's plan, and the same statements as `get_next_stage` write it, fenced
+    (no history replayed, no lock taken first). Anything else, or an advance the fence refuses (a
+    cancellation, a lost lease), takes `transition_stage` from the locked current row."""
+    if saved is not None and saved.status == "completed":
+        moved = stages.advance(lease, saved.stage, advance_from(saved, plan), now=now)
+        if moved is not None:
+            return moved
     return stages.transition_stage(
         lease, lambda req, hist, at: next_operation(req, hist[0] if hist else None, plan, at), now=now, replay=False
     )

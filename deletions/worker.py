@@ -113,9 +113,9 @@ def run(
                 return RunOutcome(0, f"time budget of {time_budget:g} s used; {nxt.stage} is next", handled, True)
             if stop.is_set():
                 raise Interrupted(f"stopped before {nxt.stage}; the row stays current")
-            run_handler(HandlerContext(lease=lease, options=options, plan=plan, stop=stop), nxt)
+            saved = run_handler(HandlerContext(lease=lease, options=options, plan=plan, stop=stop), nxt)
             handled += 1
-            nxt = next_stage(lease, plan, now=clock.now())  # the handler saved its outcome; what comes next
+            nxt = next_stage(lease, plan, saved, now=clock.now())  # the handler saved its outcome; what next
             if isinstance(nxt, StageSnapshot):
                 crash_point("after-transition")  # the successor saved, not yet run
             elif isinstance(nxt, Finished):

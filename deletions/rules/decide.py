@@ -33,11 +33,16 @@ def next_operation(
     if current is None:
         return Initialize(workflow.initial_stage(plan.target))
     if current.status == "completed":
-        chosen, nxt = workflow.advance(current.stage, current.community_id, current.result, plan)
-        return Advance(completed_stage_id=current.id, decision=chosen, successor=nxt)
+        return advance_from(current, plan)
     if current.status == "failed" and request.next_attempt_at is not None and request.next_attempt_at > now:
         return WaitUntil(request.next_attempt_at)
     return Resume(current.id)
+
+
+def advance_from(completed: StageSnapshot, plan: workflow.Plan) -> Advance:
+    """Pure: what a completed row's saved result decides under rules v1."""
+    chosen, nxt = workflow.advance(completed.stage, completed.community_id, completed.result, plan)
+    return Advance(completed_stage_id=completed.id, decision=chosen, successor=nxt)
 
 
 def decide(

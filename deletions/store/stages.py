@@ -126,9 +126,10 @@ def _start_request(cur: Any, lease: Lease, first: NewStage, now: datetime) -> tu
 
 
 def begin(lease: Lease, row: StageSnapshot, *, now: datetime, submit: bool) -> tuple[StageSnapshot, bool]:
-    """The running mark (with the submitted mark when `submit`) in one statement. Returns the row and
+    """The running mark (with the submitted mark when `submit`) in one statement, its own
+    transaction (it writes all of the move or nothing). Returns the row and
     whether an earlier attempt had already submitted its effect (then it is looked up, not resent)."""
-    with transaction.atomic(), connection.cursor() as cur:
+    with connection.cursor() as cur:  # one statement: its own transaction
         action = f"{lease.owner} (generation {lease.generation}) started {row.stage}"
         saved = SQL.one(cur, "begin_stage", **_fenced(lease, stage_id=row.id, now=now, submit=submit, action=action))
         if saved is None:
@@ -139,7 +140,7 @@ def begin(lease: Lease, row: StageSnapshot, *, now: datetime, submit: bool) -> t
 def submit(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapshot:
     """Saved before the effect is first submitted: a crash after this leaves the effect unknown,
     to be settled from the target system's record."""
-    with transaction.atomic(), connection.cursor() as cur:
+    with connection.cursor() as cur:  # one statement: its own transaction
         saved = SQL.one(cur, "submit_stage", **_fenced(lease, stage_id=stage_id, now=now))
         if saved is None:
             raise _why_not(cur, lease, stage_id, "submit its effect (only a running stage submits)")
@@ -149,7 +150,7 @@ def submit(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapshot:
 def save_result(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: datetime) -> StageSnapshot:
     """completed + current: the target system's record of the effect is saved; the transition is
     still to come (a crash here leaves the seed's "after saved success" restart point)."""
-    with transaction.atomic(), connection.cursor() as cur:
+    with connection.cursor() as cur:  # one statement: its own transaction
         saved = SQL.one(
             cur,
             "save_result",
@@ -410,28 +411,51 @@ def _apply(cur: Any, lease: Lease, locked: _Locked, started: bool, op: Operation
             )
         if status != "running":
             raise WorkflowError(f"cannot advance request {lease.request_id} in status {status}")
-        decision = json.dumps(op.decision)
-        if op.successor is None:
-            done = SQL.one(
-                cur,
-                "complete",
-                **_fenced(lease, stage_id=current.id, decision=decision, now=now,
-                          action=f"completed after {current.stage}"),
-            )  # fmt: skip
-            if done is None:
-                raise _why_not(cur, lease, current.id, "complete the request")
-            event(logger, "release", request_id=lease.request_id, executor=lease.owner, generation=lease.generation)
-            return Finished(status="completed", completed_stages=int(done[0]), lease_released=True)
-        nxt = SQL.one(
-            cur,
-            "advance",
-            **_fenced(lease, **_new_row(lease, op.successor, current.id), stage_id=current.id, decision=decision,
-                      now=now, action=f"{current.stage} → {op.successor.stage}"),
-        )  # fmt: skip
-        if nxt is None:
+        moved = _advance(cur, lease, current.stage, op, now)
+        if moved is None:
             raise _why_not(cur, lease, current.id, "advance from it")
-        return snapshot(nxt)
+        return moved
     raise WorkflowError(f"unknown operation {op!r}")
+
+
+def advance(lease: Lease, stage: str, op: Advance, *, now: datetime) -> NextStage | None:
+    """The common path's transition: what the rules decided from the row the handler just saved
+    (completed + current) and the run's plan, written by the same statements as the general path,
+    in one statement (its own transaction). Each is fenced (this lease, a running request with no
+    cancellation, that row completed and current): None, with nothing written, when it finds
+    anything else; the caller then takes `transition_stage`, which locks, names what changed or
+    ends a cancelled request at the boundary."""
+    with connection.cursor() as cur:  # one statement: its own transaction
+        moved = _advance(cur, lease, stage, op, now)
+        if moved is None:
+            return None
+    _transition_event(lease, getattr(moved, "id", None), getattr(moved, "stage", None),
+                      "Advance" if isinstance(moved, StageSnapshot) else "finished completed")  # fmt: skip
+    return moved
+
+
+def _advance(cur: Any, lease: Lease, stage: str, op: Advance, now: datetime) -> NextStage | None:
+    """Retire the completed current row with its decision; insert its successor, or complete the
+    request and release its lease. None when the fenced statement found nothing."""
+    decision = json.dumps(op.decision)
+    if op.successor is None:
+        done = SQL.one(
+            cur,
+            "complete",
+            **_fenced(lease, stage_id=op.completed_stage_id, decision=decision, now=now,
+                      action=f"completed after {stage}"),
+        )  # fmt: skip
+        if done is None:
+            return None
+        event(logger, "release", request_id=lease.request_id, executor=lease.owner, generation=lease.generation)
+        return Finished(status="completed", completed_stages=int(done[0]), lease_released=True)
+    nxt = SQL.one(
+        cur,
+        "advance",
+        **_fenced(lease, **_new_row(lease, op.successor, op.completed_stage_id), stage_id=op.completed_stage_id,
+                  decision=decision, now=now, action=f"{stage} → {op.successor.stage}"),
+    )  # fmt: skip
+    return snapshot(nxt) if nxt is not None else None
 
 
 OPERATION_NAMESPACE = UUID("6f1c2a4e-0d7b-5c3a-9e51-2b8f4d6a7c90")

@@ -1,11 +1,12 @@
 -- The stage path's writes: one statement per state move, each the only writer of its move.
 --
--- Every write is fenced: the first part of each statement updates (so locks) the request row
--- only while it is held by the caller's lease (owner + generation) in the expected status, and
--- the stage and attempt rows are written only from that row. A statement that returns no row
--- wrote nothing the caller keeps: the store raises, the transaction rolls back, and one cheap
--- read (`why_not`) names the reason. PostgreSQL refuses any lifecycle move the models do not
--- declare (the FSM guard triggers), whatever writes it.
+-- Every write is fenced: each statement first locks the request row only while it is held by
+-- the caller's lease (owner + generation) in the expected state, then writes the stage row from
+-- that lock, and the request and attempt rows only from the stage row it wrote. So a statement
+-- writes all of its move or nothing (it stands alone as its own transaction on the stage path),
+-- and one that returns no row wrote nothing: one cheap read (`why_not`) names the reason.
+-- PostgreSQL refuses any lifecycle move the models do not declare (the FSM guard triggers),
+-- whatever writes it.
 
 -- name: lock_for_transition
 -- The request locked with its current stage row: what a transition decides from.
@@ -60,11 +61,10 @@ WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(g
 -- request waiting to retry runs. With `submit`, the submitted mark goes in too (nothing happens
 -- between the two); `submitted_before` says an earlier attempt had already submitted.
 WITH r AS (
-    UPDATE entity_deletion_requests
-    SET status = 'running', last_action = %(action)s, updated_at = %(now)s
+    SELECT id FROM entity_deletion_requests
     WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
       AND status IN ('running', 'retry_wait')
-    RETURNING id
+    FOR UPDATE
 ), prev AS (
     SELECT h.id, h.submitted_at FROM entity_deletion_stage_history h, r
     WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status <> 'completed'
@@ -77,6 +77,9 @@ WITH r AS (
     RETURNING h.id, h.stage, h.target_community_id, h.status, h.is_current, h.metadata_json, h.started_at,
               h.finished_at, h.last_error, h.operation_id, h.attempts, h.submitted_at,
               prev.submitted_at IS NOT NULL AS submitted_before
+), marked AS (
+    UPDATE entity_deletion_requests q SET status = 'running', last_action = %(action)s, updated_at = %(now)s
+    FROM s WHERE q.id = %(request_id)s
 ), closed AS (
     UPDATE entity_deletion_stage_attempts a SET outcome = 'interrupted', finished_at = %(now)s
     FROM s WHERE a.stage_id = s.id AND a.outcome = 'running'
@@ -104,10 +107,10 @@ RETURNING h.id, h.stage, h.target_community_id, h.status, h.is_current, h.metada
 -- completed + current: what the target system recorded is saved; the transition is still to come.
 -- The attempt closes, and an effect-unknown alarm clears (the record settled it).
 WITH r AS (
-    UPDATE entity_deletion_requests SET last_action = %(action)s, updated_at = %(now)s
+    SELECT id FROM entity_deletion_requests
     WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
       AND status = 'running'
-    RETURNING id
+    FOR UPDATE
 ), s AS (
     UPDATE entity_deletion_stage_history h
     SET status = 'completed', finished_at = %(now)s, last_error = NULL,
@@ -115,6 +118,9 @@ WITH r AS (
     FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'running'
     RETURNING h.id, h.stage, h.target_community_id, h.status, h.is_current, h.metadata_json, h.started_at,
               h.finished_at, h.last_error, h.operation_id, h.attempts, h.submitted_at
+), noted AS (
+    UPDATE entity_deletion_requests q SET last_action = %(action)s, updated_at = %(now)s
+    FROM s WHERE q.id = %(request_id)s
 ), closed AS (
     UPDATE entity_deletion_stage_attempts a SET outcome = 'completed', error = '', finished_at = %(now)s
     FROM s WHERE a.stage_id = s.id AND a.attempt = s.attempts
@@ -171,17 +177,20 @@ SELECT id, operation_id, stage FROM s
 -- name: advance
 -- The completed current row is retired with the rules' decision and its successor inserted.
 WITH r AS (
-    UPDATE entity_deletion_requests
-    SET retry_count = 0, next_attempt_at = NULL, last_error = NULL, open_question = '',
-        next_check_at = %(now)s, last_action = %(action)s, updated_at = %(now)s
+    SELECT id FROM entity_deletion_requests
     WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
       AND status = 'running' AND cancel_requested_at IS NULL
-    RETURNING id
+    FOR UPDATE
 ), retired AS (
     UPDATE entity_deletion_stage_history h
     SET is_current = false, metadata_json = h.metadata_json || jsonb_build_object('decision', %(decision)s::jsonb)
     FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'completed'
     RETURNING h.id
+), moved AS (
+    UPDATE entity_deletion_requests q
+    SET retry_count = 0, next_attempt_at = NULL, last_error = NULL, open_question = '',
+        next_check_at = %(now)s, last_action = %(action)s, updated_at = %(now)s
+    FROM retired WHERE q.id = %(request_id)s
 )
 INSERT INTO entity_deletion_stage_history
     (id, request_id, stage, target_community_id, status, is_current, metadata_json, operation_id, attempts,
@@ -195,18 +204,21 @@ RETURNING id, stage, target_community_id, status, is_current, metadata_json, sta
 -- name: complete
 -- The last completed row is retired with its decision, the request completes and its lease is released.
 WITH r AS (
-    UPDATE entity_deletion_requests
-    SET status = 'completed', completed_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL,
-        retry_count = 0, next_attempt_at = NULL, last_error = NULL, open_question = '', next_check_at = NULL,
-        last_action = %(action)s, updated_at = %(now)s
+    SELECT id FROM entity_deletion_requests
     WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
       AND status = 'running' AND cancel_requested_at IS NULL
-    RETURNING id
+    FOR UPDATE
 ), retired AS (
     UPDATE entity_deletion_stage_history h
     SET is_current = false, metadata_json = h.metadata_json || jsonb_build_object('decision', %(decision)s::jsonb)
     FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'completed'
     RETURNING h.id
+), completed AS (
+    UPDATE entity_deletion_requests q
+    SET status = 'completed', completed_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL,
+        retry_count = 0, next_attempt_at = NULL, last_error = NULL, open_question = '', next_check_at = NULL,
+        last_action = %(action)s, updated_at = %(now)s
+    FROM retired WHERE q.id = %(request_id)s
 ), released AS (
     INSERT INTO entity_deletion_lease_events (request_id, event, owner, generation, at)
     SELECT %(request_id)s, 'release', %(owner)s, %(generation)s, %(now)s FROM retired

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -211,6 +212,7 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
     )
     snapshot = show_rows(req.id)
 
+    done = dataclasses.replace(row, status="completed", metadata={**row.metadata, "result": {"gated": True}})
     assert leases.heartbeat(old, now=later, lease_seconds=60) is False
     assert leases.release(old, now=later) is False
     for write in (
@@ -230,7 +232,9 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
             old, row.id, "probe", review=True, open_question="?", case_owner="approvers", approval_id=None, now=later
         ),
         lambda: get_next_stage(old, row.id, now=later),
-        lambda: next_stage(old, Plan.of(req.inventory_json), now=later),
+        lambda: next_stage(old, Plan.of(req.inventory_json), None, now=later),
+        # a completed row's advance is fenced: nothing written, and the general path names why
+        lambda: next_stage(old, Plan.of(req.inventory_json), done, now=later),
     ):
         with pytest.raises(StaleLease, match="generation 1 is stale"):
             write()
