@@ -70,7 +70,7 @@ def reconstruct(stages: int = 10_000, *, quick: bool = False) -> dict[str, Any]:
     from deletions.contract import NewStage, StageSnapshot
     from deletions.rules import workflow
     from deletions.rules.inventory import MAX_COMMUNITIES
-    from deletions.store.requests import load_history
+    from deletions.selectors import load_history
     from deletions.store.stages import operation_id
 
     communities = stages // 2  # 1 + 2 per community: 10,001 rows for 10,000

@@ -27,8 +27,9 @@ from deletions import case, proposal, services
 from deletions.models import DeletionRequest, LeaseEvent, StageHistory
 from deletions.rules.inventory import build_inventory, community_ids, validate_target
 from deletions.rules.workflow import stage_count
+from deletions.selectors import stage_snapshot
 from deletions.store import alarms
-from deletions.store.requests import inventory_digest, stage_snapshot
+from deletions.store.requests import inventory_digest
 
 
 class ApproveForm(forms.Form):

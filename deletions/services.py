@@ -24,13 +24,12 @@ from deletions.errors import BadInput, Refused
 from deletions.handlers import RunOptions
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
 from deletions.rules import inventory, workflow
+from deletions.selectors import get_request, parse_request_id
 from deletions.store import alarms, approvals, decisions, stages
 from deletions.store.requests import (
-    get_request,
     insert_request,
     inventory_digest,
     lock_request,
-    parse_request_id,
     record_cancel,
     record_resume,
 )

@@ -24,8 +24,8 @@ from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
 from deletions.handlers import HandlerContext, RunOptions, run_handler
 from deletions.models import Status
 from deletions.rules.workflow import Plan
+from deletions.selectors import get_request
 from deletions.store import approvals, leases
-from deletions.store.requests import get_request
 from deletions.transition import next_stage, start
 
 logger = logging.getLogger(__name__)

@@ -404,7 +404,7 @@ def explain(request_id: str) -> list[str]:
     receiver, its lease events and its decisions, as lines read from the scratch database."""
     from deletions.contract import chain_order
     from deletions.models import DeletionDecision, DeletionRequest, LeaseEvent
-    from deletions.store.requests import load_history
+    from deletions.selectors import load_history
 
     req = DeletionRequest.objects.filter(id=request_id).first()
     if req is None:
@@ -436,7 +436,7 @@ def reconstructs(req: Any) -> bool:
     from deletions.contract import chain_order
     from deletions.errors import WorkflowError
     from deletions.rules import workflow
-    from deletions.store.requests import load_history
+    from deletions.selectors import load_history
 
     history = load_history(req.id, 10_000)
     if history and not any(s.is_current for s in history):
@@ -456,7 +456,7 @@ def stale_writes(request_id: UUID, generation_of: dict[UUID, int]) -> int:
     effects never go down; every step down is a stale owner the receiver let through.
     """
     from deletions.contract import chain_order
-    from deletions.store.requests import load_history
+    from deletions.selectors import load_history
 
     seen = [
         generation_of[s.operation_id]

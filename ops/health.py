@@ -18,7 +18,7 @@ from core import clock
 from deletions.models import DeletionRequest, Status
 from ops.models import ClusterHeartbeat
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
-from retirements.watcher import count_stalls
+from retirements.selectors import count_stalls
 
 CLUSTER_STALE = timedelta(minutes=3)
 

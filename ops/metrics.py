@@ -24,7 +24,7 @@ from deletions.models import DeletionDecision, DeletionRequest, StageAttempt, St
 from ops.models import ClusterHeartbeat
 from retirements.models import Decision as RetirementDecision
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
-from retirements.watcher import count_stalls
+from retirements.selectors import count_stalls
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 

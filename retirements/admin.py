@@ -27,7 +27,7 @@ from core.admin import (
 )
 from core.errors import DomainError
 from core.templatetags.present import when
-from retirements import case, policy, services, watcher
+from retirements import case, policy, selectors, services
 from retirements.models import RetirementRequest, Workspace
 
 
@@ -248,7 +248,7 @@ class RetirementRequestAdmin(CaseAdmin):
         now = clock.now()
         notices = list(req.notices.order_by("due_at", "id"))
         decisions = list(req.decisions.order_by("created_at", "id"))
-        stalled = watcher.stall_reason(req, now)
+        stalled = selectors.stall_reason(req, now)
         offers = case.actions(
             req,
             request.user.get_all_permissions(),

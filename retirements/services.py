@@ -18,9 +18,9 @@ from core import authority, clock
 from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
-from retirements import jobs, policy
+from retirements import jobs, policy, selectors
 from retirements.models import Lifecycle, RequestStatus, RetirementRequest, Workspace
-from retirements.store import locks, reads
+from retirements.store import locks
 from retirements.store import notices as store_notices
 from retirements.store import requests as store_requests
 
@@ -62,7 +62,7 @@ def retirement_request(*, actor: Actor, slug: str, reason: str, confirmation: st
     try:
         with transaction.atomic():
             workspace = locks.lock_workspace(slug)
-            open_request = reads.open_request(workspace)
+            open_request = selectors.open_request(workspace)
             if open_request is not None:
                 raise Refused(f"an open request exists for {slug}: {open_request.id} ({open_request.status})")
             if workspace.lifecycle != Lifecycle.DISABLED:
@@ -125,7 +125,7 @@ def retirement_release(*, actor: Actor, request_id: UUID | str, reason: str = ""
             requested_at=request.requested_at,
             eligible_at=request.eligible_at,
             held_for=now - (request.held_at or now),
-            slots=reads.slot_views(request),
+            slots=selectors.slot_views(request),
         )
         store_requests.release(request, workspace, actor=actor, plan=plan, reason=reason, now=now)
         watcher_id = request.watcher_id
@@ -216,7 +216,7 @@ def workspace_protect(*, actor: Actor, slug: str, legal_hold: bool, protected_re
             raise Refused(f"{PAST_PONR}: workspace {workspace.slug} is {workspace.lifecycle}")
         if (legal_hold, protected_reason) == (workspace.legal_hold, workspace.protected_reason):
             raise Refused(f"workspace {workspace.slug} already has these protections; nothing changed")
-        request = reads.open_request(workspace)
+        request = selectors.open_request(workspace)
         if request is not None:
             request = RetirementRequest.objects.select_for_update().get(id=request.id)  # after the workspace
         return store_requests.set_protection(

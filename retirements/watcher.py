@@ -17,22 +17,19 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
 
 from core import authority
 from core.crashpoints import crash_point
-from retirements import jobs, notices, policy
+from retirements import jobs, notices, policy, selectors
 from retirements.models import (
-    Alarm,
     PurgeJob,
     PurgeStatus,
     RequestStatus,
     RetirementRequest,
     RetirementWatcher,
-    WatcherStatus,
 )
 from retirements.purge import run_purge
-from retirements.store import ACTIVE_WATCHER, locks, reads, steps
+from retirements.store import ACTIVE_WATCHER, locks, steps
 from retirements.store import decisions as store_decisions
 from retirements.store import notices as store_notices
 
@@ -131,7 +128,7 @@ def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = F
             workspace_lifecycle=workspace.lifecycle,
             legal_hold=workspace.legal_hold,
             protected_reason=workspace.protected_reason,
-            undelivered_gating=reads.undelivered_gating(request),
+            undelivered_gating=selectors.undelivered_gating(request),
             requester=requester.get_username(),
             requester_active=requester.is_active,
             requester_staff=requester.is_staff,
@@ -152,60 +149,6 @@ def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = F
     if wake is not None:
         return f"{verdict.action} until {wake.isoformat()}"
     return verdict.action
-
-
-def stall_reason(request: RetirementRequest, now: datetime) -> str | None:
-    """Why this request's watcher counts as stalled (the pure policy decides), or None."""
-    if request.status != RequestStatus.WAITING:
-        return None
-    w = request.watcher
-    if w is None:
-        return "no watcher"
-    return policy.is_stalled(
-        watcher_status=w.status,
-        watcher_started=w.started_at is not None,
-        created_at=w.created_at,
-        next_wake_at=request.next_wake_at,
-        now=now,
-    )
-
-
-STALLED_ALARM = "watcher_stalled"
-
-
-def _stalled_ids(now: datetime, *, unalarmed: bool = False) -> QuerySet[Any]:
-    """Ids of waiting requests the stall rule may match: no watcher, a live watcher that never
-    started, or a wake-up missed by the grace. Three indexed branches (an OR across the join
-    would read every waiting request); the pure policy has the last word on each candidate."""
-    cutoff = now - policy.STALL_GRACE
-    waiting = RetirementRequest.objects.filter(status=RequestStatus.WAITING)
-    if unalarmed:
-        waiting = waiting.exclude(
-            id__in=Alarm.objects.filter(kind=STALLED_ALARM, resolved_at__isnull=True).values("request_id")
-        )
-    live = ~Q(watcher__status__in=[WatcherStatus.SETTLED, WatcherStatus.SUPERSEDED])
-    no_watcher = waiting.filter(watcher__isnull=True).values("id")
-    missed = waiting.filter(live, next_wake_at__lt=cutoff).values("id")
-    never_started = waiting.filter(live, watcher__started_at__isnull=True, watcher__created_at__lt=cutoff).values("id")
-    return no_watcher.union(missed, never_started)
-
-
-def count_stalls(*, now: datetime) -> int:
-    """How many watchers are stalled (health, metrics): counted in SQL, nothing loaded."""
-    return _stalled_ids(now).count()
-
-
-def detect_stalls(*, now: datetime, limit: int = 50, unalarmed: bool = False) -> list[tuple[RetirementRequest, str]]:
-    """Up to `limit` stalled requests with why (the overview's list, the watcher's alarms), oldest
-    wake-up first; `unalarmed` leaves out those whose stall alarm is already open."""
-    ids = [row["id"] for row in _stalled_ids(now, unalarmed=unalarmed)[: limit * 2]]
-    candidates = (
-        RetirementRequest.objects.filter(id__in=ids)
-        .select_related("watcher", "workspace")
-        .order_by(F("next_wake_at").asc(nulls_first=True), "id")
-    )
-    stalled = [(request, why) for request in candidates if (why := stall_reason(request, now))]
-    return stalled[:limit]
 
 
 def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
@@ -257,9 +200,9 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
             summary["steps"][str(request_id)] = "error"
     for job_id in PurgeJob.objects.filter(status=PurgeStatus.QUEUED).values_list("id", flat=True):
         summary["purges"].append(run_purge(job_id, now=now))
-    for slot_id in reads.due_slot_ids_after_ponr(now):
+    for slot_id in selectors.due_slot_ids_after_ponr(now):
         summary["notices"] += notices.deliver(slot_id, now=now) == "delivered"
-    for request, why in detect_stalls(now=now, limit=STALL_ALARMS_PER_TICK, unalarmed=True):
-        store_decisions.raise_alarm(kind=STALLED_ALARM, request=request, message=why, now=now)
+    for request, why in selectors.detect_stalls(now=now, limit=STALL_ALARMS_PER_TICK, unalarmed=True):
+        store_decisions.raise_alarm(kind=selectors.STALLED_ALARM, request=request, message=why, now=now)
         summary["stalled"].append({"request": str(request.id), "why": why})
     return summary

@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from core.errors import DomainError
 from core.logs import event
 from core.sql import Statements
+from deletions import selectors
 from deletions.contract import (
     Advance,
     AlreadyFinished,
@@ -38,7 +39,7 @@ from deletions.contract import (
     WaitUntil,
 )
 from deletions.errors import RetryNotDue, StaleLease, UnknownRequest, WorkflowError
-from deletions.store import alarms, decisions, requests
+from deletions.store import alarms, decisions
 
 MAX_STAGES = 10_000
 logger = logging.getLogger("deletions")
@@ -315,7 +316,7 @@ def transition_stage(lease: Lease, decide: Decide, *, now: datetime, replay: boo
         inventory: dict[str, Any] | None = None
         version = 0
         if replay:
-            history = requests.load_history(lease.request_id, MAX_STAGES)
+            history = selectors.load_history(lease.request_id, MAX_STAGES)
             if len(history) > MAX_STAGES:
                 raise WorkflowError(
                     f"request {lease.request_id} has more than {MAX_STAGES:,} stages; refusing to reconstruct"

@@ -4,7 +4,8 @@ Locks in one fixed order (workspace, then request, then watcher / slot / job), a
 the services and the pure policy decided, and logs each decision; it imports no policy. The
 watcher step's writes (beat, claim the due notices, record what was sent, wait) are named
 statements (`steps.sql`), each the only writer of its move. Modules, in import order:
-`reads`, `locks`, `decisions`, `notices`, `requests`, `steps`, `purge`.
+`locks`, `decisions`, `notices`, `requests`, `steps`, `purge`; the shared reads are
+`retirements.selectors`.
 """
 
 from __future__ import annotations

@@ -119,3 +119,10 @@ def _callers(name: str, near: Path | None = None) -> list[str]:
             if isinstance(node, ast.Constant) and node.value == name:
                 places.append(f"{p.relative_to(ROOT)}:{node.lineno}")
     return places
+
+
+@pytest.mark.parametrize("app", ["deletions", "retirements"])
+def test_selectors_only_read(app: str) -> None:
+    text = (ROOT / app / "selectors.py").read_text()
+    writes = re.findall(r"\.(save|create|update|delete|bulk_create|get_or_create|update_or_create)\(", text)
+    assert writes == [], writes

@@ -60,7 +60,7 @@ def test_a_request_nobody_owns_or_checks_is_lost(cmd) -> None:
 
 def chaos_tail(req: DeletionRequest) -> StageHistory:
     from deletions.contract import chain_order
-    from deletions.store.requests import load_history
+    from deletions.selectors import load_history
 
     return StageHistory.objects.get(id=chain_order(load_history(req.id, 100))[-1].id)
 

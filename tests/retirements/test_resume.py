@@ -12,8 +12,9 @@ import time_machine
 from core.authority import Actor
 from retirements import watcher as watcher_module
 from retirements.models import NoticeSlot, PurgeJob, RetirementWatcher
+from retirements.selectors import detect_stalls
 from retirements.services import retirement_hold, retirement_resume
-from retirements.watcher import detect_stalls, step
+from retirements.watcher import step
 from tests.retirements.helpers import fresh, request_at, run_at
 from tests.support import force
 

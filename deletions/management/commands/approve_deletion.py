@@ -6,8 +6,8 @@ from django.db import transaction
 from core.authority import Actor
 from core.commands import NO_REASON, DecisionCommand
 from deletions import proposal
+from deletions.selectors import get_request
 from deletions.services import deletion_approve
-from deletions.store.requests import get_request
 
 
 class Command(DecisionCommand):

@@ -8,8 +8,8 @@ from django.core.management.base import CommandError, CommandParser
 
 from core.commands import ServiceCommand
 from deletions import worker
+from deletions.selectors import parse_request_id
 from deletions.services import run_options, valid_executor
-from deletions.store.requests import parse_request_id
 
 
 class Command(ServiceCommand):

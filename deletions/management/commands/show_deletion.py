@@ -4,7 +4,7 @@ from django.core.management.base import CommandParser
 
 from core.commands import ServiceCommand
 from deletions import proposal
-from deletions.store.requests import get_request, inspect
+from deletions.selectors import get_request, inspect
 
 
 class Command(ServiceCommand):

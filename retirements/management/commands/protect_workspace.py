@@ -5,8 +5,8 @@ from django.core.management.base import CommandParser
 from core.authority import Actor
 from core.commands import DecisionCommand
 from core.errors import BadInput
+from retirements import selectors
 from retirements.services import workspace_protect
-from retirements.store import reads
 
 
 class Command(DecisionCommand):
@@ -24,7 +24,7 @@ class Command(DecisionCommand):
     def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
         if not (options["legal_hold"] or options["lift_legal_hold"]) and options["protected_reason"] is None:
             raise BadInput("say what changes: --legal-hold, --lift-legal-hold or --protected-reason")
-        workspace = reads.workspace(request_id)
+        workspace = selectors.workspace(request_id)
         legal_hold = workspace.legal_hold
         if options["legal_hold"] or options["lift_legal_hold"]:
             legal_hold = bool(options["legal_hold"])
@@ -32,7 +32,7 @@ class Command(DecisionCommand):
         changed = workspace_protect(
             actor=actor, slug=workspace.slug, legal_hold=legal_hold, protected_reason=protected, **extra
         )
-        after = reads.workspace(workspace.slug)
+        after = selectors.workspace(workspace.slug)
         return {
             "slug": after.slug,
             "legal_hold": after.legal_hold,

@@ -2,8 +2,8 @@ from typing import Any
 
 from core.authority import Actor
 from core.commands import REASON_OPTIONAL, DecisionCommand
+from retirements import selectors
 from retirements.services import retirement_release
-from retirements.store import reads
 
 
 class Command(DecisionCommand):
@@ -11,5 +11,5 @@ class Command(DecisionCommand):
     reason = REASON_OPTIONAL
 
     def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
-        request = retirement_release(actor=actor, request_id=reads.get(request_id).id, **extra)
-        return reads.summary(request.id, "id", "status", "eligible_at", "next_wake_at", "notices")
+        request = retirement_release(actor=actor, request_id=selectors.get(request_id).id, **extra)
+        return selectors.summary(request.id, "id", "status", "eligible_at", "next_wake_at", "notices")

@@ -4,8 +4,8 @@ from django.core.management.base import CommandParser
 
 from core import authority
 from core.commands import ServiceCommand
+from retirements import selectors
 from retirements.services import retirement_request
-from retirements.store import reads
 
 
 class Command(ServiceCommand):
@@ -24,4 +24,4 @@ class Command(ServiceCommand):
             reason=options["reason"],
             confirmation=options["confirm"],
         )
-        self.print_json(reads.summary(request.id, "id", "status", "eligible_at", "eligibility_policy", "notices"))
+        self.print_json(selectors.summary(request.id, "id", "status", "eligible_at", "eligibility_policy", "notices"))

@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from core.commands import ServiceCommand
-from retirements.store.reads import describe, get
+from retirements.selectors import describe, get
 
 
 class Command(ServiceCommand):

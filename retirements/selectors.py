@@ -1,4 +1,4 @@
-"""Reads the services, the watcher, the commands and the admin share."""
+"""Reads the services, the watcher, the commands, the admin and ops share (the ORM, read only)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,20 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Q
+from django.db.models import F, Q, QuerySet
 
 from core.errors import NotFound, shown
 from core.store import get_or_not_found, parse_id
+from retirements import policy
 from retirements.contract import SlotView
 from retirements.models import (
     OPEN_REQUEST_STATUSES,
+    Alarm,
     NoticeSlot,
     NoticeStatus,
     RequestStatus,
     RetirementRequest,
+    WatcherStatus,
     Workspace,
 )
 
@@ -130,3 +133,77 @@ def describe(request: RetirementRequest) -> dict[str, Any]:
             {"kind": a.kind, "message": a.message, "resolved": a.resolved_at is not None} for a in request.alarms.all()
         ],
     }
+
+
+# Stalled watchers: the overview's list, health, metrics and the watcher's alarms.
+
+
+def stall_reason(request: RetirementRequest, now: datetime) -> str | None:
+    """Why this request's watcher counts as stalled (the pure policy decides), or None."""
+    if request.status != RequestStatus.WAITING:
+        return None
+    w = request.watcher
+    if w is None:
+        return "no watcher"
+    return policy.is_stalled(
+        watcher_status=w.status,
+        watcher_started=w.started_at is not None,
+        created_at=w.created_at,
+        next_wake_at=request.next_wake_at,
+        now=now,
+    )
+
+
+STALLED_ALARM = "watcher_stalled"
+
+
+def _stalled_ids(now: datetime, *, unalarmed: bool = False) -> QuerySet[Any]:
+    """Ids of waiting requests the stall rule may match: no watcher, a live watcher that never
+    started, or a wake-up missed by the grace. Three indexed branches (an OR across the join
+    would read every waiting request); the pure policy has the last word on each candidate."""
+    cutoff = now - policy.STALL_GRACE
+    waiting = RetirementRequest.objects.filter(status=RequestStatus.WAITING)
+    if unalarmed:
+        waiting = waiting.exclude(
+            id__in=Alarm.objects.filter(kind=STALLED_ALARM, resolved_at__isnull=True).values("request_id")
+        )
+    live = ~Q(watcher__status__in=[WatcherStatus.SETTLED, WatcherStatus.SUPERSEDED])
+    no_watcher = waiting.filter(watcher__isnull=True).values("id")
+    missed = waiting.filter(live, next_wake_at__lt=cutoff).values("id")
+    never_started = waiting.filter(live, watcher__started_at__isnull=True, watcher__created_at__lt=cutoff).values("id")
+    return no_watcher.union(missed, never_started)
+
+
+def count_stalls(*, now: datetime) -> int:
+    """How many watchers are stalled (health, metrics): counted in SQL, nothing loaded."""
+    return _stalled_ids(now).count()
+
+
+def detect_stalls(*, now: datetime, limit: int = 50, unalarmed: bool = False) -> list[tuple[RetirementRequest, str]]:
+    """Up to `limit` stalled requests with why (the overview's list, the watcher's alarms), oldest
+    wake-up first; `unalarmed` leaves out those whose stall alarm is already open."""
+    ids = [row["id"] for row in _stalled_ids(now, unalarmed=unalarmed)[: limit * 2]]
+    candidates = (
+        RetirementRequest.objects.filter(id__in=ids)
+        .select_related("watcher", "workspace")
+        .order_by(F("next_wake_at").asc(nulls_first=True), "id")
+    )
+    stalled = [(request, why) for request in candidates if (why := stall_reason(request, now))]
+    return stalled[:limit]
+
+
+# The operations overview's lists (each one bounded query).
+
+
+def held(limit: int) -> list[RetirementRequest]:
+    return list(
+        RetirementRequest.objects.filter(status=RequestStatus.HELD).select_related("workspace", "owner")[:limit]
+    )
+
+
+def failed_notices(limit: int) -> list[NoticeSlot]:
+    return list(NoticeSlot.objects.filter(status=NoticeStatus.FAILED).select_related("request__workspace")[:limit])
+
+
+def open_alarms(limit: int) -> list[Alarm]:
+    return list(Alarm.objects.filter(resolved_at__isnull=True).select_related("request__workspace")[:limit])
