@@ -5,26 +5,23 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from django.db.models import F, Q
+from django.db import connection
 
 from core import authority
+from core.sql import Statements
 from retirements.contract import PurgeFacts
-from retirements.models import PurgeJob, PurgeStatus, RetirementRequest, Workspace
+from retirements.models import PurgeJob, RetirementRequest, Workspace
 from retirements.store.decisions import log_decision, raise_alarm
 from retirements.store.locks import lock_request
 
+SQL = Statements.beside(__file__, "purge.sql")
+
 
 def claim_purge(job_id: int, *, owner: str, now: datetime, lease_seconds: int) -> int | None:
-    """Take the purge job's lease with a new generation (a conditional update); None when held or done."""
-    free = Q(lease_owner__isnull=True) | Q(lease_expires_at__lte=now)
-    claimed = PurgeJob.objects.filter(free, id=job_id, status=PurgeStatus.QUEUED).update(
-        lease_owner=owner,
-        lease_generation=F("lease_generation") + 1,
-        lease_expires_at=now + timedelta(seconds=lease_seconds),
-    )
-    if not claimed:
-        return None
-    return PurgeJob.objects.values_list("lease_generation", flat=True).get(id=job_id)
+    """Take the purge job's lease with a new generation (one fenced statement); None when held or done."""
+    with connection.cursor() as cur:
+        row = SQL.one(cur, "claim", job_id=job_id, owner=owner, now=now, expires=now + timedelta(seconds=lease_seconds))
+    return int(row[0]) if row is not None else None
 
 
 def lock_purge(job_id: int) -> tuple[RetirementRequest, Workspace, PurgeJob] | None:
@@ -56,18 +53,15 @@ def purge_facts(
 def apply_purge(
     request: RetirementRequest, workspace: Workspace, job: PurgeJob, *, generation: int, now: datetime
 ) -> None:
-    workspace.mark_deleted()
-    workspace.save(update_fields=["lifecycle"])
-    job.finish()
-    job.finished_at = now
-    job.lease_owner, job.lease_expires_at = None, None
-    job.save(update_fields=["status", "finished_at", "lease_owner", "lease_expires_at"])
-    request.complete()
-    request.concluded_at = now
-    request.conclusion = f"workspace deleted by purge operation {job.operation_id}"
-    request.last_action = request.conclusion
-    request.updated_at = now
-    request.save(update_fields=["status", "concluded_at", "conclusion", "last_action", "updated_at"])
+    """Under the locks the boundary holds, its verdict applied: workspace deleted, job done,
+    request completed, in one statement fenced by the job's owner and generation."""
+    conclusion = f"workspace deleted by purge operation {job.operation_id}"
+    with connection.cursor() as cur:
+        done = SQL.one(
+            cur, "purged", job_id=job.id, owner=job.lease_owner, generation=generation, now=now, conclusion=conclusion
+        )
+    if done is None:
+        raise ValueError(f"purge job {job.id} is not the queued job of generation {generation}: nothing purged")
     _log_purge(request, workspace, "purged", f"operation {job.operation_id}", generation, now)
 
 
@@ -75,13 +69,20 @@ def refuse_purge(
     request: RetirementRequest, workspace: Workspace, job: PurgeJob, *, rule: str, generation: int, now: datetime
 ) -> None:
     """The receiving boundary refused for want of authority: nothing purged, a person must look."""
-    job.refuse()
-    job.refusal = rule
-    job.lease_owner, job.lease_expires_at = None, None
-    job.save(update_fields=["status", "refusal", "lease_owner", "lease_expires_at"])
-    request.last_action = f"purge refused at the receiving boundary: {rule}"
-    request.updated_at = now
-    request.save(update_fields=["last_action", "updated_at"])
+    action = f"purge refused at the receiving boundary: {rule}"
+    with connection.cursor() as cur:
+        done = SQL.one(
+            cur,
+            "refused",
+            job_id=job.id,
+            owner=job.lease_owner,
+            generation=generation,
+            now=now,
+            rule=rule,
+            action=action,
+        )
+    if done is None:
+        raise ValueError(f"purge job {job.id} is not the queued job of generation {generation}: nothing refused")
     raise_alarm(kind="purge_refused", request=request, message=rule, now=now)
     _log_purge(request, workspace, "purge_refused", rule, generation, now)
 

@@ -54,6 +54,9 @@ WATCHER_MOVES = {
     "claim due notices": ("notices.sql", "claim_due"),
     "record what was sent": ("notices.sql", "record_delivered"),
     "wait": ("steps.sql", "wait"),
+    "claim the purge": ("purge.sql", "claim"),
+    "purge (job done, workspace deleted, request completed)": ("purge.sql", "purged"),
+    "refuse the purge": ("purge.sql", "refused"),
 }
 
 

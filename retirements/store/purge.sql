@@ -1,0 +1,38 @@
+-- The purge job's writes: its lease (a new generation each claim) and its outcome, fenced by the
+-- job's owner and generation; the outcome writes job, workspace and request together, or nothing.
+
+-- name: claim
+UPDATE retirements_purgejob
+SET lease_owner = %(owner)s, lease_generation = lease_generation + 1, lease_expires_at = %(expires)s
+WHERE id = %(job_id)s AND status = 'queued' AND (lease_owner IS NULL OR lease_expires_at <= %(now)s)
+RETURNING lease_generation
+
+-- name: purged
+-- The workspace is deleted, the job done and the request completed.
+WITH job AS (
+    UPDATE retirements_purgejob
+    SET status = 'done', finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL
+    WHERE id = %(job_id)s AND status = 'queued' AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+    RETURNING request_id
+), request AS (
+    UPDATE retirements_retirementrequest r
+    SET status = 'completed', concluded_at = %(now)s, conclusion = %(conclusion)s, last_action = %(conclusion)s,
+        updated_at = %(now)s
+    FROM job WHERE r.id = job.request_id AND r.status = 'executing'
+    RETURNING r.workspace_id
+)
+UPDATE retirements_workspace w SET lifecycle = 'deleted'
+FROM request WHERE w.id = request.workspace_id AND w.lifecycle = 'deleting'
+RETURNING w.id
+
+-- name: refused
+-- The receiving boundary refused for want of authority: nothing purged, a person must look.
+WITH job AS (
+    UPDATE retirements_purgejob
+    SET status = 'refused', refusal = %(rule)s, lease_owner = NULL, lease_expires_at = NULL
+    WHERE id = %(job_id)s AND status = 'queued' AND lease_owner = %(owner)s AND lease_generation = %(generation)s
+    RETURNING request_id
+)
+UPDATE retirements_retirementrequest r SET last_action = %(action)s, updated_at = %(now)s
+FROM job WHERE r.id = job.request_id
+RETURNING r.id
