@@ -55,8 +55,3 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
             f"requester {f.requester} is no longer active staff holding deletions.submit_deletionrequest", review=True
         )
     return None
-
-
-def review_question(refused: Refusal) -> str:
-    """What the people who own a refused case are asked."""
-    return f"{refused.rule}; approve the same inventory again to resume, or cancel"

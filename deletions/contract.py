@@ -149,6 +149,15 @@ class RetryDecision:
 
 
 @dataclass(frozen=True)
+class Custody:
+    """Who holds a case, what it asks and when it is looked at next (decided by `rules.custody`)."""
+
+    owner: str
+    open_question: str
+    next_check_at: datetime | None
+
+
+@dataclass(frozen=True)
 class FailurePlan:
     """What policy decided a failed attempt does to the case (the store writes it as given)."""
 

@@ -16,9 +16,10 @@ from typing import Any
 from core import clock
 from core.crashpoints import crash_point
 from core.logs import event
-from deletions import authority, receiver, retry, target_system
-from deletions.contract import APPROVERS, Lease, StageSnapshot
+from deletions import receiver, retry, target_system
+from deletions.contract import Lease, StageSnapshot
 from deletions.errors import Interrupted, StaleLease
+from deletions.rules import custody
 from deletions.rules.workflow import GATE_USER, PURGE_AGENTS, PURGE_DB, Plan
 from deletions.store import stages
 
@@ -77,8 +78,7 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None
             row.id,
             refused.refusal.rule,
             review=refused.refusal.review,
-            open_question=authority.review_question(refused.refusal),
-            case_owner=APPROVERS,
+            custody=custody.refused_at_boundary(rule=refused.refusal.rule, now=clock.now()),
             approval_id=refused.approval_id,
             now=clock.now(),
         )

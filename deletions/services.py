@@ -23,7 +23,7 @@ from deletions.case import cannot_run_now
 from deletions.errors import BadInput, Refused
 from deletions.handlers import RunOptions
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
-from deletions.rules import inventory, workflow
+from deletions.rules import custody, inventory, workflow
 from deletions.selectors import get_request, parse_request_id
 from deletions.store import alarms, approvals, decisions, stages
 from deletions.store.requests import (
@@ -58,6 +58,7 @@ def deletion_submit(
             requested_by=actor.user,
             inventory=inv,
             version=inventory.INVENTORY_VERSION,
+            custody=custody.submitted(),
             now=now,
         )
         decisions.record(request_id=req.id, actor=actor, action="submit", reason=reason, now=now)
@@ -96,6 +97,7 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
             rules_version=workflow.RULES_VERSION,
             now=now,
             ttl=timedelta(days=settings.DELETION_APPROVAL_TTL_DAYS),
+            custody=custody.approved(now),
         )
         decisions.record(
             request_id=rid, actor=actor, action="approve", reason=f"digest {digest}", now=now, approval=approval
@@ -166,7 +168,7 @@ def deletion_resume(
                 reason=reason or f"operation {row.operation_id} confirmed not applied",
                 now=now,
             )
-        record_resume(req, by=actor.name, now=now)
+        record_resume(req, by=actor.name, custody=custody.resumed(by=actor.name, now=now), now=now)
         decisions.record(
             request_id=req.id, actor=actor, action="resume", reason=reason, now=now, approval=approvals.latest(req)
         )
@@ -184,7 +186,13 @@ def deletion_revoke_approval(*, actor: Actor, request_id: str | UUID, reason: st
         approval = approvals.latest(req)
         if req.status in TERMINAL_STATUSES or approval is None or approval.revoked_at is not None:
             raise Refused(f"request {req.id} ({req.status}) has no current approval to revoke")
-        approvals.revoke(req, approval, by=actor.name, reason=reason, now=now)
+        approvals.revoke(
+            req,
+            approval,
+            by=actor.name,
+            now=now,
+            custody=custody.revoked(approver=approval.approved_by, by=actor.name, reason=reason, now=now),
+        )
         decisions.record(
             request_id=req.id, actor=actor, action="revoke_approval", reason=reason, now=now, approval=approval
         )

@@ -23,6 +23,7 @@ from deletions.contract import Finished, Lease, NextStage, StageSnapshot, WaitUn
 from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
 from deletions.handlers import HandlerContext, RunOptions, run_handler
 from deletions.models import Status
+from deletions.rules import custody
 from deletions.rules.workflow import Plan
 from deletions.selectors import get_request
 from deletions.store import approvals, leases
@@ -91,7 +92,12 @@ def run(
     if req.status == Status.COMPLETED:
         return RunOutcome(0, f"request {req.id} already completed at {req.completed_at}; nothing changed", 0)
     if req.status == Status.APPROVED:
-        expired = approvals.expire_if_due(request_id=req.id, now=clock.now())
+        now = clock.now()
+        expired = approvals.expire_if_due(
+            request_id=req.id,
+            now=now,
+            custody=lambda approver, expires_at: custody.expired(approver=approver, expires_at=expires_at, now=now),
+        )
         if expired:
             raise Refused(expired)
     plan = Plan.of(req.inventory_json)  # immutable (trigger) and digest-checked at every effect

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -11,18 +12,19 @@ from uuid import UUID
 from django.db import connection, transaction
 
 from core import authority
-from deletions.contract import APPROVERS, SYSTEM, AuthorityFacts, Lease
+from deletions.contract import AuthorityFacts, Custody, Lease
 from deletions.errors import UnknownRequest
 from deletions.models import DeletionApproval, DeletionRequest, Status
 from deletions.store.leases import check_owner
 from deletions.store.requests import inventory_digest
 
 
-def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:
+def expire_if_due(*, request_id: UUID, now: datetime, custody: Callable[[str, datetime], Custody]) -> str | None:
     """An approved, unstarted request whose approval expired goes back to submitted.
 
     Returns the refusal to report, or None when the approval still holds. An unexpired latest
-    approval is seen without a lock; an expired one is checked again under the request lock.
+    approval is seen without a lock; an expired one is checked again under the request lock, and
+    `custody(approver, expires_at)` says who holds the case then.
     """
     expiry = (
         DeletionApproval.objects.filter(request_id=request_id)
@@ -40,11 +42,7 @@ def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:
         if approval is None or approval.expires_at is None or approval.expires_at > now:
             return None
         req.return_to_review()
-        req.owner = APPROVERS
-        req.open_question = (
-            f"approval by {approval.approved_by} expired at {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC; approve again"
-        )
-        req.next_check_at = now
+        _hold(req, custody(approval.approved_by, approval.expires_at))
         req.last_action = "approval expired; back in review"
         req.updated_at = now
         req.save(update_fields=["status", "owner", "open_question", "next_check_at", "last_action", "updated_at"])
@@ -55,7 +53,14 @@ def expire_if_due(*, request_id: UUID, now: datetime) -> str | None:
 
 
 def save_approval(
-    req: DeletionRequest, *, approved_by: Any, digest: str, rules_version: int, now: datetime, ttl: timedelta
+    req: DeletionRequest,
+    *,
+    approved_by: Any,
+    digest: str,
+    rules_version: int,
+    now: datetime,
+    ttl: timedelta,
+    custody: Custody,
 ) -> DeletionApproval:
     """Save one approval of the exact proposal and move the locked request to approved, together."""
     username = approved_by.get_username()
@@ -70,16 +75,14 @@ def save_approval(
         expires_at=now + ttl,
     )
     req.approve()
-    req.owner = SYSTEM  # the workers run it from here; people are named again when it waits on one
-    req.open_question = ""
-    req.next_check_at = now
+    _hold(req, custody)
     req.last_action = f"approved by {username}"
     req.updated_at = now
     req.save(update_fields=["status", "owner", "open_question", "next_check_at", "last_action", "updated_at"])
     return approval
 
 
-def revoke(req: DeletionRequest, approval: DeletionApproval, *, by: str, reason: str, now: datetime) -> None:
+def revoke(req: DeletionRequest, approval: DeletionApproval, *, by: str, now: datetime, custody: Custody) -> None:
     """The approval no longer covers anything; an unstarted request goes back to submitted,
     a started one is stopped where its next effect lands (the receiver refuses it)."""
     approval.revoked_at = now
@@ -88,12 +91,15 @@ def revoke(req: DeletionRequest, approval: DeletionApproval, *, by: str, reason:
     if req.status == Status.APPROVED and not req.stages.exists():
         req.return_to_review()
         fields.append("status")
-    req.owner = APPROVERS
-    req.open_question = f"approval by {approval.approved_by} revoked by {by}: {reason}; approve again or cancel"
-    req.next_check_at = now
+    _hold(req, custody)
     req.last_action = f"approval revoked by {by}"
     req.updated_at = now
     req.save(update_fields=fields)
+
+
+def _hold(req: DeletionRequest, custody: Custody) -> None:
+    """Who holds the case, what it asks and when it is looked at next, as decided (`rules.custody`)."""
+    req.owner, req.open_question, req.next_check_at = custody.owner, custody.open_question, custody.next_check_at
 
 
 def latest(req: DeletionRequest) -> DeletionApproval | None:

@@ -11,7 +11,7 @@ from uuid import UUID
 from django.db import IntegrityError, transaction
 
 from core.store import lock_or_not_found
-from deletions.contract import APPROVERS
+from deletions.contract import Custody
 from deletions.errors import Refused
 from deletions.models import OPEN_STATUSES, DeletionRequest, StageStatus, Status
 from deletions.store import alarms
@@ -29,7 +29,14 @@ def lock_request(request_id: UUID) -> DeletionRequest:
 
 
 def insert_request(
-    *, entity_type: str, target: str, requested_by: Any, inventory: dict[str, Any], version: int, now: datetime
+    *,
+    entity_type: str,
+    target: str,
+    requested_by: Any,
+    inventory: dict[str, Any],
+    version: int,
+    custody: Custody,
+    now: datetime,
 ) -> DeletionRequest:
     """Insert a submitted request; refuse a second open request for the target."""
     try:
@@ -47,8 +54,9 @@ def insert_request(
                 inventory_version=version,
                 inventory_digest=inventory_digest(inventory),
                 status=Status.SUBMITTED,
-                owner=APPROVERS,  # waiting for approval: never the submitter
-                open_question="waiting for a second operator to approve the inventory",
+                owner=custody.owner,
+                open_question=custody.open_question,
+                next_check_at=custody.next_check_at,
                 last_action=f"submitted by {requested_by.get_username()}",
                 created_at=now,
                 updated_at=now,
@@ -88,15 +96,13 @@ def record_cancel(req: DeletionRequest, *, by: str, reason: str, now: datetime, 
     req.save(update_fields=fields)
 
 
-def record_resume(req: DeletionRequest, *, by: str, now: datetime) -> None:
+def record_resume(req: DeletionRequest, *, by: str, custody: Custody, now: datetime) -> None:
     """Back to the retry queue, due now, with a fresh failure count."""
     if req.status == Status.NEEDS_ATTENTION:
         req.operator_resume()
     req.retry_count = 0
     req.next_attempt_at = now
-    req.next_check_at = now
-    req.open_question = ""
-    req.owner = by
+    req.owner, req.open_question, req.next_check_at = custody.owner, custody.open_question, custody.next_check_at
     req.last_action = f"resumed by {by}"
     req.updated_at = now
     req.save(

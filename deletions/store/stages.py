@@ -25,6 +25,7 @@ from deletions import selectors
 from deletions.contract import (
     Advance,
     AlreadyFinished,
+    Custody,
     FailurePlan,
     Finished,
     Initialize,
@@ -223,16 +224,15 @@ def set_aside(
     rule: str,
     *,
     review: bool,
-    open_question: str,
-    case_owner: str,
+    custody: Custody,
     approval_id: UUID | None,
     now: datetime,
 ) -> None:
     """The receiver refused the effect for want of authority; nothing was applied.
 
     The row goes back to pending (not a failure, no retry counted). With `review`, the request
-    waits for a person (`case_owner`, `open_question`, checked now). Either way the refusal is
-    logged with the approval and generation it met.
+    waits for the people `custody` names. Either way the refusal is logged with the approval and
+    generation it met.
     """
     with transaction.atomic(), connection.cursor() as cur:
         done = SQL.one(
@@ -244,8 +244,9 @@ def set_aside(
                 now=now,
                 rule=rule,
                 review=review,
-                case_owner=case_owner,
-                open_question=open_question,
+                case_owner=custody.owner,
+                open_question=custody.open_question,
+                next_check_at=custody.next_check_at,
                 action=f"refused at the receiving boundary: {rule}",
             ),
         )

@@ -159,7 +159,7 @@ WITH r AS (
     SET status = CASE WHEN %(review)s THEN 'needs_review' ELSE status END,
         owner = CASE WHEN %(review)s THEN %(case_owner)s ELSE owner END,
         open_question = CASE WHEN %(review)s THEN %(open_question)s ELSE open_question END,
-        next_check_at = CASE WHEN %(review)s THEN %(now)s::timestamptz ELSE next_check_at END,
+        next_check_at = CASE WHEN %(review)s THEN %(next_check_at)s::timestamptz ELSE next_check_at END,
         last_action = CASE WHEN %(review)s THEN %(action)s ELSE last_action END,
         updated_at = %(now)s
     WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s

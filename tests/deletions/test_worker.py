@@ -20,6 +20,7 @@ from deletions.errors import LeaseHeld, StaleLease
 from deletions.handlers import RunOptions
 from deletions.models import DeletionRequest, StageHistory
 from deletions.retry import plan_failure
+from deletions.rules.custody import refused_at_boundary
 from deletions.rules.workflow import Plan
 from deletions.store import leases, stages
 from deletions.transition import get_next_stage, next_stage
@@ -229,7 +230,13 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
             ),
         ),
         lambda: stages.set_aside(
-            old, row.id, "probe", review=True, open_question="?", case_owner="approvers", approval_id=None, now=later
+            old,
+            row.id,
+            "probe",
+            review=True,
+            custody=refused_at_boundary(rule="probe", now=later),
+            approval_id=None,
+            now=later,
         ),
         lambda: get_next_stage(old, row.id, now=later),
         lambda: next_stage(old, Plan.of(req.inventory_json), None, now=later),
