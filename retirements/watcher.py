@@ -142,9 +142,8 @@ def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = F
             pending=store_notices.pending_slots(request.id),
             blocked_until=verdict.wake_at if verdict.blocker else None,
         )
-    job = steps.apply_verdict(verdict, request, workspace, watcher, wake=wake, now=now)
-    if job is not None:
-        job_id = job.id
+    job_id = steps.apply_verdict(verdict, request, workspace, watcher, wake=wake, now=now)
+    if job_id is not None:
         transaction.on_commit(lambda: jobs.enqueue_purge(job_id))
     if wake is not None:
         return f"{verdict.action} until {wake.isoformat()}"

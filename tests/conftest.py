@@ -122,7 +122,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
     from core.sql import LOADED, USED
 
     names = sorted({f"{s.path.name}:{n}" for s in LOADED for n in s.names()})
-    if not names:
+    if not names or config.option.file_or_dir:  # the whole suite only (`make test`)
         return
     never = [n for n in names if not USED[n]]
     terminalreporter.write_line(

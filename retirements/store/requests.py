@@ -5,12 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from django.db import connection
+
 from core.authority import Actor
+from core.sql import Statements
 from retirements.contract import Eligibility, PlannedNotice, Replan
 from retirements.models import Lifecycle, NoticeSlot, RetirementRequest, RetirementWatcher, Workspace
 from retirements.store import ACTIVE_WATCHER
 from retirements.store.decisions import log_decision, resolve_alarms
 from retirements.store.notices import add_slots, suppress_pending_notices
+
+SQL = Statements.beside(__file__, "requests.sql")
 
 
 def create_request(
@@ -160,13 +165,10 @@ def replace_watcher(
 
 
 def settle_watcher(watcher: RetirementWatcher, *, reason: str, now: datetime, superseded: bool = False) -> None:
-    if superseded:
-        watcher.supersede()
-    else:
-        watcher.settle()
-    watcher.concluded_at = now
-    watcher.conclusion = reason
-    watcher.save(update_fields=["status", "concluded_at", "conclusion"])
+    """An active watcher concludes, or is superseded; one that already concluded is left as it is."""
+    status = "superseded" if superseded else "settled"
+    with connection.cursor() as cur:
+        SQL.one(cur, "settle_watcher", watcher_id=watcher.id, status=status, reason=reason, now=now)
 
 
 def restore_workspace(workspace: Workspace) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from uuid import UUID
 
@@ -11,7 +12,6 @@ from core.sql import Statements
 from retirements.contract import (
     CLOSE,
     CONCLUDE,
-    DESTRUCTION_STARTED,
     HOLD,
     PROCEED,
     SLEEP,
@@ -19,10 +19,9 @@ from retirements.contract import (
     WAIT,
     Verdict,
 )
-from retirements.models import NoticeSlot, PurgeJob, RetirementRequest, RetirementWatcher, Workspace
+from retirements.models import RetirementRequest, RetirementWatcher, Workspace
 from retirements.store.decisions import log_decision
-from retirements.store.notices import suppress_pending_notices
-from retirements.store.requests import hold, restore_workspace, settle_watcher
+from retirements.store.requests import hold, settle_watcher
 
 SQL = Statements.beside(__file__, "steps.sql")
 
@@ -61,18 +60,16 @@ def apply_verdict(
     *,
     wake: datetime | None,
     now: datetime,
-) -> PurgeJob | None:
+) -> int | None:
     """Apply the point-of-no-return verdict under the locks the watcher holds (`wake`: when a
-    WAIT wakes again); the purge job on PROCEED."""
-    fields = ["next_wake_at", "last_action", "updated_at"]
-    request.updated_at = now
+    WAIT wakes again); the purge job's id on PROCEED."""
     if verdict.action == SUPERSEDED:
         settle_watcher(watcher, reason=verdict.reason, now=now, superseded=True)
     elif verdict.action == CONCLUDE:
         settle_watcher(watcher, reason=verdict.reason, now=now)
     elif verdict.action == SLEEP:
-        request.next_wake_at = None
-        request.save(update_fields=["next_wake_at"])
+        with connection.cursor() as cur:
+            SQL.one(cur, "sleep", request_id=request.id)
     elif verdict.action == WAIT:
         if wake is None:
             raise ValueError("a WAIT verdict needs the time to wake again")
@@ -84,14 +81,11 @@ def apply_verdict(
     elif verdict.action == HOLD:
         hold(request, workspace, actor=None, reason=verdict.reason, now=now, action="boundary_hold")
     elif verdict.action == CLOSE:
-        request.close()
-        request.next_wake_at = None
-        request.concluded_at, request.conclusion = now, f"closed without purge: {verdict.reason}"
-        request.last_action = request.conclusion
-        request.save(update_fields=[*fields, "status", "concluded_at", "conclusion"])
-        restore_workspace(workspace)
-        suppress_pending_notices(request)
-        settle_watcher(watcher, reason=request.conclusion, now=now)
+        conclusion = f"closed without purge: {verdict.reason}"
+        with connection.cursor() as cur:
+            closed = SQL.one(cur, "close", request_id=request.id, watcher_id=watcher.id, conclusion=conclusion, now=now)
+        if closed is None:
+            raise ValueError(f"request {request.id} is not waiting: it cannot close")
         log_decision(
             request=request, workspace=workspace, actor=None, action="boundary_close", reason=verdict.reason, now=now
         )
@@ -104,24 +98,28 @@ def apply_verdict(
 
 def _begin_execution(
     request: RetirementRequest, workspace: Workspace, watcher: RetirementWatcher, *, now: datetime
-) -> PurgeJob:
-    """Every recheck passed: destructive state commits here, together."""
-    job = PurgeJob.objects.create(request=request, created_at=now)
-    request.begin_execution()
-    request.next_wake_at = None
-    request.blocker, request.blocked_until = "", None
-    request.last_action = f"point of no return passed; purge job {job.operation_id}"
-    request.save(update_fields=["next_wake_at", "last_action", "updated_at", "status", "blocker", "blocked_until"])
-    workspace.begin_deleting()
-    workspace.save(update_fields=["lifecycle"])
-    NoticeSlot.objects.get_or_create(request=request, kind=DESTRUCTION_STARTED, due_at=now, defaults={"gating": False})
-    settle_watcher(watcher, reason=f"destruction began: purge operation {job.operation_id}", now=now)
+) -> int:
+    """Every recheck passed: destructive state commits here, together (one statement)."""
+    operation_id = uuid.uuid4()
+    with connection.cursor() as cur:
+        job = SQL.one(
+            cur,
+            "begin_execution",
+            request_id=request.id,
+            watcher_id=watcher.id,
+            operation_id=operation_id,
+            action=f"point of no return passed; purge job {operation_id}",
+            settled=f"destruction began: purge operation {operation_id}",
+            now=now,
+        )
+    if job is None:
+        raise ValueError(f"request {request.id} is not waiting for watcher {watcher.id}: nothing began")
     log_decision(
         request=request,
         workspace=workspace,
         actor=None,
         action="point_of_no_return",
-        reason=f"all rechecks passed; purge operation {job.operation_id}",
+        reason=f"all rechecks passed; purge operation {operation_id}",
         now=now,
     )
-    return job
+    return int(job[0])

@@ -142,3 +142,20 @@ def test_service_refusal_types(hq, make_workspace) -> None:
     retirement_cancel(actor=Actor.of(hq), request_id=req.id, reason="x")
     with pytest.raises(Refused, match="already cancelled"):
         retirement_cancel(actor=Actor.of(hq), request_id=req.id, reason="x")
+
+
+def test_a_watcher_woken_while_its_request_is_held_sleeps_until_the_release(hq, make_workspace) -> None:
+    from retirements import watcher
+
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)
+    with time_machine.travel(T + DAY, tick=False):
+        retirement_hold(actor=Actor.of(hq), request_id=req.id, reason="owner asked")
+    held = fresh(req)
+    assert held.status == "held" and held.watcher_id is not None
+    with time_machine.travel(T + 2 * DAY, tick=False):
+        said = watcher.step(held.watcher_id, now=T + 2 * DAY)
+    after = fresh(req)
+    assert said == "sleep" and after.status == "held" and after.next_wake_at is None
+    assert after.watcher is not None and after.watcher.status == "running"  # it beat, and waits for the release
