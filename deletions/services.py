@@ -169,6 +169,7 @@ def deletion_resume(
                 now=now,
             )
         record_resume(req, by=actor.name, custody=custody.resumed(by=actor.name, now=now), now=now)
+        req.refresh_from_db()
         decisions.record(
             request_id=req.id, actor=actor, action="resume", reason=reason, now=now, approval=approvals.latest(req)
         )

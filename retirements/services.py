@@ -108,6 +108,7 @@ def retirement_hold(*, actor: Actor, request_id: UUID | str, reason: str) -> Ret
         if request.status != RequestStatus.WAITING:
             raise _closed_refusal(request)
         store_requests.hold(request, workspace, actor=actor, reason=reason, now=now, action="hold")
+        request.refresh_from_db()
         return request
 
 

@@ -8,13 +8,16 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
+from core.sql import Statements
 from core.store import lock_or_not_found
 from deletions.contract import Custody
 from deletions.errors import Refused
 from deletions.models import OPEN_STATUSES, DeletionRequest, StageStatus, Status
 from deletions.store import alarms
+
+SQL = Statements.beside(__file__, "requests.sql")
 
 
 def inventory_digest(inventory: dict[str, Any]) -> str:
@@ -97,23 +100,17 @@ def record_cancel(req: DeletionRequest, *, by: str, reason: str, now: datetime, 
 
 
 def record_resume(req: DeletionRequest, *, by: str, custody: Custody, now: datetime) -> None:
-    """Back to the retry queue, due now, with a fresh failure count."""
-    if req.status == Status.NEEDS_ATTENTION:
-        req.operator_resume()
-    req.retry_count = 0
-    req.next_attempt_at = now
-    req.owner, req.open_question, req.next_check_at = custody.owner, custody.open_question, custody.next_check_at
-    req.last_action = f"resumed by {by}"
-    req.updated_at = now
-    req.save(
-        update_fields=[
-            "status",
-            "retry_count",
-            "next_attempt_at",
-            "next_check_at",
-            "open_question",
-            "owner",
-            "last_action",
-            "updated_at",
-        ]
-    )
+    """Back to the retry queue, due now, with a fresh failure count (the request is locked)."""
+    with connection.cursor() as cur:
+        resumed = SQL.one(
+            cur,
+            "resume",
+            request_id=req.id,
+            case_owner=custody.owner,
+            open_question=custody.open_question,
+            next_check_at=custody.next_check_at,
+            action=f"resumed by {by}",
+            now=now,
+        )
+    if resumed is None:
+        raise ValueError(f"request {req.id} is {req.status}: it cannot be resumed")

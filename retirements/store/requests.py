@@ -56,18 +56,19 @@ def hold(
     request: RetirementRequest, workspace: Workspace, *, actor: Actor | None, reason: str, now: datetime, action: str
 ) -> None:
     """Held by a person, or by the watcher at the point of no return (`actor` None)."""
-    request.hold()
-    request.held_at, request.held_by, request.hold_reason = now, actor.user if actor else None, reason
-    request.next_wake_at = None
-    fields = ["status", "held_at", "held_by", "hold_reason", "next_wake_at", "last_action", "updated_at"]
-    if actor is not None:
-        request.owner = actor.user
-        request.last_action = f"held by {actor.name}: {reason}"
-        fields.append("owner")
-    else:
-        request.last_action = f"held at the point of no return: {reason}"
-    request.updated_at = now
-    request.save(update_fields=fields)
+    by = f"held by {actor.name}: {reason}" if actor is not None else f"held at the point of no return: {reason}"
+    with connection.cursor() as cur:
+        held = SQL.one(
+            cur,
+            "hold",
+            request_id=request.id,
+            held_by=actor.user.pk if actor is not None else None,
+            reason=reason,
+            action=by,
+            now=now,
+        )
+    if held is None:
+        raise ValueError(f"request {request.id} is not waiting: it cannot be held")
     log_decision(request=request, workspace=workspace, actor=actor, action=action, reason=reason, now=now)
 
 

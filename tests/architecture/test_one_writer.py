@@ -55,6 +55,7 @@ WATCHER_MOVES = {
     "record what was sent": ("notices.sql", "record_delivered"),
     "wait": ("steps.sql", "wait"),
     "settle or supersede a watcher": ("requests.sql", "settle_watcher"),
+    "hold (a person, or the verdict at the point of no return)": ("requests.sql", "hold"),
     "verdict: sleep while held": ("steps.sql", "sleep"),
     "verdict: close without purge": ("steps.sql", "close"),
     "verdict: pass the point of no return": ("steps.sql", "begin_execution"),
@@ -85,11 +86,19 @@ def test_each_stage_move_is_one_statement_used_once(move: str, name: str) -> Non
     assert callers, f"{move}: statement {name} is never run"
 
 
-@pytest.mark.parametrize(("move", "where"), WATCHER_MOVES.items())
-def test_each_watcher_move_is_one_statement(move: str, where: tuple[str, str]) -> None:
-    file, name = where
-    assert name in Statements(ROOT / "retirements" / "store" / file).names(), move
-    assert _callers(name), f"{move}: statement {name} is never run"
+OTHER_MOVES = {
+    **{move: f"retirements/store/{file}:{name}" for move, (file, name) in WATCHER_MOVES.items()},
+    "an operator resumes a stopped deletion": "deletions/store/requests.sql:resume",
+    "claim a lease": "deletions/store/leases.sql:claim",
+    "release a lease": "deletions/store/leases.sql:release",
+}
+
+
+@pytest.mark.parametrize(("move", "where"), OTHER_MOVES.items())
+def test_each_other_move_is_one_statement(move: str, where: str) -> None:
+    file, name = where.split(":")
+    assert name in Statements(ROOT / file).names(), move
+    assert _callers(name, near=ROOT / file), f"{move}: statement {name} is never run"
 
 
 def test_no_statement_is_unused_or_named_twice() -> None:
