@@ -24,6 +24,7 @@ from django.db import transaction
 
 from core.crashpoints import crash_point
 from retirements import policy
+from retirements.contract import SlotView
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest, Workspace
 from retirements.store import locks
 from retirements.store import notices as store_notices
@@ -72,13 +73,17 @@ def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str) -> Sent:
     return Sent(slot_id, claimer, None)
 
 
-def record(sent: list[Sent], *, request_id: UUID, now: datetime) -> None:
-    """Save what was sent (inside the transaction that holds the request's lock)."""
+def record(sent: list[Sent], *, request_id: UUID, now: datetime) -> list[SlotView] | None:
+    """Save what was sent (inside the transaction that holds the request's lock). Returns the
+    request's notices still to settle when every send went out, else None (read them again)."""
+    pending: list[SlotView] | None = None
     for claimer in {s.claimer for s in sent}:
         delivered = [s.slot_id for s in sent if s.error is None and s.claimer == claimer]
-        store_notices.record_delivered(delivered, claimer=claimer, now=now, request_id=request_id)
-    for failed in (s for s in sent if s.error is not None):
-        _record_failure(failed.slot_id, failed.error or "", claimer=failed.claimer, now=now)
+        pending = store_notices.record_delivered(delivered, claimer=claimer, now=now, request_id=request_id)
+    failed = [s for s in sent if s.error is not None]
+    for failure in failed:
+        _record_failure(failure.slot_id, failure.error or "", claimer=failure.claimer, now=now)
+    return pending if not failed and len({s.claimer for s in sent}) == 1 else None
 
 
 def _record_failure(slot_id: int, error: str, *, claimer: str, now: datetime) -> None:
@@ -108,8 +113,7 @@ def deliver(slot_id: int, *, now: datetime) -> str:
         _record_failure(slot_id, f"{type(exc).__name__}: {exc}", claimer=claimer, now=now)
         return "failed"
     crash_point("notice-sent")
-    with transaction.atomic():
-        store_notices.record_delivered([slot_id], claimer=claimer, now=now, request_id=slot.request_id)
+    store_notices.record_delivered([slot_id], claimer=claimer, now=now, request_id=slot.request_id)
     return "delivered"
 
 

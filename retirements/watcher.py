@@ -21,6 +21,7 @@ from django.db import transaction
 from core import authority
 from core.crashpoints import crash_point
 from retirements import jobs, notices, policy, selectors
+from retirements.contract import SlotView
 from retirements.models import (
     PurgeJob,
     PurgeStatus,
@@ -82,13 +83,21 @@ def _first(woken: locks.Woken, watcher_id: UUID, now: datetime) -> policy.Verdic
     )
 
 
-def _conclude(woken: locks.Woken, watcher_id: UUID, first: policy.Verdict | None, *, now: datetime) -> str:
+def _conclude(
+    woken: locks.Woken,
+    watcher_id: UUID,
+    first: policy.Verdict | None,
+    *,
+    now: datetime,
+    pending: list[SlotView] | None = None,
+) -> str:
     """The boundary, under the locks the step holds: not yet eligible waits for the next thing
-    to do; anything else takes the whole verdict."""
+    to do (`pending`: the notices still to settle, when the caller has just read them); anything
+    else takes the whole verdict."""
     if first is not None and first.action == policy.WAIT:
-        wake = policy.next_wake(
-            eligible_at=woken.eligible_at, pending=store_notices.pending_slots(woken.request_id), blocked_until=None
-        )
+        if pending is None:
+            pending = store_notices.pending_slots(woken.request_id)
+        wake = policy.next_wake(eligible_at=woken.eligible_at, pending=pending, blocked_until=None)
         steps.wait(woken.request_id, wake=wake, verdict=first, now=now)
         return f"{policy.WAIT} until {wake.isoformat()}"
     return _decide(woken.request_id, watcher_id, now=now)
@@ -105,8 +114,8 @@ def boundary(
         woken = locks.lock_waiting(request_id, skip_locked=False)
         if not isinstance(woken, locks.Woken):
             return f"no retirement request {request_id}"
-        notices.record(sent or [], request_id=request_id, now=now)
-        return _conclude(woken, watcher_id, _first(woken, watcher_id, now), now=now)
+        pending = notices.record(sent or [], request_id=request_id, now=now) if sent else None
+        return _conclude(woken, watcher_id, _first(woken, watcher_id, now), now=now, pending=pending)
 
 
 def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = False) -> str:

@@ -31,16 +31,15 @@ def claim_due(
         return [(int(i), str(k)) for i, k in cur.fetchall()]
 
 
-def record_delivered(ids: list[int], *, claimer: str, now: datetime, request_id: UUID | None = None) -> int:
-    """Delivered, for the claims this claimer still holds; a claim another sender took over
-    (its own ran out) is left to that sender."""
-    if not ids:
-        return 0
+def record_delivered(ids: list[int], *, claimer: str, now: datetime, request_id: UUID) -> list[SlotView]:
+    """Delivered, for the claims this claimer still holds (a claim another sender took over, its
+    own having run out, is left to that sender); returns the request's notices still to settle."""
     with connection.cursor() as cur:
-        saved = SQL.run(cur, "record_delivered", ids=ids, claimer=claimer, now=now)
-    if saved != len(ids):
+        cur.execute(SQL.sql("record_delivered"), {"ids": ids, "claimer": claimer, "now": now, "request_id": request_id})
+        rows = cur.fetchall()
+    if rows[-1][6] != len(ids):
         logger.warning("notice outcome for a lost claim request=%s", request_id)
-    return saved
+    return [SlotView(*row[:6]) for row in rows if row[0] is not None]
 
 
 def pending_slots(request_id: UUID) -> list[SlotView]:

@@ -20,10 +20,20 @@ WITH claimed AS (
 SELECT id, kind FROM claimed ORDER BY due_at, id
 
 -- name: record_delivered
-UPDATE retirements_noticeslot
-SET status = 'delivered', delivered_at = %(now)s, next_attempt_at = NULL, last_error = '', claimed_by = '',
-    claim_expires_at = NULL
-WHERE id = ANY(%(ids)s) AND status = 'sending' AND claimed_by = %(claimer)s
+-- Delivered, for the claims this claimer still holds; returns the request's notices still to settle
+-- afterwards (what the watcher's wait is computed from), and how many claims it recorded.
+WITH delivered AS (
+    UPDATE retirements_noticeslot
+    SET status = 'delivered', delivered_at = %(now)s, next_attempt_at = NULL, last_error = '', claimed_by = '',
+        claim_expires_at = NULL
+    WHERE id = ANY(%(ids)s) AND status = 'sending' AND claimed_by = %(claimer)s
+    RETURNING id
+)
+SELECT s.id, s.kind, s.due_at, s.status, s.next_attempt_at, s.claim_expires_at, (SELECT count(*) FROM delivered)
+FROM retirements_noticeslot s
+WHERE s.request_id = %(request_id)s AND s.status IN ('pending', 'sending') AND s.id NOT IN (SELECT id FROM delivered)
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM delivered)
 
 -- name: pending_slots
 -- The request's notices not yet settled, as the policy's SlotView reads them.
