@@ -80,7 +80,7 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
         CaseAction(
             name="protect",
             perm=services.PROTECT,
-            title="Legal hold and protection of {obj.slug}",
+            title="Save the legal hold and protection of {obj.slug}",
             explanation="While a legal hold or a protection stands, a retirement of this workspace closes without "
             "purge at its point of no return. Each change is recorded with your name and reason.",
             form_class=ProtectForm,

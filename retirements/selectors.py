@@ -31,11 +31,10 @@ def get(request_id: str | UUID) -> RetirementRequest:
     )
 
 
-def slot_views(request: RetirementRequest, *, pending_only: bool = False) -> list[SlotView]:
-    """The request's notice slots as the pure policy sees them (`pending_only`: not yet settled)."""
+def slot_views(request: RetirementRequest) -> list[SlotView]:
+    """The request's notice slots as the pure policy sees them (those still to settle:
+    `store.notices.pending_slots`, read under the step's lock)."""
     slots = NoticeSlot.objects.filter(request=request)
-    if pending_only:
-        slots = slots.filter(status__in=[NoticeStatus.PENDING, NoticeStatus.SENDING])
     return [SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at, s.claim_expires_at) for s in slots]
 
 

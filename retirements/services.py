@@ -144,6 +144,7 @@ def retirement_cancel(*, actor: Actor, request_id: UUID | str, reason: str) -> R
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD):
             raise _closed_refusal(request)
         store_requests.cancel(request, workspace, actor=actor, reason=reason, now=now)
+        request.refresh_from_db()
         return request
 
 
@@ -201,20 +202,27 @@ def workspace_create(
         raise Refused(f"a workspace with slug {shown(slug)} exists") from None
 
 
-def workspace_protect(*, actor: Actor, slug: str, legal_hold: bool, protected_reason: str, reason: str) -> list[str]:
+def workspace_protect(
+    *, actor: Actor, slug: str, legal_hold: bool | None, protected_reason: str | None, reason: str
+) -> list[str]:
     """Set or lift a workspace's legal hold and protection: the destructive boundary's own
-    protections (a retirement closes without purge while either stands). Refused once the
-    workspace is being deleted, and when nothing would change."""
+    protections (a retirement closes without purge while either stands). None keeps what the
+    locked row has. Refused once the workspace is being deleted, and when nothing would change."""
     authority.require(actor, PROTECT)
     reason = _reason(reason, "change a workspace's protections")
-    protected_reason = (
-        plain_text(protected_reason, "protection reason", max_chars=MAX_NAME_CHARS) if protected_reason.strip() else ""
-    )
+    if protected_reason is not None:
+        protected_reason = (
+            plain_text(protected_reason, "protection reason", max_chars=MAX_NAME_CHARS)
+            if protected_reason.strip()
+            else ""
+        )
     now = clock.now()
     with transaction.atomic():
         workspace = locks.lock_workspace(valid_slug(slug))
         if workspace.lifecycle in (Lifecycle.DELETING, Lifecycle.DELETED):
             raise Refused(f"{PAST_PONR}: workspace {workspace.slug} is {workspace.lifecycle}")
+        legal_hold = workspace.legal_hold if legal_hold is None else legal_hold
+        protected_reason = workspace.protected_reason if protected_reason is None else protected_reason
         if (legal_hold, protected_reason) == (workspace.legal_hold, workspace.protected_reason):
             raise Refused(f"workspace {workspace.slug} already has these protections; nothing changed")
         request = selectors.open_request(workspace)

@@ -130,15 +130,6 @@ def _fenced(lease: Lease) -> dict[str, Any]:
     return {"request_id": lease.request_id, "owner": lease.owner, "generation": lease.generation}
 
 
-def lock_owned(lease: Lease) -> DeletionRequest:
-    """Lock the parent row and check owner + generation; call inside atomic()."""
-    req = DeletionRequest.objects.select_for_update().filter(id=lease.request_id).first()
-    if req is None:
-        raise UnknownRequest(f"no deletion request with id {lease.request_id}")
-    check_owner(lease, req.lease_owner, req.lease_generation)
-    return req
-
-
 def check_owner(lease: Lease, owner: str | None, generation: int) -> None:
     """Refuse unless the locked row is still held by this lease (owner and generation)."""
     if owner != lease.owner or generation != lease.generation:

@@ -41,6 +41,7 @@ from deletions.contract import (
 )
 from deletions.errors import RetryNotDue, StaleLease, UnknownRequest, WorkflowError
 from deletions.store import alarms, decisions
+from deletions.store.leases import check_owner
 
 MAX_STAGES = 10_000
 logger = logging.getLogger("deletions")
@@ -80,11 +81,10 @@ def _why_not(cur: Any, lease: Lease, stage_id: UUID | None, move: str) -> Domain
     if found is None:
         return UnknownRequest(f"no deletion request with id {lease.request_id}")
     owner, generation, status, cancel_requested, stage, stage_status, is_current = found
-    if owner != lease.owner or generation != lease.generation:
-        return StaleLease(
-            f"lease of {lease.owner} generation {lease.generation} is stale: request {lease.request_id} is held by "
-            f"{owner or 'nobody'} generation {generation}"
-        )
+    try:
+        check_owner(lease, owner, generation)
+    except StaleLease as stale:
+        return stale
     if stage_id is not None and stage is None:
         return WorkflowError(f"stage {stage_id} does not belong to request {lease.request_id}")
     if stage_id is not None and not is_current:
@@ -294,12 +294,7 @@ def _lock(cur: Any, lease: Lease) -> _Locked:
     row = SQL.one(cur, "lock_for_transition", request_id=lease.request_id)
     if row is None:
         raise UnknownRequest(f"no deletion request with id {lease.request_id}")
-    owner, generation = row[0], row[1]
-    if owner != lease.owner or generation != lease.generation:
-        raise StaleLease(
-            f"lease of {lease.owner} generation {lease.generation} is stale: request {lease.request_id} is held by "
-            f"{owner or 'nobody'} generation {generation}"
-        )
+    check_owner(lease, row[0], row[1])
     return _Locked(row)
 
 

@@ -77,13 +77,6 @@ def record_notice_failure(
             )
 
 
-def suppress_pending_notices(request: RetirementRequest) -> int:
-    slots = list(NoticeSlot.objects.select_for_update().filter(request=request, status=NoticeStatus.PENDING))
-    for slot in slots:
-        suppress_slot(slot)
-    return len(slots)
-
-
 def suppress_slot(slot: NoticeSlot) -> None:
     slot.suppress()
     slot.next_attempt_at = None

@@ -10,10 +10,10 @@ from django.db import connection
 from core.authority import Actor
 from core.sql import Statements
 from retirements.contract import Eligibility, PlannedNotice, Replan
-from retirements.models import Lifecycle, NoticeSlot, RetirementRequest, RetirementWatcher, Workspace
+from retirements.models import NoticeSlot, RetirementRequest, RetirementWatcher, Workspace
 from retirements.store import ACTIVE_WATCHER
 from retirements.store.decisions import log_decision, resolve_alarms
-from retirements.store.notices import add_slots, suppress_pending_notices
+from retirements.store.notices import add_slots
 
 SQL = Statements.beside(__file__, "requests.sql")
 
@@ -113,32 +113,48 @@ def release(
 
 
 def cancel(request: RetirementRequest, workspace: Workspace, *, actor: Actor, reason: str, now: datetime) -> None:
-    """The workspace returns to disabled, pending notices are suppressed, watchers settle."""
-    request.cancel()
-    request.cancelled_at, request.cancelled_by, request.cancel_reason = now, actor.user, reason
-    request.next_wake_at = None
-    request.concluded_at = now
-    request.conclusion = f"cancelled by {actor.name}: {reason}"
-    request.last_action = request.conclusion
-    request.updated_at = now
-    request.save(
-        update_fields=[
-            "status",
-            "cancelled_at",
-            "cancelled_by",
-            "cancel_reason",
-            "next_wake_at",
-            "concluded_at",
-            "conclusion",
-            "last_action",
-            "updated_at",
-        ]
+    """Cancelled by a person: the workspace returns to disabled, pending notices are suppressed,
+    watchers settle (`end_without_purge`, the write the boundary's close makes too)."""
+    end_without_purge(
+        request,
+        status="cancelled",
+        sources=["waiting", "held"],
+        conclusion=f"cancelled by {actor.name}: {reason}",
+        settled="request cancelled",
+        cancelled_by=actor.user.pk,
+        reason=reason,
+        now=now,
     )
-    restore_workspace(workspace)
-    suppress_pending_notices(request)
-    for watcher in RetirementWatcher.objects.select_for_update().filter(request=request, status__in=ACTIVE_WATCHER):
-        settle_watcher(watcher, reason="request cancelled", now=now)
     log_decision(request=request, workspace=workspace, actor=actor, action="cancel", reason=reason, now=now)
+
+
+def end_without_purge(
+    request: RetirementRequest,
+    *,
+    status: str,
+    sources: list[str],
+    conclusion: str,
+    settled: str,
+    now: datetime,
+    cancelled_by: int | None = None,
+    reason: str = "",
+) -> None:
+    """The request ends without purge (cancelled, or closed at the boundary), in one statement."""
+    with connection.cursor() as cur:
+        ended = SQL.one(
+            cur,
+            "end_without_purge",
+            request_id=request.id,
+            status=status,
+            sources=sources,
+            conclusion=conclusion,
+            settled=settled,
+            cancelled_by=cancelled_by,
+            reason=reason,
+            now=now,
+        )
+    if ended is None:
+        raise ValueError(f"request {request.id} is {request.status}: it cannot end as {status}")
 
 
 def replace_watcher(
@@ -170,12 +186,6 @@ def settle_watcher(watcher: RetirementWatcher, *, reason: str, now: datetime, su
     status = "superseded" if superseded else "settled"
     with connection.cursor() as cur:
         SQL.one(cur, "settle_watcher", watcher_id=watcher.id, status=status, reason=reason, now=now)
-
-
-def restore_workspace(workspace: Workspace) -> None:
-    if workspace.lifecycle == Lifecycle.DELETION_PENDING:
-        workspace.restore_disabled()
-        workspace.save(update_fields=["lifecycle"])
 
 
 def create_workspace(

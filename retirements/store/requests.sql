@@ -1,4 +1,4 @@
--- A request's watchers: the one write the staff decisions and the watcher's verdicts share.
+-- The writes the staff decisions and the watcher's verdicts share.
 
 -- name: settle_watcher
 -- A watcher concludes (settled), or is superseded by another; only an active one.
@@ -14,3 +14,28 @@ SET status = 'held', held_at = %(now)s, held_by_id = %(held_by)s, hold_reason = 
     owner_id = COALESCE(%(held_by)s, owner_id), last_action = %(action)s, updated_at = %(now)s
 WHERE id = %(request_id)s AND status = 'waiting'
 RETURNING id
+
+-- name: end_without_purge
+-- A request ends without purge: cancelled by a person (until the point of no return), or closed
+-- by the boundary's verdict. The workspace returns to disabled, the pending notices are
+-- suppressed and the active watchers settle, together.
+WITH ended AS (
+    UPDATE retirements_retirementrequest
+    SET status = %(status)s, next_wake_at = NULL, concluded_at = %(now)s, conclusion = %(conclusion)s,
+        last_action = %(conclusion)s, updated_at = %(now)s,
+        cancelled_at = CASE WHEN %(cancelled_by)s::integer IS NULL THEN cancelled_at ELSE %(now)s::timestamptz END,
+        cancelled_by_id = COALESCE(%(cancelled_by)s::integer, cancelled_by_id),
+        cancel_reason = CASE WHEN %(cancelled_by)s::integer IS NULL THEN cancel_reason ELSE %(reason)s END
+    WHERE id = %(request_id)s AND status = ANY(%(sources)s)
+    RETURNING id, workspace_id
+), restored AS (
+    UPDATE retirements_workspace w SET lifecycle = 'disabled'
+    FROM ended WHERE w.id = ended.workspace_id AND w.lifecycle = 'deletion_pending'
+), suppressed AS (
+    UPDATE retirements_noticeslot s SET status = 'suppressed', next_attempt_at = NULL
+    FROM ended WHERE s.request_id = ended.id AND s.status = 'pending'
+), settled AS (
+    UPDATE retirements_retirementwatcher t SET status = 'settled', concluded_at = %(now)s, conclusion = %(settled)s
+    FROM ended WHERE t.request_id = ended.id AND t.status IN ('pending', 'running')
+)
+SELECT id FROM ended

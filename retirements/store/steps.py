@@ -21,7 +21,7 @@ from retirements.contract import (
 )
 from retirements.models import RetirementRequest, RetirementWatcher, Workspace
 from retirements.store.decisions import log_decision
-from retirements.store.requests import hold, settle_watcher
+from retirements.store.requests import end_without_purge, hold, settle_watcher
 
 SQL = Statements.beside(__file__, "steps.sql")
 
@@ -82,10 +82,9 @@ def apply_verdict(
         hold(request, workspace, actor=None, reason=verdict.reason, now=now, action="boundary_hold")
     elif verdict.action == CLOSE:
         conclusion = f"closed without purge: {verdict.reason}"
-        with connection.cursor() as cur:
-            closed = SQL.one(cur, "close", request_id=request.id, watcher_id=watcher.id, conclusion=conclusion, now=now)
-        if closed is None:
-            raise ValueError(f"request {request.id} is not waiting: it cannot close")
+        end_without_purge(
+            request, status="closed", sources=["waiting"], conclusion=conclusion, settled=conclusion, now=now
+        )
         log_decision(
             request=request, workspace=workspace, actor=None, action="boundary_close", reason=verdict.reason, now=now
         )

@@ -28,27 +28,6 @@ UPDATE retirements_retirementrequest SET next_wake_at = NULL
 WHERE id = %(request_id)s AND status = 'held'
 RETURNING id
 
--- name: close
--- The point of no return cannot pass for good: the request closes without purge, the workspace
--- returns to disabled, the pending notices are suppressed and the watcher settles.
-WITH closed AS (
-    UPDATE retirements_retirementrequest
-    SET status = 'closed', next_wake_at = NULL, concluded_at = %(now)s, conclusion = %(conclusion)s,
-        last_action = %(conclusion)s, updated_at = %(now)s
-    WHERE id = %(request_id)s AND status = 'waiting'
-    RETURNING id, workspace_id
-), restored AS (
-    UPDATE retirements_workspace w SET lifecycle = 'disabled'
-    FROM closed WHERE w.id = closed.workspace_id AND w.lifecycle = 'deletion_pending'
-), suppressed AS (
-    UPDATE retirements_noticeslot s SET status = 'suppressed', next_attempt_at = NULL
-    FROM closed WHERE s.request_id = closed.id AND s.status = 'pending'
-), settled AS (
-    UPDATE retirements_retirementwatcher t SET status = 'settled', concluded_at = %(now)s, conclusion = %(conclusion)s
-    FROM closed WHERE t.id = %(watcher_id)s AND t.status IN ('pending', 'running')
-)
-SELECT id FROM closed
-
 -- name: begin_execution
 -- Every recheck passed: destructive state commits here, together. The purge job is queued, the
 -- request executes, the workspace is deleting, destruction_started is due now, the watcher settles.

@@ -106,6 +106,7 @@ def pages() -> list[Shot]:
             "workspace-confirm-request-retirement",
             reverse("admin:retirements_workspace_request_retirement", args=[hooli.pk]),
         ),
+        Shot("workspace-confirm-protect", reverse("admin:retirements_workspace_protect", args=[hooli.pk])),
     ]
     return out
 

@@ -127,3 +127,7 @@ def test_the_commands_create_under_a_hold_and_change_it_with_a_reason(cmd, legal
     assert lifted.code == 0, lifted.err
     assert '"legal_hold": false' in lifted.out and "legal_hold_lifted" in lifted.out
     assert not Workspace.objects.get(slug="held-ws").legal_hold
+    protected = cmd("protect_workspace", "held-ws", "--by", "lee-legal", "--protected-reason", "VIP", "--reason", "x")
+    assert protected.code == 0, protected.err
+    after = Workspace.objects.get(slug="held-ws")
+    assert (after.legal_hold, after.protected_reason) == (False, "VIP")  # the hold kept as the locked row had it

@@ -24,15 +24,11 @@ class Command(DecisionCommand):
     def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
         if not (options["legal_hold"] or options["lift_legal_hold"]) and options["protected_reason"] is None:
             raise BadInput("say what changes: --legal-hold, --lift-legal-hold or --protected-reason")
-        workspace = selectors.workspace(request_id)
-        legal_hold = workspace.legal_hold
-        if options["legal_hold"] or options["lift_legal_hold"]:
-            legal_hold = bool(options["legal_hold"])
-        protected = workspace.protected_reason if options["protected_reason"] is None else options["protected_reason"]
+        legal_hold = True if options["legal_hold"] else (False if options["lift_legal_hold"] else None)
         changed = workspace_protect(
-            actor=actor, slug=workspace.slug, legal_hold=legal_hold, protected_reason=protected, **extra
+            actor=actor, slug=request_id, legal_hold=legal_hold, protected_reason=options["protected_reason"], **extra
         )
-        after = selectors.workspace(workspace.slug)
+        after = selectors.workspace(request_id)
         return {
             "slug": after.slug,
             "legal_hold": after.legal_hold,
