@@ -155,3 +155,10 @@ def test_the_statement_walk_finds_what_it_should_and_nothing_else() -> None:
     assert _callers("no_such_statement") == []
     assert _callers("wait", near=ROOT / "retirements" / "store" / "steps.sql")  # run by SQL.run(cur, "wait")
     assert not _callers("wait", near=ROOT / "retirements" / "store" / "notices.sql")  # only policy's WAIT there
+
+
+@pytest.mark.parametrize("app", ["deletions", "retirements"])
+def test_selectors_only_read(app: str) -> None:
+    text = (ROOT / app / "selectors.py").read_text()
+    writes = re.findall(r"\.(save|create|update|delete|bulk_create|get_or_create|update_or_create)\(", text)
+    assert writes == [], writes
