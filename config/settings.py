@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "core",
     "deletions",
     "retirements",
+    "demo_target",
     "ops",
 ]
 
@@ -150,7 +151,22 @@ _db.setdefault("OPTIONS", {})["options"] = "-c statement_timeout=60000 -c lock_t
 # command per execute(); not for a pooler in transaction mode (pgbouncer < 1.21).
 _db["OPTIONS"]["server_side_binding"] = True
 _db["OPTIONS"]["prepare_threshold"] = 5
-DATABASES: dict[str, dict[str, Any]] = {"default": _db}
+# The demo target system: a separate database (TARGET_DATABASE_URL; by default one more database,
+# `<name>_target`, on the same server, created on first connection). Only `demo_target` lives there.
+_target: dict[str, Any] = {k: v for k, v in _db.items() if k != "OPTIONS"}
+_target["OPTIONS"] = {"options": _db["OPTIONS"]["options"]}
+if os.environ.get("TARGET_DATABASE_URL"):
+    _target.update(dj_database_url.parse(os.environ["TARGET_DATABASE_URL"], conn_max_age=_CONN_MAX_AGE))
+    _target["ENGINE"] = "config.embedded_pg"
+    _target.pop("EMBEDDED_DATADIR", None)
+    if "host" in _target.get("OPTIONS", {}):
+        _target["HOST"] = _target["OPTIONS"].pop("host")
+    _target.setdefault("OPTIONS", {})["options"] = _db["OPTIONS"]["options"]
+else:
+    _target["NAME"] = f"{_db['NAME']}_target"
+    _target["CREATE_IF_MISSING"] = True
+DATABASES: dict[str, dict[str, Any]] = {"default": _db, "target": _target}
+DATABASE_ROUTERS = ["demo_target.router.TargetRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -215,6 +231,10 @@ DELETION_APPROVAL_TTL_DAYS = int(os.environ.get("DELETION_APPROVAL_TTL_DAYS", "7
 # and answers "not found" for this many seconds after an effect was applied.
 DEMO_TARGET_UNREADABLE_UNTIL = os.environ.get("DEMO_TARGET_UNREADABLE_UNTIL", "")
 DEMO_TARGET_LOOKUP_LAG_SECONDS = int(os.environ.get("DEMO_TARGET_LOOKUP_LAG_SECONDS", "0"))
+# Grants: the back-office signs each effect's grant (Ed25519, 32 bytes base64url; derived from
+# SECRET_KEY when unset) and the target system checks it with the public key alone.
+DELETION_GRANT_SIGNING_KEY = os.environ.get("DELETION_GRANT_SIGNING_KEY", "")
+TARGET_GRANT_PUBLIC_KEY = os.environ.get("TARGET_GRANT_PUBLIC_KEY", "")  # empty: the signing key's own
 
 # django-q2: our leases, never the queue, decide who executes a stage, so the
 # queue's own retries stay off (max_attempts 1) and timeout stays below retry.

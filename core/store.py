@@ -6,7 +6,7 @@ import re
 from typing import Any, TypeVar
 from uuid import UUID
 
-from django.db import connection, models
+from django.db import connection, connections, models
 
 from core.errors import BadInput, NotFound, shown
 
@@ -65,10 +65,11 @@ def shown_count(n: int, cap: int = COUNT_CAP) -> str:
     return f"{cap:,}+" if n > cap else f"{n:,}"
 
 
-def connection_url() -> str:
-    """The database this process is connected to, as a URL a child `manage.py` can be given."""
-    connection.ensure_connection()
-    s = connection.settings_dict
+def connection_url(alias: str = "default") -> str:
+    """A database this process is connected to, as a URL a child `manage.py` can be given."""
+    conn = connections[alias]
+    conn.ensure_connection()
+    s = conn.settings_dict
     host = s["HOST"] or ""
     if host.startswith("/"):
         return f"postgresql://{s['USER']}@/{s['NAME']}?host={host}"

@@ -25,7 +25,7 @@ from core.errors import DomainError
 from core.templatetags.present import when
 from deletions import case, proposal, services
 from deletions.models import DeletionRequest, LeaseEvent, StageHistory
-from deletions.rules.inventory import build_inventory, community_ids, validate_target
+from deletions.rules.inventory import community_ids, validate_target
 from deletions.rules.workflow import stage_count
 from deletions.selectors import stage_snapshot
 from deletions.store import alarms
@@ -246,7 +246,7 @@ class DeletionRequestAdmin(CaseAdmin):
         preview = None
         if request.method == "POST" and form.is_valid():
             target = form.cleaned_data["target"]
-            inv = build_inventory(target)
+            inv = services.deletion_inventory(target)
             if request.POST.get("confirm") == inventory_digest(inv):
                 try:
                     req = services.deletion_submit(

@@ -1,4 +1,4 @@
-"""The authority rule the receiving boundary applies with every effect. Pure.
+"""The authority rule the receiving boundary applies with every effect, and the grant it signs. Pure.
 
 A saved "approved" label is not permission: each effect needs a current approval
 of the exact stored proposal, not expired or revoked, an approver and a requester
@@ -9,8 +9,9 @@ cancelled. The first rule that fails names the refusal.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from deletions.contract import AuthorityFacts
+from deletions.contract import AuthorityFacts, Lease, StageSnapshot
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,13 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
             f"v{f.approval_rules_version}, not v{f.inventory_version} / v{f.rules_version}",
             review=True,
         )
+    if not f.in_inventory:
+        return Refusal(f"community {f.community_id} is not in the approved inventory: no effect there", review=True)
+    if f.community_id is not None and expected_version(f) is None:
+        return Refusal(
+            f"the approval saw no data version for community {f.community_id} at the target system; approve again",
+            review=True,
+        )
     if f.same_person:
         return Refusal(f"four eyes: {f.approver} both submitted and approved this request", review=True)
     if not f.approver_may:
@@ -55,3 +63,32 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
             f"requester {f.requester} is no longer active staff holding deletions.submit_deletionrequest", review=True
         )
     return None
+
+
+def expected_version(f: AuthorityFacts) -> int | None:
+    """The data version an effect expects in its community: the later of what the approver saw and
+    what the case's own previous effect there reported (a version only moves forward, so the later
+    one is the larger)."""
+    if f.approved_version is None:
+        return None
+    return max(f.approved_version, f.previous_version or 0)
+
+
+def grant(f: AuthorityFacts, *, lease: Lease, row: StageSnapshot, target: str) -> dict[str, Any]:
+    """What the back-office signs for one effect that passed `refusal`: good until the approval
+    expires or the lease does, whichever is first."""
+    ends = [t for t in (f.approval_expires_at, f.lease_expires_at) if t is not None]
+    return {
+        "operation_id": str(row.operation_id),
+        "request_id": str(lease.request_id),
+        "action": row.stage,
+        "community_id": row.community_id,
+        "target": target,
+        "generation": lease.generation,
+        "executor": lease.owner,
+        "approval_id": str(f.approval_id),
+        "approved_digest": f.approval_digest,
+        "expected_version": expected_version(f),
+        "issued_at": f.now.isoformat(),
+        "not_after": min(ends).isoformat(),
+    }

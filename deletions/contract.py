@@ -91,6 +91,13 @@ class AuthorityFacts:
     requester: str
     requester_may: bool
     same_person: bool
+    # Where the effect lands: its community, whether the stored inventory lists it, and the data
+    # version the approval saw there and the one the case's own previous effect there reported.
+    community_id: str | None = None
+    in_inventory: bool = True
+    approved_version: int | None = None
+    previous_version: int | None = None
+    lease_expires_at: datetime | None = None
 
 
 # Operations a decide function may return.

@@ -1,9 +1,10 @@
-"""Dummy actions on real rows: save start, result or failure through the store.
+"""A stage's effect at the target system, and its evidence saved through the store.
 
-Each action computes its outcome, submits it to the demo target system under
-the row's operation id and the lease's fencing token, then saves what the
-target system recorded (its first outcome when the operation was already
-applied by an earlier attempt).
+Each stage marks itself running (and submitted), has the case side sign a grant for its effect
+(`receiver.grant`), has the target system apply it in the target's own transaction
+(`deletions.targets`), then saves the evidence the target read there: what the case believes is
+what the target recorded, never what the worker meant to do. A submission whose outcome is
+unknown is looked up at the target, never resent blindly.
 """
 
 from __future__ import annotations
@@ -16,19 +17,19 @@ from typing import Any
 from core import clock
 from core.crashpoints import crash_point
 from core.logs import event
-from deletions import receiver, retry, target_system
+from deletions import receiver, retry
 from deletions.contract import Lease, StageSnapshot
 from deletions.errors import Interrupted, StaleLease
 from deletions.rules import custody
-from deletions.rules.workflow import GATE_USER, PURGE_AGENTS, PURGE_DB, Plan
+from deletions.rules.workflow import Plan
 from deletions.store import stages
+from deletions.targets.base import Adapter, Found, NotFound, TargetRefused
 
 logger = logging.getLogger("deletions")
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    no_agents_in: frozenset[str] = frozenset()
     fail_stage: str | None = None
     stage_delay_ms: int = 0
 
@@ -37,25 +38,16 @@ class RunOptions:
 class HandlerContext:
     lease: Lease
     options: RunOptions
-    plan: Plan  # the approved inventory's communities, read once per run
+    plan: Plan  # the approved inventory's communities, read once per run under the lease
+    target: Adapter
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-def _outcome(ctx: HandlerContext, row: StageSnapshot) -> dict[str, Any]:
-    if row.stage == GATE_USER:
-        return {"gated": True, "target": row.inputs["target"]}
-    if row.stage == PURGE_DB:
-        return {"purged_rows": 0, "has_agents": row.community_id not in ctx.options.no_agents_in}
-    if row.stage == PURGE_AGENTS:
-        return {"agents_removed": 0}
-    raise ValueError(f"no handler for stage {row.stage!r}")
-
-
 def run_handler(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
-    """Run one stage: the running mark, the effect at the receiver, and its outcome saved through
+    """Run one stage: the running mark, the effect at the target, and its evidence saved through
     the store. Returns the row as saved when it completed, else None (a saved failure, a refusal
-    at the receiver, an effect still unknown); what runs next is the transition's to say
-    (`transition.next_stage`)."""
+    at either side of the boundary, an effect still unknown); what runs next is the transition's
+    to say (`transition.next_stage`)."""
     waits = bool(ctx.options.stage_delay_ms) or ctx.options.fail_stage == row.stage or ctx.stop.is_set()
     row, submitted_before = stages.begin(ctx.lease, row, now=clock.now(), submit=not waits)
     if submitted_before:
@@ -70,26 +62,66 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None
                 raise Interrupted(f"stopped before {row.stage}; the row stays current")
             row = stages.submit(ctx.lease, row.id, now=clock.now())
         crash_point("after-submit-mark")
-        applied = receiver.apply_effect(ctx.lease, row, outcome=_outcome(ctx, row), now=clock.now())
-    except receiver.AuthorityRefused as refused:
-        # Nothing was applied, and it is no failure: the case goes back to review.
-        stages.set_aside(
-            ctx.lease,
-            row.id,
-            refused.refusal.rule,
-            review=refused.refusal.review,
-            custody=custody.refused_at_boundary(rule=refused.refusal.rule, now=clock.now()),
-            approval_id=refused.approval_id,
-            now=clock.now(),
-        )
-        return None
     except (Interrupted, StaleLease):
         raise
     except Exception as exc:
         _fail(ctx, row, f"{type(exc).__name__}: {exc}")
         return None
+    return _effect(ctx, row)
+
+
+def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
+    """The grant, the effect at the target, the evidence saved. Anything but the target's answer
+    (a lost connection, a timeout, a stopped server) leaves the effect unknown: the row stays
+    submitted, and the next attempt looks the operation up."""
+    try:
+        grant = receiver.grant(ctx.lease, row, target=ctx.plan.target, now=clock.now())
+    except receiver.AuthorityRefused as refused:
+        # Nothing was sent, and it is no failure: the case goes back to review.
+        _set_aside(ctx, row, refused.refusal.rule, review=refused.refusal.review, approval_id=refused.approval_id)
+        return None
+    except StaleLease:
+        raise
+    except Exception as exc:  # no grant, so nothing was sent
+        _fail(ctx, row, f"{type(exc).__name__}: {exc} (no grant was signed; nothing was sent)")
+        return None
+    crash_point("after-grant")  # signed, not yet sent: a pause here outlives the lease the grant is bounded by
+    try:
+        evidence = ctx.target.apply(grant.token)
+    except TargetRefused as refused:
+        if refused.kind == "expired":  # nothing applied, nothing unknown: a fresh grant next attempt
+            _fail(ctx, row, f"refused by the target system: {refused.message}")
+        else:
+            _set_aside(
+                ctx,
+                row,
+                f"refused by the target system ({refused.kind}): {refused.message}",
+                approval_id=grant.approval_id,
+            )
+        return None
+    except Exception as exc:
+        _fail(
+            ctx,
+            row,
+            f"effect unknown: operation {row.operation_id} was sent to {ctx.target.name} and no answer came back "
+            f"({type(exc).__name__}: {exc}); it is looked up before anything is resent",
+            open_question=f"did operation {row.operation_id} ({row.stage}) take effect? the next check looks it up",
+        )
+        return None
     crash_point("after-effect")
-    return _save(ctx, row, applied)
+    return _save(ctx, row, evidence)
+
+
+def _set_aside(ctx: HandlerContext, row: StageSnapshot, rule: str, *, review: bool = True, approval_id: Any) -> None:
+    stages.set_aside(
+        ctx.lease,
+        row.id,
+        rule,
+        review=review,
+        custody=custody.refused_at_boundary(rule=rule, now=clock.now()),
+        approval_id=approval_id,
+        now=clock.now(),
+    )
 
 
 def _save(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> StageSnapshot:
@@ -112,12 +144,14 @@ def _fail(ctx: HandlerContext, row: StageSnapshot, error: str, open_question: st
 
 
 def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
-    """An earlier attempt may have submitted: look the operation up, never resend blindly.
+    """An earlier attempt submitted: look the operation up at the target, never resend blindly.
 
-    Found: save what the target system recorded. Not found: the target may lag, so
-    the effect stays unknown with an owner and a next check; only an operator who
-    confirms it was not applied (`resume_deletion --effect-not-applied`) allows a resend.
+    Found: save the evidence the target recorded. Not found as of a watermark past the submission:
+    it was not applied, so it is sent again under the same operation id (the target applies an
+    operation once). Anything less (the lookup source lags behind the submission, or cannot be
+    read) leaves the effect unknown, with an owner and a next check.
     """
+    where = ctx.target.where()
     event(
         logger,
         "lookup",
@@ -126,20 +160,36 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnaps
         stage=row.stage,
         executor=ctx.lease.owner,
         generation=ctx.lease.generation,
-        reason=f"operation {row.operation_id} submitted at {row.submitted_at}; checking the target system",
+        reason=f"operation {row.operation_id} submitted at {row.submitted_at}; looking it up in {where}",
     )
     try:
-        recorded = target_system.lookup(row.operation_id, now=clock.now())
-    except target_system.SourceUnavailable as exc:
-        found = f"the target system could not be read ({exc.message})"
-    else:
-        if recorded is not None:
-            return _save(ctx, row, recorded)
-        found = "the target system has no record of it yet (it may lag)"
+        answer = ctx.target.lookup(row.operation_id)
+    except TargetRefused as refused:
+        _set_aside(ctx, row, f"lookup at the target system ({refused.kind}): {refused.message}", approval_id=None)
+        return None
+    if isinstance(answer, Found):
+        return _save(ctx, row, answer.evidence)
+    assert row.submitted_at is not None
+    if isinstance(answer, NotFound) and answer.settles(row.submitted_at):
+        event(
+            logger,
+            "not_applied",
+            request_id=ctx.lease.request_id,
+            stage_id=row.id,
+            reason=f"{where} has no record of operation {row.operation_id} as of {answer.watermark.isoformat()}, "
+            f"after its submission at {row.submitted_at.isoformat()}: not applied; sending it again",
+        )
+        return _effect(ctx, row)
+    found = (
+        f"{where} has seen operations only up to {answer.watermark.isoformat()}, before the submission"
+        if isinstance(answer, NotFound)
+        else f"{where} could not be read ({answer.reason})"
+    )
     _fail(
         ctx,
         row,
-        f"effect unknown: operation {row.operation_id} was submitted at {row.submitted_at} but {found}; not resent",
+        f"effect unknown: operation {row.operation_id} was submitted at {row.submitted_at.isoformat()} but {found}; "
+        "not resent",
         open_question=f"did operation {row.operation_id} ({row.stage}) take effect? the next check looks it up again",
     )
     return None

@@ -164,6 +164,9 @@ class DeletionApproval(models.Model):
     rules_version = models.IntegerField()
     expires_at = models.DateTimeField()  # every approval expires
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The target system's data version of each community the approver saw ({community id: version}):
+    # each effect's grant expects it, so a source changed since approval is refused where it lands.
+    versions = models.JSONField(default=dict)
 
     class Meta:
         db_table = "entity_deletion_approvals"
@@ -322,35 +325,3 @@ class StageAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.attempt} by {self.executor} (generation {self.generation}): {self.outcome}"
-
-
-class DemoTargetFence(models.Model):
-    """The demo target system's highest fencing token seen per request."""
-
-    request_id = models.UUIDField(primary_key=True)
-    generation = models.BigIntegerField()
-
-    class Meta:
-        db_table = "demo_target_fences"
-
-    def __str__(self) -> str:
-        return f"fence {self.request_id} at generation {self.generation}"
-
-
-class DemoTargetEffect(models.Model):
-    """An effect applied by the demo target system, one per operation id."""
-
-    operation_id = models.UUIDField(primary_key=True)
-    request_id = models.UUIDField()
-    action = models.CharField(max_length=64)
-    community_id = models.UUIDField(null=True, blank=True)
-    generation = models.BigIntegerField()
-    executor = models.CharField(max_length=200)
-    outcome = models.JSONField()
-    applied_at = models.DateTimeField()
-
-    class Meta:
-        db_table = "demo_target_effects"
-
-    def __str__(self) -> str:
-        return f"{self.action} {self.operation_id}"

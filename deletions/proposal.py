@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from deletions import target_system
+from deletions import targets
 from deletions.rules import workflow
 from deletions.rules.inventory import community_ids
 
@@ -26,6 +26,7 @@ class CommunityLine:
     role_words: str
     rows: int
     agents: int
+    version: int | None  # the target's data version for the person there, when read
 
 
 @dataclass(frozen=True)
@@ -68,19 +69,22 @@ class Proposal:
 
 def build(target: str, inventory: dict[str, Any], digest: str) -> Proposal:
     roles = {c["id"]: c.get("role", "") for c in inventory.get("communities", [])}
+    ids = community_ids(inventory)
+    seen = targets.for_target(target).preview(target, ids)  # one read of the target system
     lines = []
-    for position, cid in enumerate(community_ids(inventory), start=1):
-        seen = target_system.preview(target, cid)
+    for position, cid in enumerate(ids, start=1):
+        here = seen.get(cid, {"name": f"(not a community of {target} at the target system)", "rows": 0, "agents": 0})
         role = roles.get(cid, "")
         lines.append(
             CommunityLine(
                 position=position,
                 community_id=cid,
-                name=seen["name"],
+                name=here["name"],
                 role=role,
                 role_words=ROLE_WORDS.get(role, role.replace("_", " ") or "unknown role"),
-                rows=seen["rows"],
-                agents=seen["agents"],
+                rows=here["rows"],
+                agents=here["agents"],
+                version=here.get("version"),
             )
         )
     return Proposal(
@@ -91,6 +95,11 @@ def build(target: str, inventory: dict[str, Any], digest: str) -> Proposal:
         communities=lines,
         stages=workflow.stage_count(len(lines)),
     )
+
+
+def versions(p: Proposal) -> dict[str, int | None]:
+    """The data version of each community the approver saw: what each effect's grant expects."""
+    return {c.community_id: c.version for c in p.communities}
 
 
 def of_request(req: Any) -> Proposal:
@@ -104,6 +113,9 @@ def lines(p: Proposal) -> list[str]:
         f"about {p.rows} rows and {p.agents} agents (target system preview); rules v{p.rules_version}",
     ]
     for c in p.communities:
-        out.append(f"  {c.position}. {c.name} ({c.community_id}): {c.role_words}; {c.rows} rows, {c.agents} agents")
+        out.append(
+            f"  {c.position}. {c.name} ({c.community_id}): {c.role_words}; {c.rows} rows, {c.agents} agents"
+            f" (data version {c.version})"
+        )
     out.append(f"digest {p.digest} covers {p.digest_covers}")
     return out

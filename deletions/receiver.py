@@ -1,20 +1,24 @@
-"""The trusted action service: every deletion effect lands through here.
+"""The back-office's side of the receiving boundary: the grant for one effect.
 
-One transaction (a) locks the request row and checks the lease owner and
-generation, (b) has the target system check the fencing token and the
-operation id, (c) rechecks authority (`deletions.authority.refusal`) and
-(d) applies the effect. Any failed check applies nothing and names the rule:
-a check followed by a separate update would leave a gap.
+One case-database transaction locks the request, checks the lease owner and generation, reads
+the latest approval and the people behind it, and applies the pure rule
+(`deletions.authority.refusal`); only then does it sign a grant naming the operation, the lease
+generation, the approval, the community and the data version expected there, good until the
+approval or the lease ends. The target system checks the grant again in the transaction that
+applies the effect (`deletions.targets`), so a check here followed by a separate update leaves
+no gap a stale or unauthorized effect could use.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
-from deletions import authority, target_system
+from core import grants
+from deletions import authority
 from deletions.contract import Lease, StageSnapshot
 from deletions.errors import Refused
 from deletions.rules.workflow import RULES_VERSION
@@ -28,20 +32,19 @@ class AuthorityRefused(Refused):
         self.approval_id = approval_id
 
 
-def apply_effect(lease: Lease, row: StageSnapshot, *, outcome: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """What the target system recorded for this operation (its first outcome when repeated)."""
+@dataclass(frozen=True)
+class Grant:
+    token: str
+    payload: dict[str, Any]
+    approval_id: Any
+
+
+def grant(lease: Lease, row: StageSnapshot, *, target: str, now: datetime) -> Grant:
+    """A signed grant for this stage's effect, or AuthorityRefused (nothing to send)."""
     with transaction.atomic():
-        facts = approvals.lock_for_effect(lease, now=now, rules_version=RULES_VERSION)
+        facts = approvals.lock_for_effect(lease, row, now=now, rules_version=RULES_VERSION)
         refused = authority.refusal(facts)
         if refused is not None:
             raise AuthorityRefused(refused, facts.approval_id)
-        return target_system.apply(
-            operation_id=row.operation_id,
-            request_id=lease.request_id,
-            generation=lease.generation,
-            executor=lease.owner,
-            action=row.stage,
-            community_id=row.community_id,
-            outcome=outcome,
-            now=now,
-        )
+        payload = authority.grant(facts, lease=lease, row=row, target=target)
+        return Grant(token=grants.sign(payload), payload=payload, approval_id=facts.approval_id)

@@ -18,7 +18,7 @@ from django.db import transaction
 from core import authority, clock
 from core.authority import Actor
 from core.errors import optional_reason, required_reason, shown
-from deletions import jobs, target_system
+from deletions import jobs, proposal, targets
 from deletions.case import cannot_run_now
 from deletions.errors import BadInput, Refused
 from deletions.handlers import RunOptions
@@ -33,6 +33,7 @@ from deletions.store.requests import (
     record_cancel,
     record_resume,
 )
+from deletions.targets.base import Found, Unreadable
 
 HEX = set("0123456789abcdef")
 MAX_STAGE_DELAY_MS = 3_600_000  # an hour: far past the lease, enough for any demo
@@ -46,10 +47,8 @@ def deletion_submit(
     *, actor: Actor, target: str, reason: str = "", communities: int = inventory.DEMO_COMMUNITIES
 ) -> DeletionRequest:
     authority.require(actor, SUBMIT)
-    inventory.validate_target(target)
     reason = optional_reason(reason)
-    inv = inventory.build_inventory(target, communities)
-    inventory.validate_inventory(inv)
+    inv = deletion_inventory(target, communities)
     now = clock.now()
     with transaction.atomic():
         req = insert_request(
@@ -63,6 +62,15 @@ def deletion_submit(
         )
         decisions.record(request_id=req.id, actor=actor, action="submit", reason=reason, now=now)
         return req
+
+
+def deletion_inventory(target: str, communities: int = inventory.DEMO_COMMUNITIES) -> dict[str, Any]:
+    """The inventory a submission would propose: the person's communities as the target system lists them."""
+    inventory.validate_target(target)
+    inventory.check_community_count(communities)
+    inv = inventory.build_inventory(target, targets.for_target(target).inventory(target, communities))
+    inventory.validate_inventory(inv)
+    return inv
 
 
 def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> DeletionApproval:
@@ -90,6 +98,13 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
         if digest != req.inventory_digest:
             raise Refused(f"approval digest {digest} does not match inventory {req.inventory_digest}")
         inventory.validate_inventory(req.inventory_json)
+        versions = proposal.versions(proposal.of_request(req))  # what the target holds now
+        missing = [cid for cid, version in versions.items() if version is None]
+        if missing:
+            raise Refused(
+                f"the target system lists no membership of {req.target} in {len(missing)} of the inventory's "
+                f"communities ({', '.join(missing[:3])}); the inventory no longer matches it and cannot be approved"
+            )
         approval = approvals.save_approval(
             req,
             approved_by=actor.user,
@@ -98,6 +113,7 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
             now=now,
             ttl=timedelta(days=settings.DELETION_APPROVAL_TTL_DAYS),
             custody=custody.approved(now),
+            versions=versions,
         )
         decisions.record(
             request_id=rid, actor=actor, action="approve", reason=f"digest {digest}", now=now, approval=approval
@@ -155,9 +171,22 @@ def deletion_resume(
             row = req.stages.filter(is_current=True).first()  # the request is locked: nothing moves it
             if row is None or row.submitted_at is None:
                 raise Refused(f"request {req.id}: the current stage submitted nothing, so no effect is unknown")
-            if target_system.lookup(row.operation_id, now=now) is not None:
+            target = targets.for_target(req.target)
+            answer = target.lookup(row.operation_id)
+            if isinstance(answer, Found):
                 raise Refused(
-                    f"the target system has a record of operation {row.operation_id}: it was applied; nothing to resend"
+                    f"{target.where()} has a record of operation {row.operation_id}: it was applied; nothing to resend"
+                )
+            if isinstance(answer, Unreadable):
+                raise Refused(
+                    f"evidence inconclusive: {target.where()} could not be read ({answer.reason}); "
+                    f"operation {row.operation_id} may have been applied, so it cannot be confirmed not applied"
+                )
+            if not answer.settles(row.submitted_at):
+                raise Refused(
+                    f"evidence inconclusive: {target.where()} has seen operations only up to "
+                    f"{answer.watermark.isoformat()}, before operation {row.operation_id} was submitted at "
+                    f'{row.submitted_at.isoformat()}; its "not found" proves nothing yet, nothing was recorded'
                 )
             stages.clear_submitted(req.id)
             alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)
@@ -229,26 +258,18 @@ def valid_executor(executor: str) -> str:
     return executor
 
 
-def run_options(
-    *, request_id: str | UUID, fail_stage: str | None, no_agents_in: list[str], stage_delay_ms: int | str
-) -> RunOptions:
-    """Validate run flags against the rules and the request's inventory before any write."""
-    req = get_request(request_id)
+def run_options(*, request_id: str | UUID, fail_stage: str | None, stage_delay_ms: int | str) -> RunOptions:
+    """Validate run flags against the rules before any write."""
+    get_request(request_id)
     if fail_stage is not None and fail_stage not in workflow.STAGES:
         raise BadInput(f"--fail-stage {shown(fail_stage)} is not a stage ({', '.join(workflow.STAGES)})")
-    known = inventory.community_ids(req.inventory_json)
-    for cid in no_agents_in:
-        if cid not in known:
-            raise BadInput(
-                f"--demo-no-agents-in {shown(cid)} is not a community of this request's inventory ({', '.join(known)})"
-            )
     try:
         delay = int(str(stage_delay_ms).strip())
     except ValueError:
         raise BadInput(f"--stage-delay-ms {shown(stage_delay_ms)} is not a whole number of milliseconds") from None
     if not 0 <= delay <= MAX_STAGE_DELAY_MS:
         raise BadInput(f"--stage-delay-ms {shown(stage_delay_ms)} is out of range (0-{MAX_STAGE_DELAY_MS})")
-    return RunOptions(no_agents_in=frozenset(no_agents_in), fail_stage=fail_stage, stage_delay_ms=delay)
+    return RunOptions(fail_stage=fail_stage, stage_delay_ms=delay)
 
 
 def submission_json(req: DeletionRequest) -> dict[str, Any]:

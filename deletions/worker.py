@@ -19,6 +19,7 @@ from django.db import connections
 
 from core import clock
 from core.crashpoints import crash_point
+from deletions import targets
 from deletions.contract import Finished, Lease, NextStage, StageSnapshot, WaitUntil
 from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
 from deletions.handlers import HandlerContext, RunOptions, run_handler
@@ -100,11 +101,17 @@ def run(
         )
         if expired:
             raise Refused(expired)
-    plan = Plan.of(req.inventory_json)  # immutable (trigger) and digest-checked at every effect
+    target = targets.for_target(req.target)
     lease = leases.claim(
-        request_id=req.id, owner=executor_id, now=clock.now(), lease_seconds=settings.DELETION_LEASE_SECONDS
+        request_id=req.id,
+        owner=executor_id,
+        now=clock.now(),
+        lease_seconds=settings.DELETION_LEASE_SECONDS,
+        past=target.fence(req.id),
     )
     crash_point("after-claim")
+    req = get_request(request_id)  # read under this lease: the plan is the inventory as it is now
+    plan = Plan.of(req.inventory_json)  # immutable (trigger); each grant checks the community is in it
     heartbeat = Heartbeat(lease, stop, settings.DELETION_HEARTBEAT_SECONDS, settings.DELETION_LEASE_SECONDS)
     heartbeat.start()
     handled = 0
@@ -119,7 +126,7 @@ def run(
                 return RunOutcome(0, f"time budget of {time_budget:g} s used; {nxt.stage} is next", handled, True)
             if stop.is_set():
                 raise Interrupted(f"stopped before {nxt.stage}; the row stays current")
-            saved = run_handler(HandlerContext(lease=lease, options=options, plan=plan, stop=stop), nxt)
+            saved = run_handler(HandlerContext(lease=lease, options=options, plan=plan, target=target, stop=stop), nxt)
             handled += 1
             nxt = next_stage(lease, plan, saved, now=clock.now())  # the handler saved its outcome; what next
             if isinstance(nxt, StageSnapshot):

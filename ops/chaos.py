@@ -64,7 +64,6 @@ def mark_scratch(database_url: str, token: str) -> None:
 def require_scratch() -> None:
     """Refuse (before any write) unless this process was handed the token its outer role wrote
     into the database it is connected to: any other database, however it is named, is refused."""
-    from django.db import connection
 
     token = os.environ.get("CHAOS_SCRATCH_TOKEN", "")
     if settings.PRODUCTION:
@@ -327,7 +326,7 @@ def settled() -> bool:
 
 def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
     """What the receiver and the case tables say, after the storm."""
-    from deletions.models import DeletionRequest
+    from deletions.models import DeletionRequest, StageHistory
     from retirements.models import RetirementRequest
 
     completed = cancelled = waiting = lost = 0
@@ -359,22 +358,36 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
         else:
             lost += 1
             offenders.append(f"retirement {ret.id}")
-    with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM demo_target_effects")
+    with connections["target"].cursor() as cur:  # what the separate target system applied, read there
+        cur.execute("SELECT count(*) FROM target_operations")
         effects = cur.fetchone()[0]
         # The same intended effect (request, action, community) applied more than once.
         cur.execute(
-            """SELECT count(*) FROM (SELECT 1 FROM demo_target_effects
-               GROUP BY request_id, action, community_id HAVING count(*) > 1) dup"""
-        )
-        duplicates = cur.fetchone()[0]
-        cur.execute(
-            """SELECT DISTINCT request_id FROM demo_target_effects
+            """SELECT request_id FROM target_operations
                GROUP BY request_id, action, community_id HAVING count(*) > 1"""
         )
-        offenders += [str(r[0]) for r in cur.fetchall()]
-        cur.execute("SELECT operation_id, generation FROM demo_target_effects")
-        generation_of = dict(cur.fetchall())
+        doubled = [str(r[0]) for r in cur.fetchall()]
+        duplicates = len(doubled)
+        offenders += doubled
+        cur.execute("SELECT operation_id, generation, request_id FROM target_operations")
+        applied = cur.fetchall()
+    generation_of = {op: gen for op, gen, _ in applied}
+    # A case that ended believing an applied operation was not applied, or cancelled "before any effect"
+    # while the target holds one of its effects: what the case says must be what the target recorded.
+    settled = dict(StageHistory.objects.filter(status="completed").values_list("operation_id", "request_id"))
+    ended = {
+        r.id: r.last_action
+        for r in DeletionRequest.objects.filter(status__in=("completed", "cancelled")).only("id", "last_action")
+    }
+    false_not_applied = false_cancelled = 0
+    for op, _, rid in applied:
+        if rid in ended and op not in settled:
+            false_not_applied += 1
+            offenders.append(str(rid))
+    for rid in {rid for _, _, rid in applied}:
+        if "before any effect" in ended.get(rid, ""):
+            false_cancelled += 1
+            offenders.append(str(rid))
     stale = 0
     for req in DeletionRequest.objects.only("id"):
         found = stale_writes(req.id, generation_of)
@@ -394,6 +407,8 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
         "effects": effects,
         "duplicate_effects": duplicates,
         "stale_writes_accepted": stale,
+        "false_not_applied": false_not_applied,
+        "false_cancelled": false_cancelled,
         "lost": lost,
         "offending_requests": sorted(set(offenders))[:20],
     }
@@ -417,9 +432,9 @@ def explain(request_id: str) -> list[str]:
             f"  stage {s.stage} {s.community_id or ''} {s.status}{' current' if s.is_current else ''}"
             f" attempts {s.attempts} operation {s.operation_id}"
         )
-    with connection.cursor() as cur:
+    with connections["target"].cursor() as cur:
         cur.execute(
-            "SELECT operation_id, action, generation, executor FROM demo_target_effects"
+            "SELECT operation_id, action, generation, executor FROM target_operations"
             " WHERE request_id = %s ORDER BY applied_at",
             [req.id],
         )
@@ -467,7 +482,10 @@ def stale_writes(request_id: UUID, generation_of: dict[UUID, int]) -> int:
 
 
 def failed(result: dict[str, Any]) -> bool:
-    return bool(result["duplicate_effects"] or result["stale_writes_accepted"] or result["lost"])
+    return any(
+        result[k]
+        for k in ("duplicate_effects", "stale_writes_accepted", "false_not_applied", "false_cancelled", "lost")
+    )
 
 
 def summary_line(result: dict[str, Any]) -> str:

@@ -93,7 +93,7 @@ def seed(demo_user: Any) -> list[str]:
 
     carol = submit("demo:carol", "ticket DEL-103")
     approve(carol)
-    worker.run(carol.id, executor_id="demo-worker", options=RunOptions(no_agents_in=frozenset()))
+    worker.run(carol.id, executor_id="demo-worker", options=RunOptions())
     shown.append("demo:carol  completed")
 
     erin = submit("demo:erin", "ticket DEL-105")

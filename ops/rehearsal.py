@@ -129,6 +129,8 @@ ROWS: tuple[Row, ...] = (
         (
             C + "test_cancel_during_retry_wait_keeps_completed_stages",
             C + "test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops",
+            EU + "test_a_cancel_while_the_effect_is_unknown_keeps_the_case_open_until_the_lookup_names_the_operation",
+            EU + "test_a_cancel_that_meets_a_dead_workers_live_lease_waits_for_it_and_leaves_no_row_running",
             A + "test_approver_removed_between_stages_stops_the_next_stage_until_a_new_approval",
         ),
     ),
@@ -138,7 +140,8 @@ ROWS: tuple[Row, ...] = (
         "Do not infer no effect; hold until permitted source evidence can establish the result",
         (
             EU + "test_a_lagging_lookup_that_says_not_found_is_not_taken_as_no_effect",
-            EU + "test_crash_after_submission_mark_stays_unknown_and_is_never_resent",
+            EU + "test_not_found_behind_the_submission_stays_unknown_and_confirm_not_applied_waits_for_the_watermark",
+            EU + "test_not_found_past_the_submission_is_evidence_and_the_operation_is_sent_once",
         ),
     ),
     Row(

@@ -52,13 +52,32 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     """Environment for a child `manage.py` that talks to this test database."""
     connection.ensure_connection()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
-    env.update(DJANGO_SETTINGS_MODULE="config.settings", DATABASE_URL=database_url(), PYTHONUNBUFFERED="1")
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL=database_url(),
+        TARGET_DATABASE_URL=connection_url("target"),
+        PYTHONUNBUFFERED="1",
+    )
     env.update(extra)
     return env
 
 
 def manage_argv(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "manage.py"), *args]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the database uses both: the case database and the demo target system's."""
+    for item in items:
+        marker = item.get_closest_marker("django_db")
+        names = getattr(item, "fixturenames", ())
+        if marker is None and not {"db", "transactional_db"} & set(names):
+            continue
+        kwargs: dict[str, Any] = (
+            dict(marker.kwargs) if marker is not None else {"transaction": "transactional_db" in names}
+        )
+        kwargs.setdefault("databases", "__all__")
+        item.add_marker(pytest.mark.django_db(*(marker.args if marker else ()), **kwargs), append=False)
 
 
 # The staff the deletion tests name on command lines and in services.

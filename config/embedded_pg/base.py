@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from django.db.backends.postgresql import base, client
 
 from config import embedded
@@ -42,3 +43,19 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def get_connection_params(self) -> dict[str, Any]:
         _ensure(self.settings_dict)
         return super().get_connection_params()
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        """A database marked CREATE_IF_MISSING (the demo target's, beside the case database) is
+        created on the same server the first time it is missing."""
+        try:
+            return super().get_new_connection(conn_params)
+        except psycopg.OperationalError as exc:
+            if not self.settings_dict.get("CREATE_IF_MISSING") or "does not exist" not in str(exc):
+                raise
+        with self._nodb_cursor() as cur:
+            try:
+                cur.execute(f"CREATE DATABASE {self.ops.quote_name(self.settings_dict['NAME'])}")
+            except Exception as exc:  # another process created it first
+                if "already exists" not in str(exc):
+                    raise
+        return super().get_new_connection(conn_params)

@@ -1,4 +1,4 @@
-"""Demo target checks, B/C inventory generation and user inventory validation. Pure."""
+"""Target checks, the inventory built from what the target system lists, and its validation. Pure."""
 
 from __future__ import annotations
 
@@ -35,26 +35,22 @@ def validate_target(target: str) -> str:
 DEMO_COMMUNITIES = 2
 
 
-def build_inventory(target: str, communities: int = DEMO_COMMUNITIES) -> dict[str, Any]:
-    """The demo inventory: B and C, then (for benchmarks and tests of large requests) more
-    artificial communities with fixed ids, participant and former participant in turn."""
+def check_community_count(communities: int) -> int:
+    """How many communities a demo person is given (B and C always first)."""
     if not DEMO_COMMUNITIES <= communities <= MAX_COMMUNITIES:
         raise BadInput(
             f"--demo-communities {communities} is refused: give {DEMO_COMMUNITIES}-{MAX_COMMUNITIES:,} "
             "(B and C are always the first two)"
         )
-    extra = [
-        {"id": str(UUID(int=(1 << 64) + i)), "role": "participant" if i % 2 else "former_participant"}
-        for i in range(1, communities - DEMO_COMMUNITIES + 1)
-    ]
+    return communities
+
+
+def build_inventory(target: str, memberships: list[dict[str, str]]) -> dict[str, Any]:
+    """The inventory of a person: the communities (id, role) the target system lists for them, in its order."""
     return {
         "version": INVENTORY_VERSION,
         "target": target,
-        "communities": [
-            {"id": COMMUNITY_B, "role": "participant"},
-            {"id": COMMUNITY_C, "role": "former_participant"},
-            *extra,
-        ],
+        "communities": [{"id": m["id"], "role": m["role"]} for m in memberships],
     }
 
 

@@ -12,7 +12,7 @@ from uuid import UUID
 from django.db import connection, transaction
 
 from core import authority
-from deletions.contract import AuthorityFacts, Custody, Lease
+from deletions.contract import AuthorityFacts, Custody, Lease, StageSnapshot
 from deletions.errors import UnknownRequest
 from deletions.models import DeletionApproval, DeletionRequest, Status
 from deletions.store.leases import check_owner
@@ -61,6 +61,7 @@ def save_approval(
     now: datetime,
     ttl: timedelta,
     custody: Custody,
+    versions: dict[str, int | None],
 ) -> DeletionApproval:
     """Save one approval of the exact proposal and move the locked request to approved, together."""
     username = approved_by.get_username()
@@ -73,6 +74,7 @@ def save_approval(
         inventory_version=req.inventory_version,
         rules_version=rules_version,
         expires_at=now + ttl,
+        versions=versions,
     )
     req.approve()
     _hold(req, custody)
@@ -110,10 +112,11 @@ APPROVE = "deletions.approve_deletionrequest"
 SUBMIT = "deletions.submit_deletionrequest"
 
 
-def lock_for_effect(lease: Lease, *, now: datetime, rules_version: int) -> AuthorityFacts:
+def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_version: int) -> AuthorityFacts:
     """Lock the request, check the lease and read what the receiving boundary rechecks, in one
-    statement (call inside atomic()): the latest approval, and whether its approver and the
-    requester are, now, active staff holding their permissions (`core.authority.may_sql`)."""
+    statement (call inside atomic()): the latest approval, whether its approver and the requester
+    are, now, active staff holding their permissions (`core.authority.may_sql`), whether the stored
+    inventory lists the stage's community, and the data versions its grant may expect there."""
     approver_may, approver_params = authority.may_sql("a.approved_by_user_id", APPROVE)
     requester_may, requester_params = authority.may_sql("r.requested_by_user_id", SUBMIT)
     with connection.cursor() as cur:
@@ -122,14 +125,30 @@ def lock_for_effect(lease: Lease, *, now: datetime, rules_version: int) -> Autho
                        r.inventory_digest, r.inventory_version, r.requested_by, md5(r.inventory_json::text),
                        a.id, a.inventory_digest, a.inventory_version, a.rules_version, a.expires_at, a.revoked_at,
                        a.approved_by, r.requested_by_user_id = a.approved_by_user_id,
-                       {approver_may}, {requester_may}
+                       {approver_may}, {requester_may},
+                       %s::text IS NULL OR r.inventory_json->'communities' @> jsonb_build_array(
+                           jsonb_build_object('id', %s::text)),
+                       (a.versions ->> %s::text)::bigint,
+                       (p.metadata_json->'result'->>'version_after')::bigint, r.lease_expires_at
                 FROM entity_deletion_requests r
                 LEFT JOIN LATERAL (
                     SELECT * FROM entity_deletion_approvals WHERE request_id = r.id
                     ORDER BY approved_at DESC, id DESC LIMIT 1
                 ) a ON true
+                LEFT JOIN entity_deletion_stage_history c ON c.id = %s AND c.request_id = r.id
+                LEFT JOIN entity_deletion_stage_history p
+                    ON p.id = (c.metadata_json->>'previous_stage_id')::uuid AND p.request_id = r.id
+                   AND p.target_community_id = c.target_community_id AND p.status = 'completed'
                 WHERE r.id = %s FOR UPDATE OF r""",
-            [*approver_params, *requester_params, lease.request_id],
+            [
+                *approver_params,
+                *requester_params,
+                stage.community_id,
+                stage.community_id,
+                stage.community_id,
+                stage.id,
+                lease.request_id,
+            ],
         )
         row = cur.fetchone()
     if row is None:
@@ -156,6 +175,11 @@ def lock_for_effect(lease: Lease, *, now: datetime, rules_version: int) -> Autho
         requester=requester,
         requester_may=row[17],
         same_person=bool(row[15]),
+        community_id=stage.community_id,
+        in_inventory=bool(row[18]),
+        approved_version=row[19],
+        previous_version=row[20],
+        lease_expires_at=row[21],
     )
 
 

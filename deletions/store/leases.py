@@ -25,8 +25,10 @@ logger = logging.getLogger("deletions")
 SQL = Statements.beside(__file__, "leases.sql")
 
 
-def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) -> Lease:
-    """Take ownership with a new generation; the lifecycle status is preserved.
+def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int, past: int = 0) -> Lease:
+    """Take ownership with a new generation, above the saved one and above `past` (the target
+    system's fence: after the case database was restored from a backup, the saved generation
+    may be one the target already saw); the lifecycle status is preserved.
 
     A cancellation recorded while running does not block the claim: the first
     transition of the new owner finishes the request as cancelled.
@@ -36,7 +38,7 @@ def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) ->
         row = SQL.one(cur, "lock_for_claim", request_id=request_id)
         previous = dict(zip(_CLAIM_COLUMNS, row, strict=True)) if row is not None else None
         if previous is not None and _claimable(previous, now):
-            generation = previous["lease_generation"] + 1  # the row is locked: no one else moves it
+            generation = max(previous["lease_generation"], past) + 1  # the row is locked: no one else moves it
             takeover = previous["lease_owner"] is not None
             SQL.one(
                 cur,
@@ -44,6 +46,7 @@ def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) ->
                 request_id=request_id,
                 owner=owner,
                 generation=generation,
+                previous=previous["lease_generation"],
                 expires=expires,
                 now=now,
                 event="takeover" if takeover else "claim",
@@ -56,12 +59,19 @@ def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int) ->
                 request_id=request_id,
                 executor=owner,
                 generation=generation,
-                reason=f"previous owner {previous['lease_owner']}" if takeover else None,
+                reason=_claim_reason(previous, past, takeover),
             )
             return Lease(request_id=request_id, owner=owner, generation=generation, expires_at=expires)
     refusal = _claim_refusal(request_id, now)
     event(logger, "refusal", request_id=request_id, executor=owner, reason=refusal.message)
     raise refusal
+
+
+def _claim_reason(previous: Mapping[str, Any], past: int, takeover: bool) -> str | None:
+    said = [f"previous owner {previous['lease_owner']}"] if takeover else []
+    if past > previous["lease_generation"]:
+        said.append(f"moved past the target system's fence {past} (saved generation {previous['lease_generation']})")
+    return "; ".join(said) or None
 
 
 _CLAIM_COLUMNS = (

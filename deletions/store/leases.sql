@@ -6,12 +6,13 @@ SELECT status, lease_owner, lease_expires_at, lease_generation, next_attempt_at,
 FROM entity_deletion_requests WHERE id = %(request_id)s FOR UPDATE
 
 -- name: claim
--- The row is locked (lock_for_claim): the new generation is the one after what it read.
+-- The row is locked (lock_for_claim): the new generation is past what it read and past the
+-- target system's fence.
 WITH claimed AS (
     UPDATE entity_deletion_requests
     SET lease_owner = %(owner)s, lease_generation = %(generation)s, lease_expires_at = %(expires)s,
         heartbeat_at = %(now)s, updated_at = %(now)s
-    WHERE id = %(request_id)s AND lease_generation = %(generation)s - 1
+    WHERE id = %(request_id)s AND lease_generation = %(previous)s
     RETURNING id
 )
 INSERT INTO entity_deletion_lease_events

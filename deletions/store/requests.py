@@ -12,7 +12,7 @@ from django.db import IntegrityError, connection, transaction
 
 from core.sql import Statements
 from core.store import lock_or_not_found
-from deletions.contract import Custody
+from deletions.contract import OPERATORS_ON_CALL, Custody
 from deletions.errors import Refused
 from deletions.models import OPEN_STATUSES, DeletionRequest, StageStatus, Status
 from deletions.store import alarms
@@ -73,13 +73,32 @@ def insert_request(
 
 
 def record_cancel(req: DeletionRequest, *, by: str, reason: str, now: datetime, outright: bool) -> None:
-    """Save a cancellation. Outright: the request ends now (completed stages stay done).
-    Otherwise the live worker stops at its next transition, which ends it."""
+    """Save a cancellation. With a submission whose outcome is unknown, the case stays open (operators
+    on call, checked now) until a worker looks the operation up. Outright: the request ends now
+    (completed stages stay done). Otherwise the live worker stops at its next transition, which ends it."""
     req.cancel_requested_at = now
     req.cancel_requested_by = by
     req.cancel_reason = reason
     fields = ["cancel_requested_at", "cancel_requested_by", "cancel_reason", "last_action", "updated_at"]
-    if outright:
+    unsettled = req.stages.filter(is_current=True, submitted_at__isnull=False).exclude(status=StageStatus.COMPLETED)
+    pending = unsettled.values_list("operation_id", "stage").first()
+    if pending is not None:
+        # An effect may have landed: the case stays open until the operation is looked up.
+        op, stage = pending
+        if req.status == Status.NEEDS_ATTENTION:
+            req.operator_resume()
+        if req.status == Status.RETRY_WAIT:
+            req.next_attempt_at = now
+            fields.append("next_attempt_at")
+        req.owner = OPERATORS_ON_CALL
+        req.open_question = (
+            f"cancellation recorded while operation {op} ({stage}) may have taken effect; the worker looks it up "
+            "at the target system before the case closes, and says whether it was applied"
+        )
+        req.next_check_at = now
+        req.last_action = f"cancellation recorded by {by}; operation {op} is being looked up before it ends"
+        fields += ["status", "owner", "open_question", "next_check_at"]
+    elif outright:
         started = req.stages.exists()
         req.cancel()
         alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)  # nothing waits on a person now

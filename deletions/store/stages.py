@@ -308,7 +308,12 @@ def transition_stage(lease: Lease, decide: Decide, *, now: datetime, replay: boo
             # Terminal, or parked for a person: nothing runs until someone acts.
             return Finished(status=locked.status, completed_stages=_count(cur, lease), note=locked.open_question)
         if locked.cancel_requested:
-            return _cancel_at_boundary(cur, lease, now)
+            unsettled = locked.current
+            if unsettled is not None and unsettled.submitted_at is not None and unsettled.status != "completed":
+                # Its outcome is unknown: the handler looks it up (and sends nothing new: the grant is
+                # refused once a cancellation is recorded) before the request can end.
+                return unsettled
+            return _cancel_at_boundary(cur, lease, locked.current, now)
         inventory: dict[str, Any] | None = None
         version = 0
         if replay:
@@ -359,13 +364,32 @@ def _count(cur: Any, lease: Lease) -> int:
     return int(SQL.one(cur, "count_completed", request_id=lease.request_id)[0])  # type: ignore[index]
 
 
-def _cancel_at_boundary(cur: Any, lease: Lease, now: datetime) -> Finished:
-    """Stop at a transition: completed stages stay completed and are reported as done."""
+def _cancel_at_boundary(cur: Any, lease: Lease, current: StageSnapshot | None, now: datetime) -> Finished:
+    """Stop at a transition: completed stages stay completed and are reported as done, naming the
+    last operation the target system recorded."""
     done = _count(cur, lease)
-    action = f"cancelled at a stage boundary; {done} stage(s) had completed"
+    if done == 0:
+        action = "cancelled before any effect"
+    else:
+        last = current if current is not None and current.status == "completed" else None
+        applied = (
+            f"operation {last.operation_id} ({last.stage}) was applied (evidence: {_evidence_words(last.result)})"
+            if last is not None
+            else f"{done} stage(s) were applied"
+        )
+        action = (
+            f"cancelled after {applied}; {done} completed stage(s) stay done; "
+            "reversal needs a separate authorized action"
+        )
     if SQL.one(cur, "cancel_at_boundary", **_fenced(lease, now=now, action=action)) is None:
         raise _why_not(cur, lease, None, "cancel it at a stage boundary")
     return Finished(status="cancelled", completed_stages=done)
+
+
+def _evidence_words(result: Any) -> str:
+    keys = ("rows_deleted", "rows_remaining", "agents_removed", "version_after", "applied_at", "generation")
+    shown = [f"{k} {result[k]}" for k in keys if isinstance(result, dict) and k in result]
+    return ", ".join(shown) or "recorded"
 
 
 def _apply(cur: Any, lease: Lease, locked: _Locked, started: bool, op: Operation, now: datetime) -> NextStage:

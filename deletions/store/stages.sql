@@ -239,6 +239,15 @@ WITH r AS (
 ), settled AS (
     UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
     FROM r WHERE al.request_id = r.id AND al.kind = 'effect_unknown' AND al.resolved_at IS NULL
+), stopped AS (
+    -- A row a dead worker left running never ran its effect (a submitted one is settled first):
+    -- it waits again, and its open attempt closes as interrupted.
+    UPDATE entity_deletion_stage_history h SET status = 'pending', last_error = 'cancelled before its effect'
+    FROM r WHERE h.request_id = r.id AND h.is_current AND h.status = 'running' AND h.submitted_at IS NULL
+    RETURNING h.id
+), closed AS (
+    UPDATE entity_deletion_stage_attempts a SET outcome = 'interrupted', finished_at = %(now)s
+    FROM r WHERE a.request_id = r.id AND a.outcome = 'running'
 )
 SELECT id FROM r
 

@@ -95,9 +95,13 @@ def test_a_refused_decision_writes_no_log_entry(login, staff) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_confirm_not_applied_is_offered_for_an_unknown_effect_and_lets_the_next_attempt_send(cmd, login, staff) -> None:
+def test_confirm_not_applied_is_offered_for_an_unknown_effect_and_lets_the_next_attempt_send(
+    cmd, login, staff, settings
+) -> None:
     req = approved()
-    take_over(cmd, crash_at("after-submit-mark", req.id))  # the look-up finds no record: effect unknown
+    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # the look-up is behind the submission: effect unknown
+    take_over(cmd, crash_at("after-submit-mark", req.id))
+    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 0  # caught up: its "not found" is evidence now
     req = DeletionRequest.objects.get(id=req.id)
     assert req.status == Status.RETRY_WAIT and req.open_question
     client = login("operator")
@@ -218,14 +222,14 @@ def test_a_stage_failure_is_a_failed_task_linked_to_its_case(client, staff, monk
     from deletions import handlers
 
     req = approved()
-    real = handlers._outcome
+    real = handlers.receiver.grant
 
-    def broken_purge(ctx, row):  # the target system fails the purge: a real failure path in the worker
+    def broken_purge(lease, row, **kwargs):  # the purge's grant cannot be signed: a failure before any send
         if row.stage == "purge_db":
-            raise ConnectionError("target system reset the connection")
-        return real(ctx, row)
+            raise ConnectionError("the signing service reset the connection")
+        return real(lease, row, **kwargs)
 
-    monkeypatch.setattr(handlers, "_outcome", broken_purge)
+    monkeypatch.setattr(handlers.receiver, "grant", broken_purge)
     through_django_q("deletions.tasks.run_deletion", str(req.id))
     assert DeletionRequest.objects.get(id=req.id).status == Status.RETRY_WAIT
     failed = Failure.objects.get(func="deletions.tasks.run_deletion")

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import time_machine
-from django.db import connection
+from django.db import connection, connections
 from django.utils import timezone
 
 from deletions.models import DeletionRequest, StageHistory
@@ -87,14 +87,22 @@ def start_worker(request_id: Any, *args: str, **env: str) -> subprocess.Popen[st
 
 
 def effects(request_id: Any) -> list[tuple[Any, ...]]:
-    """What the demo target system applied for a request: (operation, action, generation)."""
-    with connection.cursor() as cur:
+    """What the demo target system applied for a request, read from its own database:
+    (operation, action, generation)."""
+    with connections["target"].cursor() as cur:
         cur.execute(
-            "SELECT operation_id, action, generation FROM demo_target_effects "
-            "WHERE request_id = %s ORDER BY applied_at",
+            "SELECT operation_id, action, generation FROM target_operations WHERE request_id = %s ORDER BY applied_at",
             [request_id],
         )
         return cur.fetchall()
+
+
+def recorded(operation_id: Any) -> Any:
+    """The evidence the demo target system recorded for an operation (None: no record)."""
+    with connections["target"].cursor() as cur:
+        cur.execute("SELECT evidence FROM target_operations WHERE operation_id = %s", [operation_id])
+        row = cur.fetchone()
+    return None if row is None else (json.loads(row[0]) if isinstance(row[0], str) else row[0])
 
 
 def crash_at(point: str, request_id: Any, *args: str) -> DeletionRequest:

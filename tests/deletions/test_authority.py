@@ -231,7 +231,7 @@ def test_investigating_an_unknown_effect_is_still_allowed_after_the_approval_exp
         ran = cmd("run_deletion", req["id"], "--executor-id", "worker-b")
     assert ran.code == 1 and "approval expired" in ran.err, ran.err
     gate = StageHistory.objects.get(request_id=req["id"], stage="gate_user")
-    assert gate.status == "completed" and gate.metadata_json["result"] == {"gated": True, "target": "demo:bob"}
+    assert gate.status == "completed" and gate.metadata_json["result"]["gated"] is True
     assert len(effects(req["id"])) == 1  # looked up and saved, nothing new applied
     assert case(req).status == "needs_review"
     status = case(req).status

@@ -40,14 +40,14 @@ def test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops(settings
     req = submit_and_approve()
     outcome: dict[str, Any] = {}
     reached, go = threading.Event(), threading.Event()
-    apply_effect = handlers.receiver.apply_effect
+    grant = handlers.receiver.grant
 
-    def held_effect(*args: Any, **kwargs: Any) -> Any:
+    def held_grant(*args: Any, **kwargs: Any) -> Any:
         reached.set()
         assert go.wait(timeout=120), "the test never let the worker submit"
-        return apply_effect(*args, **kwargs)
+        return grant(*args, **kwargs)
 
-    monkeypatch.setattr(handlers.receiver, "apply_effect", held_effect)
+    monkeypatch.setattr(handlers.receiver, "grant", held_grant)
 
     def run() -> None:
         try:
@@ -59,7 +59,8 @@ def test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops(settings
     thread.start()
     assert reached.wait(timeout=120), "the worker never reached its submission"
     recorded = deletion_cancel(request_id=req.id, actor=named("operator-c"), reason="legal asked to stop")
-    assert recorded.status == "running" and "stops at its next transition" in recorded.last_action
+    # Its submission had begun: the cancel is saved without claiming the effect was prevented.
+    assert recorded.status == "running" and "is being looked up before it ends" in recorded.last_action
     go.set()
     thread.join(timeout=120)
     assert outcome["r"].exit_code == 1

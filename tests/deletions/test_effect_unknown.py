@@ -8,38 +8,36 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from deletions import target_system
 from deletions.models import DeletionRequest, StageHistory
 from tests.conftest import submit_and_approve
-from tests.deletions.helpers import crash_at, effects, take_over
+from tests.deletions.helpers import crash_at, effects, recorded, take_over
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd, observe) -> None:
+def test_not_found_behind_the_submission_stays_unknown_and_confirm_not_applied_waits_for_the_watermark(
+    cmd, settings, observe
+) -> None:
     req = submit_and_approve()
-    crashed = crash_at("after-submit-mark", req.id)
+    crashed = crash_at("after-submit-mark", req.id)  # killed before the target saw anything
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
-    assert gate.submitted_at is not None and gate.status == "running"
-    assert (
-        target_system.lookup(gate.operation_id, now=timezone.now()) is None
-    )  # it crashed before the target saw anything
+    assert gate.submitted_at is not None and gate.status == "running" and recorded(gate.operation_id) is None
 
+    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # the lookup source is an hour behind
     ran = take_over(cmd, crashed)
     assert ran.code == 1 and "retry not before" in ran.err
     after = DeletionRequest.objects.get(id=req.id)
     assert after.status == "retry_wait" and "effect unknown" in (after.last_error or "")
+    assert "before the submission" in (after.last_error or "")
     assert f"did operation {gate.operation_id}" in after.open_question and after.owner
-    assert after.next_check_at == after.next_attempt_at
     assert effects(req.id) == []  # no blind resend
 
-    # A later look-up still finds nothing: still unknown, still not resent.
-    with time_machine.travel((after.next_attempt_at or after.updated_at) + timedelta(seconds=1), tick=False):
-        again = cmd("run_deletion", str(req.id), "--executor-id", "worker-c")
-    assert again.code == 1 and effects(req.id) == []
-    assert DeletionRequest.objects.get(id=req.id).retry_count == 2
+    refused = cmd("resume_deletion", str(req.id), "--by", "operator-c", "--effect-not-applied", "--reason", "x")
+    assert refused.code == 1 and "evidence inconclusive" in refused.err and "seen operations only up to" in refused.err
+    assert StageHistory.objects.get(id=gate.id).submitted_at is not None  # nothing recorded
+    assert not after.decisions.filter(action="confirm_not_applied").exists()
 
-    # The operator checked the target system and confirms it was never applied.
+    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 0  # caught up: its "not found" is now evidence
     resumed = cmd(
         "resume_deletion",
         str(req.id),
@@ -47,7 +45,7 @@ def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd, obse
         "operator-c",
         "--effect-not-applied",
         "--reason",
-        "target audit log shows nothing for this operation",
+        "target caught up and shows nothing for this operation",
     )
     assert resumed.code == 0, resumed.err
     assert cmd("run_deletion", str(req.id), "--executor-id", "worker-d").code == 0
@@ -56,21 +54,33 @@ def test_crash_after_submission_mark_stays_unknown_and_is_never_resent(cmd, obse
     assert [op for op, _, _ in effects(req.id)].count(gate.operation_id) == 1
     assert done.decisions.filter(action="confirm_not_applied", actor_label="operator-c").exists()
     observe(
-        f"two look-ups found no record: retry_wait, owner {after.owner}, retry count 2, effects at receiver 0; "
-        f"operator confirmed not applied: {done.status}, operation applied "
+        f"lookup an hour behind: {after.status}, owner {after.owner}, confirm-not-applied refused "
+        f"('{refused.err.strip()[:60]}...'); caught up: confirmed, {done.status}, operation applied "
         f"{[op for op, _, _ in effects(req.id)].count(gate.operation_id)} time"
     )
+
+
+def test_not_found_past_the_submission_is_evidence_and_the_operation_is_sent_once(cmd, observe) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-submit-mark", req.id)
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    ran = take_over(cmd, crashed)
+    assert ran.code == 0, ran.err
+    assert DeletionRequest.objects.get(id=req.id).status == "completed"
+    ops = [op for op, _, _ in effects(req.id)]
+    assert ops.count(gate.operation_id) == 1 and len(ops) == len(set(ops)) == 5
+    observe(f"not found as of a watermark past the submission: sent once under the same id; {len(ops)} effects")
 
 
 def test_found_effect_is_saved_from_the_record_without_resending(cmd, observe) -> None:
     req = submit_and_approve()
     crashed = crash_at("after-effect", req.id)
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
-    recorded = target_system.lookup(gate.operation_id, now=timezone.now())
-    assert recorded is not None
+    evidence = recorded(gate.operation_id)
+    assert evidence is not None and evidence["gated"] is True
     assert take_over(cmd, crashed, "--next-step").code == 0
     settled = StageHistory.objects.get(id=gate.id)
-    assert settled.status == "completed" and settled.metadata_json["result"] == recorded
+    assert settled.status == "completed" and settled.metadata_json["result"] == evidence
     assert [a for _, a, _ in effects(req.id)] == ["gate_user"]  # the record settled it; nothing was resent
     assert StageHistory.objects.get(request_id=req.id, is_current=True).stage == "purge_db"
     observe(
@@ -152,6 +162,10 @@ def test_a_lagging_lookup_that_says_not_found_is_not_taken_as_no_effect(cmd, set
     assert "effects at receiver: 1;" in seen and "alarm: effect_unknown" in seen
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     assert gate.submitted_at is not None and gate.status == "failed"  # still unknown: nothing resent
+    # The target holds the record: an operator's "not applied" is refused while the lookup lags.
+    confirm = cmd("resume_deletion", str(req.id), "--by", "operator-c", "--effect-not-applied", "--reason", "x")
+    assert confirm.code == 1 and "evidence inconclusive" in confirm.err
+    assert not DeletionRequest.objects.get(id=req.id).decisions.filter(action="confirm_not_applied").exists()
     settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 0
     after = DeletionRequest.objects.get(id=req.id)
     with time_machine.travel((after.next_attempt_at or timezone.now()) + timedelta(seconds=1), tick=False):
@@ -196,14 +210,47 @@ def test_worker_killed_while_the_source_is_unavailable_leaves_a_case_the_replace
     )
 
 
-def test_cancelling_an_effect_unknown_case_clears_its_alarm(cmd, settings) -> None:
+def test_a_cancel_while_the_effect_is_unknown_keeps_the_case_open_until_the_lookup_names_the_operation(
+    cmd, settings, observe
+) -> None:
     req = submit_and_approve()
-    crashed = crash_at("after-effect", req.id)
+    crashed = crash_at("after-effect", req.id)  # the gate was applied; its outcome was never saved
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     settings.DEMO_TARGET_UNREADABLE_UNTIL = (timezone.now() + timedelta(hours=1)).isoformat()
     assert take_over(cmd, crashed).code == 1
-    after = DeletionRequest.objects.get(id=req.id)
-    assert after.alarms.filter(resolved_at__isnull=True).count() == 1
     ran = cmd("cancel_deletion", str(req.id), "--by", "operator-c", "--reason", "customer withdrew")
     assert ran.code == 0, ran.err
-    assert DeletionRequest.objects.get(id=req.id).status == "cancelled"
-    assert not after.alarms.filter(resolved_at__isnull=True).exists()
+    held = DeletionRequest.objects.get(id=req.id)
+    # Saved, but not claimed as prevented: open, owned, checked now, its alarm still open.
+    assert held.status == "retry_wait" and held.cancel_requested_at is not None
+    assert held.owner == "operators on call" and held.next_check_at is not None
+    assert str(gate.operation_id) in held.open_question
+    assert held.alarms.filter(resolved_at__isnull=True, kind="effect_unknown").count() == 1
+
+    settings.DEMO_TARGET_UNREADABLE_UNTIL = ""  # the lookup finds the effect
+    ran = cmd("run_deletion", str(req.id), "--executor-id", "worker-c")
+    assert ran.code == 1 and "request cancelled" in ran.err
+    done = DeletionRequest.objects.get(id=req.id)
+    assert done.status == "cancelled"
+    assert f"cancelled after operation {gate.operation_id} (gate_user) was applied" in done.last_action
+    assert "reversal needs a separate authorized action" in done.last_action
+    assert not done.alarms.filter(resolved_at__isnull=True).exists()
+    assert [a for _, a, _ in effects(req.id)] == ["gate_user"]
+    observe(f"cancel while unknown: {held.status}, owner {held.owner}, alarm open; then: {done.last_action}")
+
+
+def test_a_cancel_that_meets_a_dead_workers_live_lease_waits_for_it_and_leaves_no_row_running(cmd, observe) -> None:
+    req = submit_and_approve()
+    crashed = crash_at("after-submit-mark", req.id)  # killed before the target saw anything; lease still live
+    ran = cmd("cancel_deletion", str(req.id), "--by", "operator-c", "--reason", "legal asked to stop")
+    assert ran.code == 0, ran.err
+    assert DeletionRequest.objects.get(id=req.id).status == "running"  # open until the operation is looked up
+    ran = take_over(cmd, crashed)
+    assert ran.code == 1 and "request cancelled" in ran.err
+    done = DeletionRequest.objects.get(id=req.id)
+    assert done.status == "cancelled" and done.last_action == "cancelled before any effect"
+    rows = StageHistory.objects.filter(request_id=req.id)
+    assert not rows.filter(status="running").exists()
+    assert not done.attempts.filter(outcome="running").exists()
+    assert effects(req.id) == []
+    observe(f"cancel met a dead worker's live lease: after it expired, {done.last_action}; rows running: 0")

@@ -16,7 +16,9 @@ from deletions.rules.decide import decide
 from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C, build_inventory
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-INV = build_inventory("demo:alice")
+INV = build_inventory(
+    "demo:alice", [{"id": COMMUNITY_B, "role": "participant"}, {"id": COMMUNITY_C, "role": "former_participant"}]
+)
 
 
 @pytest.mark.parametrize(

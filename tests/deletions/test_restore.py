@@ -14,7 +14,7 @@ from django.utils import timezone
 from deletions.models import DeletionRequest, StageHistory
 from deletions.rules.inventory import COMMUNITY_B
 from tests.conftest import database_url, submit_and_approve
-from tests.deletions.helpers import crash_at, effects, take_over
+from tests.deletions.helpers import crash_at, effects, recorded, take_over
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -165,7 +165,7 @@ def test_a_restored_pg_dump_is_checked_at_the_target_system_before_resuming(cmd,
     assert effects(req.id) == applied  # nothing was sent again
     assert DeletionRequest.objects.get(id=req.id).status == "completed"
     settled = StageHistory.objects.get(request_id=req.id, stage="gate_user")
-    assert settled.metadata_json["result"] == {"gated": True, "target": "demo:alice"}
+    assert settled.metadata_json["result"] == recorded(settled.operation_id)  # the target's evidence, read there
     observe(
         f"pg_dump taken after the effect, restored after completion: the replacement looked operation "
         f"{str(gate.operation_id)[:8]} up first (event {lookups[0] + 1} of {len(events)}), "

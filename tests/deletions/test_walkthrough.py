@@ -22,7 +22,10 @@ def submit(cmd, target: str = "demo:workflow-1") -> dict:
     return json.loads(ran.out)
 
 
-def submit_approve(cmd, target: str = "demo:workflow-1") -> str:
+def submit_approve(cmd, target: str = "demo:workflow-1", no_agents_in: tuple[str, ...] = ()) -> str:
+    for community in no_agents_in:  # the person has no agents there at the target system
+        ran = cmd("demo_target", "set-agents", target, "--community", community, "--agents", "0")
+        assert ran.code == 0, ran.err
     sub = submit(cmd, target)
     ran = cmd(
         "approve_deletion", sub["id"], "--approved-by", "operator-b", "--inventory-digest", sub["inventory_digest"]
@@ -93,8 +96,8 @@ def test_rerunning_a_completed_request_is_read_only_and_exits_0(cmd, observe) ->
 
 
 def test_branching_all_at_once_skips_c_agents(cmd) -> None:
-    rid = submit_approve(cmd)
-    ran = cmd("run_deletion", rid, "--executor-id", "worker-a", "--demo-no-agents-in", C)
+    rid = submit_approve(cmd, no_agents_in=(C,))
+    ran = cmd("run_deletion", rid, "--executor-id", "worker-a")
     assert ran.code == 0, ran.err
     request, stages, _ = show_rows(rid)
     assert request["status"] == "completed"
@@ -110,9 +113,9 @@ def test_branching_all_at_once_skips_c_agents(cmd) -> None:
 
 
 def test_branching_step_by_step_keeps_the_saved_b_decision(cmd) -> None:
-    rid = submit_approve(cmd)
+    rid = submit_approve(cmd, no_agents_in=(B,))
     assert cmd("run_deletion", rid, "--next-step").code == 0
-    assert cmd("run_deletion", rid, "--next-step", "--demo-no-agents-in", B).code == 0
+    assert cmd("run_deletion", rid, "--next-step").code == 0
     _, stages, _ = show_rows(rid)
     assert current(stages) == [("purge_db", C, "pending")]
     b_db = next(s for s in stages if s["stage"] == "purge_db" and str(s["target_community_id"]) == B)
@@ -189,8 +192,8 @@ def test_ten_consecutive_failures_need_an_operator(cmd) -> None:
 
 
 def test_show_deletion_prints_chain_and_json(cmd) -> None:
-    rid = submit_approve(cmd)
-    cmd("run_deletion", rid, "--demo-no-agents-in", C)
+    rid = submit_approve(cmd, no_agents_in=(C,))
+    cmd("run_deletion", rid)
     text = cmd("show_deletion", rid)
     assert text.code == 0 and "status=completed" in text.out and "community_complete" in text.out
     data = json.loads(cmd("show_deletion", rid, "--json").out)

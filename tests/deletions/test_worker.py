@@ -14,7 +14,8 @@ import time_machine
 from django.db import connections
 from django.utils import timezone
 
-from deletions import target_system, worker
+from core import grants
+from deletions import receiver, targets, worker
 from deletions.contract import StageSnapshot
 from deletions.errors import LeaseHeld, StaleLease
 from deletions.handlers import RunOptions
@@ -23,9 +24,19 @@ from deletions.retry import plan_failure
 from deletions.rules.custody import refused_at_boundary
 from deletions.rules.workflow import Plan
 from deletions.store import leases, stages
+from deletions.targets.base import TargetRefused
 from deletions.transition import get_next_stage, next_stage
 from tests.conftest import submit_and_approve
-from tests.deletions.helpers import crash_at, current, effects, running_row, show_rows, start_worker, take_over
+from tests.deletions.helpers import (
+    crash_at,
+    current,
+    effects,
+    recorded,
+    running_row,
+    show_rows,
+    start_worker,
+    take_over,
+)
 from tests.support import race, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,7 +114,7 @@ def test_crash_after_saved_success_does_not_rerun_the_handler(cmd, observe) -> N
 
 def test_crash_after_effect_before_save_settles_from_the_target_system(cmd, observe) -> None:
     req = submit_and_approve()
-    crashed = crash_at("after-effect", req.id, "--demo-no-agents-in", "00000000-0000-0000-0000-00000000000b")
+    crashed = crash_at("after-effect", req.id)
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     assert gate.status == "running" and gate.is_current
     assert len(effects(req.id)) == 1
@@ -113,7 +124,7 @@ def test_crash_after_effect_before_save_settles_from_the_target_system(cmd, obse
     assert gate_after.status == "completed" and gate_after.attempts == 2
     ops = [op for op, _, _ in effects(req.id)]
     assert len(ops) == len(set(ops)) == StageHistory.objects.filter(request_id=req.id).count()
-    assert target_system.lookup(gate.operation_id, now=timezone.now()) == gate_after.metadata_json["result"]
+    assert recorded(gate.operation_id) == gate_after.metadata_json["result"]
     observe(
         f"killed after the effect; attempt {gate_after.attempts} found operation {str(gate.operation_id)[:8]} at "
         f"the target and saved it; effects at receiver: {len(ops)}, each once"
@@ -201,16 +212,8 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
     later = t0 + timedelta(seconds=61)
     new = leases.claim(request_id=req.id, owner="worker-b", now=later, lease_seconds=60)
     assert new.generation == old.generation + 1
-    target_system.apply(
-        operation_id=row.id,
-        request_id=req.id,
-        generation=new.generation,
-        executor="worker-b",
-        action="probe",
-        community_id=None,
-        outcome={},
-        now=later,
-    )
+    target = targets.for_target(req.target)
+    target.apply(receiver.grant(new, row, target=req.target, now=later).token)  # the target's fence is 2 now
     snapshot = show_rows(req.id)
 
     done = dataclasses.replace(row, status="completed", metadata={**row.metadata, "result": {"gated": True}})
@@ -245,17 +248,11 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
     ):
         with pytest.raises(StaleLease, match="generation 1 is stale"):
             write()
-    with pytest.raises(target_system.FencedOut, match="generation 2 owns request"):
-        target_system.apply(
-            operation_id=row.operation_id,
-            request_id=req.id,
-            generation=old.generation,
-            executor="worker-a",
-            action="gate_user",
-            community_id=None,
-            outcome={},
-            now=later,
-        )
+    # A grant minted for generation 1 before the takeover is refused where the effect lands.
+    old_grant = grants.sign({**receiver.grant(new, row, target=req.target, now=later).payload, "generation": 1})
+    with pytest.raises(TargetRefused, match="generation 2 owns request") as refused:
+        target.apply(old_grant)
+    assert refused.value.kind == "stale"
     assert show_rows(req.id) == snapshot
     assert leases.heartbeat(new, now=later, lease_seconds=60) is True
     observe(
@@ -338,27 +335,31 @@ def test_crash_after_the_terminal_commit_reruns_read_only(cmd, observe) -> None:
 
 
 def test_a_worker_paused_past_its_lease_is_rejected_where_the_effect_lands(cmd, observe) -> None:
-    """SIGSTOP after the submission mark; a replacement takes over; SIGCONT: the receiver refuses the original."""
+    """SIGSTOP holding a signed grant; a replacement takes over; SIGCONT: the target refuses the original."""
     import psutil
 
     req = submit_and_approve()
-    original = start_worker(req.id, "--executor-id", "worker-a", PAUSE_AT="after-submit-mark")
+    original = start_worker(req.id, "--executor-id", "worker-a", PAUSE_AT="after-grant")
     proc = psutil.Process(original.pid)
-    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="worker-a paused after its submission mark")
+    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="worker-a paused holding its grant")
     paused = DeletionRequest.objects.get(id=req.id)
     assert paused.lease_expires_at is not None
     with time_machine.travel(paused.lease_expires_at + timedelta(seconds=1), tick=False):
         replaced = cmd("run_deletion", str(req.id), "--executor-id", "worker-b")
-    # worker-b must not resend a possibly submitted effect: it looks it up, finds nothing, keeps it unknown.
-    assert replaced.code == 1 and effects(req.id) == []
+    # worker-b looks the submitted operation up: not found as of a watermark past the submission, so it
+    # was not applied; worker-b sends it under the same operation id and finishes the request.
+    assert replaced.code == 0, replaced.err
     taken = DeletionRequest.objects.get(id=req.id)
-    assert taken.lease_generation == 2 and "effect unknown" in (taken.last_error or "")
+    assert taken.status == "completed" and taken.lease_generation == 2
+    applied = effects(req.id)
     original.send_signal(signal.SIGCONT)
     _, err = original.communicate(timeout=120)
+    # worker-a's grant (generation 1, signed before it paused) reaches the target, which refuses it.
     assert original.returncode == 1 and "stale" in err, err
-    assert effects(req.id) == []  # the receiver rejected generation 1 with the effect
+    assert effects(req.id) == applied and len({op for op, _, _ in applied}) == len(applied) == 5
+    assert {g for _, _, g in applied} == {2}
     observe(
-        f"worker-a SIGSTOPped after its submission mark, worker-b took generation {taken.lease_generation} "
-        f"(effect unknown, not resent); worker-a resumed: exit {original.returncode}, rejected as stale; "
-        f"effects at receiver: {len(effects(req.id))}"
+        f"worker-a SIGSTOPped holding a signed grant, worker-b took generation {taken.lease_generation} and "
+        f"completed; worker-a resumed: exit {original.returncode}, refused at the target as stale; "
+        f"effects at receiver: {len(applied)}, all generation 2, each once"
     )

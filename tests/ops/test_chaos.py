@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from deletions.models import DeletionRequest, StageHistory
 from ops import chaos
 from tests.conftest import submit_and_approve
+from tests.support import force
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,16 +26,17 @@ def test_a_clean_run_passes_every_check(cmd) -> None:
     result = chaos.verdict(1.0, chaos.Tally())
     assert result["completed"] == 1 and result["effects"] == 5
     assert (result["duplicate_effects"], result["stale_writes_accepted"], result["lost"]) == (0, 0, 0)
+    assert (result["false_not_applied"], result["false_cancelled"]) == (0, 0)
     assert not chaos.failed(result)
 
 
 def test_a_second_effect_for_the_same_intended_change_is_a_duplicate(cmd) -> None:
     req = completed(cmd, "demo:dup")
-    with connection.cursor() as cur:
+    with connections["target"].cursor() as cur:
         cur.execute(
-            """INSERT INTO demo_target_effects
-               SELECT %s, request_id, action, community_id, generation, executor, outcome, applied_at
-               FROM demo_target_effects WHERE request_id = %s AND action = 'gate_user'""",
+            """INSERT INTO target_operations
+               SELECT %s, request_id, action, community_id, generation, executor, "grant", evidence, applied_at
+               FROM target_operations WHERE request_id = %s AND action = 'gate_user'""",
             [uuid.uuid4(), req.id],
         )
     result = chaos.verdict(1.0, chaos.Tally())
@@ -44,9 +46,9 @@ def test_a_second_effect_for_the_same_intended_change_is_a_duplicate(cmd) -> Non
 def test_an_effect_from_an_older_generation_later_in_the_chain_is_a_stale_write(cmd) -> None:
     req = completed(cmd, "demo:stale")
     last = chaos_tail(req)
-    with connection.cursor() as cur:
-        cur.execute("UPDATE demo_target_effects SET generation = generation + 1 WHERE request_id = %s", [req.id])
-        cur.execute("UPDATE demo_target_effects SET generation = 1 WHERE operation_id = %s", [last.operation_id])
+    with connections["target"].cursor() as cur:
+        cur.execute("UPDATE target_operations SET generation = generation + 1 WHERE request_id = %s", [req.id])
+        cur.execute("UPDATE target_operations SET generation = 1 WHERE operation_id = %s", [last.operation_id])
     result = chaos.verdict(1.0, chaos.Tally())
     assert result["stale_writes_accepted"] == 1 and chaos.failed(result)
 
@@ -98,3 +100,18 @@ def test_a_chaos_role_against_a_real_database_changes_nothing(role, token) -> No
         cur.execute("SELECT count(*) FROM django_migrations")
         assert cur.fetchone()[0] == migrations_before
     assert DeletionRequest.objects.get(id=req.id).status == "approved"
+
+
+def test_a_case_cancelled_before_any_effect_while_the_target_holds_one_is_a_false_cancel(cmd) -> None:
+    req = completed(cmd, "demo:false-cancel")
+    force(DeletionRequest.objects.filter(id=req.id), status="cancelled", last_action="cancelled before any effect")
+    result = chaos.verdict(1.0, chaos.Tally())
+    assert result["false_cancelled"] == 1 and chaos.failed(result)
+
+
+def test_an_applied_operation_the_ended_case_never_settled_is_a_false_not_applied(cmd) -> None:
+    req = completed(cmd, "demo:false-not-applied")
+    last = chaos_tail(req)
+    force(StageHistory.objects.filter(id=last.id), status="failed")
+    result = chaos.verdict(1.0, chaos.Tally())
+    assert result["false_not_applied"] == 1 and chaos.failed(result)

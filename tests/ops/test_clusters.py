@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from django.db import connection
+from django.db import connections
 from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.tasks import async_task
@@ -60,8 +60,8 @@ def schedules_due_now() -> None:
 
 
 def effects() -> list[tuple]:
-    with connection.cursor() as cur:
-        cur.execute("SELECT operation_id, request_id, generation, executor FROM demo_target_effects")
+    with connections["target"].cursor() as cur:
+        cur.execute("SELECT operation_id, request_id, generation, executor FROM target_operations")
         return cur.fetchall()
 
 

@@ -19,7 +19,6 @@ class Command(ServiceCommand):
         parser.add_argument("request_id")
         parser.add_argument("--next-step", action="store_true", help="run one handler and its transition, then stop")
         parser.add_argument("--executor-id", default=f"{socket.gethostname()}:{os.getpid()}")
-        parser.add_argument("--demo-no-agents-in", action="append", default=[], metavar="COMMUNITY_UUID")
         parser.add_argument("--fail-stage", default=None, metavar="STAGE")
         parser.add_argument("--stage-delay-ms", default="0", help="0-3600000 (demo: a wait inside each stage)")
 
@@ -29,7 +28,6 @@ class Command(ServiceCommand):
         opts = run_options(
             request_id=rid,
             fail_stage=options["fail_stage"],
-            no_agents_in=options["demo_no_agents_in"],
             stage_delay_ms=options["stage_delay_ms"],
         )
         stop = threading.Event()

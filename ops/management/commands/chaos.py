@@ -114,6 +114,7 @@ class Command(ServiceCommand):
 
     def inner(self, options: dict[str, Any]) -> None:
         call_command("migrate", verbosity=0)
+        call_command("migrate", database="target", verbosity=0)
         seed = options["seed"]
         rng = random.Random(seed)
         chaos.seed(options["requests"])

@@ -1,0 +1,67 @@
+"""Signed grants: what the back-office authorizes, checkable by a system that cannot mint them.
+
+A grant is `base64url(json payload) "." base64url(Ed25519 signature)`. The back-office signs
+with its private key (`DELETION_GRANT_SIGNING_KEY`, 32 bytes, base64; in development derived
+from `SECRET_KEY`); a receiving system holds only the public key, so it can check a grant
+but never make one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from django.conf import settings
+
+
+class BadGrant(Exception):
+    """Not a grant this back-office signed (tampered, truncated, or another key's)."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _private() -> Ed25519PrivateKey:
+    configured = getattr(settings, "DELETION_GRANT_SIGNING_KEY", "")
+    seed = _unb64(configured) if configured else hashlib.sha256(f"grant|{settings.SECRET_KEY}".encode()).digest()
+    return Ed25519PrivateKey.from_private_bytes(seed)
+
+
+def public_key() -> str:
+    """The key a receiving system is configured with (base64url of the raw public key)."""
+    return _b64(_private().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def receiver_key() -> str:
+    """The public key a receiving system checks grants with: `TARGET_GRANT_PUBLIC_KEY`, or
+    (development, one machine) the signing key's own."""
+    return getattr(settings, "TARGET_GRANT_PUBLIC_KEY", "") or public_key()
+
+
+def sign(payload: dict[str, Any]) -> str:
+    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return f"{_b64(body)}.{_b64(_private().sign(body))}"
+
+
+def verify(token: str, public: str) -> dict[str, Any]:
+    """The payload of a grant signed by the holder of `public`'s private key, or BadGrant."""
+    try:
+        body_text, signature = token.split(".")
+        body = _unb64(body_text)
+        Ed25519PublicKey.from_public_bytes(_unb64(public)).verify(_unb64(signature), body)
+        payload = json.loads(body)
+    except (ValueError, InvalidSignature, TypeError) as exc:
+        raise BadGrant(f"not a grant signed by the back-office ({type(exc).__name__})") from None
+    if not isinstance(payload, dict):
+        raise BadGrant("a grant's payload is an object")
+    return payload

@@ -1,0 +1,21 @@
+"""The systems that receive deletion effects, one adapter each (`base.Adapter`).
+
+`for_target(target)` picks the adapter by the target's prefix: `demo:` is the demo target
+system, a separate database with real rows (`demo.py`). A new target system is one more module
+here implementing `base.Adapter`, named in `ADAPTERS`.
+"""
+
+from __future__ import annotations
+
+from deletions.errors import BadInput
+from deletions.targets import demo
+from deletions.targets.base import Adapter
+
+ADAPTERS: dict[str, Adapter] = {demo.PREFIX: demo.DemoTarget()}
+
+
+def for_target(target: str) -> Adapter:
+    for prefix, adapter in ADAPTERS.items():
+        if target.startswith(prefix):
+            return adapter
+    raise BadInput(f"no target system takes {target!r} (known: {', '.join(ADAPTERS)})")

@@ -1,0 +1,76 @@
+"""The protocol every target system's adapter speaks, and what it answers. Pure values.
+
+- `inventory(target, communities)`: the person's communities and roles, read from the target;
+- `preview(target, community_ids)`: per community its name, rows, agents and data version, read now;
+- `fence(request_id)`: the highest lease generation the target has seen for a request;
+- `apply(grant)`: the effect a signed grant authorizes, applied once in the target's own transaction;
+  the evidence read in that transaction, or `TargetRefused` (nothing applied);
+- `lookup(operation_id)`: `Found` with the evidence, `NotFound` as of a watermark, or `Unreadable`.
+
+`capabilities` says what the receiver itself enforces; a receiver that cannot fence stale owners
+or check the expected version cannot be trusted to refuse a stale or changed effect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    fences_stale_owners: bool
+    checks_expected_version: bool
+    idempotent_per_operation: bool
+    lookups_can_lag: bool
+
+
+@dataclass(frozen=True)
+class Found:
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NotFound:
+    watermark: datetime  # the target had seen every operation applied up to here
+
+    def settles(self, submitted_at: datetime) -> bool:
+        """A "not found" is evidence of "not applied" only once the lookup has seen past the submission."""
+        return self.watermark > submitted_at
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    reason: str
+
+
+Lookup = Found | NotFound | Unreadable
+
+
+class TargetRefused(Exception):
+    """The target applied nothing: `kind` (stale, expired, tampered, not_in_inventory, source_changed,
+    record_mismatch) and its sentence."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class Adapter(Protocol):
+    name: str
+    capabilities: Capabilities
+
+    def inventory(self, target: str, communities: int) -> list[dict[str, str]]: ...
+
+    def preview(self, target: str, community_ids: list[str]) -> dict[str, dict[str, Any]]: ...
+
+    def fence(self, request_id: UUID) -> int: ...
+
+    def apply(self, grant: str) -> dict[str, Any]: ...
+
+    def lookup(self, operation_id: UUID) -> Lookup: ...
+
+    def where(self) -> str: ...

@@ -1,0 +1,326 @@
+"""The demo target system: a separate database holding people's data, and the only place a
+deletion effect lands.
+
+Everything here runs in the target's own database (alias `target`) and trusts nothing the
+back-office says unless a grant signed by it says so: `apply` checks, in the one transaction
+that deletes, the grant's signature and not-after, the fence (the highest lease generation seen
+per request), the person's membership in the community, the data version the approval saw, and
+whether the operation was already applied (its first outcome is returned, or a record that does
+not match the grant is refused). Its record carries evidence read in that transaction.
+`lookup` answers as of a watermark: what it has seen so far, never a guess.
+
+A `demo:` person is created the first time anything asks about them: a participant of B, a
+former participant of C (and of more communities when asked), each with rows and agents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from core import grants
+from demo_target.models import Agent, Community, Fence, Membership, Operation, Person, Post
+from demo_target.router import ALIAS
+
+COMMUNITY_B = UUID("00000000-0000-0000-0000-00000000000b")
+COMMUNITY_C = UUID("00000000-0000-0000-0000-00000000000c")
+NAMES = {COMMUNITY_B: "Community B (demo)", COMMUNITY_C: "Community C (demo)"}
+
+
+class Refused(Exception):
+    """The target applied nothing; `kind` says why in one word, the message in a sentence."""
+
+    kind = "refused"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Tampered(Refused):
+    kind = "tampered"
+
+
+class Expired(Refused):
+    kind = "expired"
+
+
+class Stale(Refused):
+    kind = "stale"
+
+
+class NotMember(Refused):
+    kind = "not_in_inventory"
+
+
+class SourceChanged(Refused):
+    kind = "source_changed"
+
+
+class Mismatch(Refused):
+    kind = "record_mismatch"
+
+
+class Unreadable(Exception):
+    """The target's records cannot be read now: nothing can be concluded."""
+
+
+@dataclass(frozen=True)
+class Found:
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NotFound:
+    watermark: datetime  # every operation applied up to here would have been seen
+
+
+def community_ids(count: int) -> list[UUID]:
+    """B and C, then (for large requests) artificial communities with fixed ids."""
+    return [COMMUNITY_B, COMMUNITY_C, *(UUID(int=(1 << 64) + i) for i in range(1, count - 1))]
+
+
+def _seeded(handle: str, community: UUID) -> tuple[int, int]:
+    d = hashlib.sha256(f"{handle}|{community}".encode()).digest()
+    return 3 + d[0] % 40, 1 + d[1] % 2  # rows, agents
+
+
+def enroll(handle: str, communities: int = 2) -> Person:
+    """The person, created with B (participant), C (former participant) and up to `communities`
+    memberships in all, each with its rows and agents; an existing person gains only what is missing."""
+    now = timezone.now()
+    with transaction.atomic(using=ALIAS):
+        person, _ = Person.objects.get_or_create(handle=handle, defaults={"created_at": now})
+        have = set(Membership.objects.filter(person=person).values_list("community_id", flat=True))
+        for position, cid in enumerate(community_ids(communities)):
+            if cid in have:
+                continue
+            community, _ = Community.objects.get_or_create(
+                id=cid, defaults={"name": NAMES.get(cid, f"Community …{str(cid)[-4:]} (demo)")}
+            )
+            role = "participant" if position == 0 or (position > 1 and (position - 1) % 2) else "former_participant"
+            m = Membership.objects.create(person=person, community=community, role=role)
+            rows, agents = _seeded(handle, cid)
+            Post.objects.bulk_create(
+                Post(membership=m, body=f"post {i} by {handle}", created_at=now) for i in range(rows)
+            )
+            Agent.objects.bulk_create(Agent(membership=m, name=f"agent {i}") for i in range(agents))
+        return person
+
+
+def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
+    """The person's communities (id, role) in community order: what an inventory lists."""
+    person = enroll(handle, communities)
+    return [
+        {"id": str(cid), "role": role}
+        for cid, role in Membership.objects.filter(person=person)
+        .order_by("community_id")
+        .values_list("community_id", "role")
+    ]
+
+
+def preview(handle: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per community: its name, the person's rows and agents there and the data version, read now."""
+    rows = (
+        Membership.objects.filter(person__handle=handle, community_id__in=community_ids)
+        .annotate(n_rows=Count("posts", distinct=True), n_agents=Count("agents", distinct=True))
+        .values("community_id", "community__name", "role", "n_rows", "n_agents", "version")
+    )
+    return {
+        str(r["community_id"]): {
+            "name": r["community__name"],
+            "role": r["role"],
+            "rows": r["n_rows"],
+            "agents": r["n_agents"],
+            "version": r["version"],
+        }
+        for r in rows
+    }
+
+
+def fence(request_id: UUID) -> int:
+    """The highest lease generation this target has seen for a request (0: none)."""
+    return Fence.objects.filter(request_id=request_id).values_list("generation", flat=True).first() or 0
+
+
+def apply(token: str) -> dict[str, Any]:
+    """Apply the effect a grant authorizes, once, in one transaction; its evidence, or Refused."""
+    now = timezone.now()
+    try:
+        g = grants.verify(token, grants.receiver_key())
+    except grants.BadGrant as exc:
+        raise Tampered(f"grant refused: {exc}") from None
+    not_after = parse_datetime(str(g.get("not_after", "")))
+    if not_after is None or not_after <= now:
+        raise Expired(f"grant for operation {g.get('operation_id')} expired at {g.get('not_after')}")
+    request_id, generation = UUID(g["request_id"]), int(g["generation"])
+    with transaction.atomic(using=ALIAS):
+        f, _ = Fence.objects.select_for_update().get_or_create(request_id=request_id, defaults={"generation": 0})
+        if f.generation > generation:
+            raise Stale(
+                f"generation {generation} of {g['executor']} is fenced out: generation {f.generation} owns "
+                f"request {request_id}"
+            )
+        if f.generation < generation:
+            f.generation = generation
+            f.save(update_fields=["generation"])
+        done = Operation.objects.filter(operation_id=g["operation_id"]).first()
+        if done is not None:
+            _check_matches(done, g)
+            return done.evidence
+        evidence = _effect(g, now)
+        Operation.objects.create(
+            operation_id=g["operation_id"],
+            request_id=request_id,
+            action=g["action"],
+            community_id=g["community_id"],
+            generation=generation,
+            executor=g["executor"],
+            grant=token,
+            evidence=evidence,
+            applied_at=now,
+        )
+        return evidence
+
+
+def _check_matches(done: Operation, g: dict[str, Any]) -> None:
+    """A record under this operation id counts only if a grant of ours made it for this effect."""
+    try:
+        made_by = grants.verify(done.grant, grants.receiver_key())
+    except grants.BadGrant:
+        made_by = {}
+    keys = ("operation_id", "request_id", "action", "community_id")
+    if any(made_by.get(k) != g[k] for k in keys):
+        raise Mismatch(
+            f"a record under operation {g['operation_id']} (applied {done.applied_at:%Y-%m-%d %H:%M:%S} UTC) was "
+            "not made by a grant for this effect; refused, not adopted"
+        )
+
+
+def _effect(g: dict[str, Any], now: datetime) -> dict[str, Any]:
+    person = Person.objects.select_for_update().filter(handle=g["target"]).first()
+    if person is None:
+        raise NotMember(f"{g['target']} is not a person of this system")
+    base = {"applied_at": now.isoformat(), "generation": int(g["generation"]), "executor": g["executor"]}
+    if g["community_id"] is None:  # gate_user: the person can no longer act here
+        person.gated_at = person.gated_at or now
+        person.save(update_fields=["gated_at"])
+        return {**base, "gated": True, "memberships": Membership.objects.filter(person=person).count()}
+    m = Membership.objects.select_for_update().filter(person=person, community_id=g["community_id"]).first()
+    if m is None:
+        raise NotMember(f"{g['target']} has no membership in community {g['community_id']}; nothing was applied")
+    if m.version != g["expected_version"]:
+        raise SourceChanged(
+            f"source changed: {g['target']}'s data in community {g['community_id']} is at version {m.version}, "
+            f"the approval saw version {g['expected_version']}; nothing was applied"
+        )
+    if g["action"] == "purge_db":
+        before = Post.objects.filter(membership=m).count()
+        deleted, _ = Post.objects.filter(membership=m).delete()
+        counts = {
+            "rows_before": before,
+            "rows_deleted": deleted,
+            "rows_remaining": Post.objects.filter(membership=m).count(),
+            "agents": Agent.objects.filter(membership=m).count(),
+        }
+        counts["has_agents"] = counts["agents"] > 0
+    elif g["action"] == "purge_agents":
+        before = Agent.objects.filter(membership=m).count()
+        deleted, _ = Agent.objects.filter(membership=m).delete()
+        counts = {
+            "agents_before": before,
+            "agents_removed": deleted,
+            "agents_remaining": Agent.objects.filter(membership=m).count(),
+        }
+    else:
+        raise Refused(f"this system has no action {g['action']!r}")
+    m.version += 1
+    m.save(update_fields=["version"])
+    return {**base, **counts, "version_before": g["expected_version"], "version_after": m.version}
+
+
+def lookup(operation_id: UUID) -> Found | NotFound:
+    """What this system recorded for an operation, as of its watermark; Unreadable when it cannot say.
+
+    Demo switches (off by default): `DEMO_TARGET_UNREADABLE_UNTIL` (an ISO time) makes every
+    lookup unreadable until then, and `DEMO_TARGET_LOOKUP_LAG_SECONDS` makes the lookup source
+    lag that far behind, reporting its watermark that far back (a streaming replica would
+    report its last replayed commit).
+    """
+    now = timezone.now()
+    until = parse_datetime(settings.DEMO_TARGET_UNREADABLE_UNTIL or "")
+    if until is not None and now < until:
+        raise Unreadable(f"the target system cannot be read until {until.isoformat()}")
+    watermark = now - timedelta(seconds=settings.DEMO_TARGET_LOOKUP_LAG_SECONDS)
+    done = Operation.objects.filter(operation_id=operation_id, applied_at__lte=watermark).first()
+    if done is None:
+        return NotFound(watermark)
+    try:
+        made_by = grants.verify(done.grant, grants.receiver_key())
+    except grants.BadGrant:
+        made_by = {}
+    if made_by.get("operation_id") != str(operation_id):
+        raise Mismatch(
+            f"a record under operation {operation_id} (applied {done.applied_at:%Y-%m-%d %H:%M:%S} UTC) was not "
+            "made by a grant of the back-office; not adopted"
+        )
+    return Found(done.evidence)
+
+
+def show(handle: str) -> dict[str, Any]:
+    person = enroll(handle)
+    rows = (
+        Membership.objects.filter(person=person)
+        .order_by("community_id")
+        .annotate(n_rows=Count("posts", distinct=True), n_agents=Count("agents", distinct=True))
+        .values("community_id", "role", "n_rows", "n_agents", "version")
+    )
+    return {
+        "target": handle,
+        "gated": person.gated_at is not None,
+        "communities": [
+            {
+                "id": str(r["community_id"]),
+                "membership": r["role"],
+                "rows": r["n_rows"],
+                "agents": r["n_agents"],
+                "version": r["version"],
+            }
+            for r in rows
+        ],
+    }
+
+
+def add_rows(handle: str, community: UUID, rows: int, role: str = "participant") -> dict[str, Any]:
+    """What an application does: the person writes `rows` more rows in a community (joining it
+    when not yet a member); their data version there moves on."""
+    now = timezone.now()
+    with transaction.atomic(using=ALIAS):
+        person = enroll(handle)
+        c, _ = Community.objects.get_or_create(id=community, defaults={"name": f"Community …{str(community)[-4:]}"})
+        m, _ = Membership.objects.select_for_update().get_or_create(person=person, community=c, defaults={"role": role})
+        Post.objects.bulk_create(Post(membership=m, body=f"new post {i}", created_at=now) for i in range(rows))
+        m.version += 1
+        m.save(update_fields=["version"])
+    return show(handle)
+
+
+def set_agents(handle: str, community: UUID, agents: int) -> dict[str, Any]:
+    """The person's agents in a community become `agents` (their data version moves on)."""
+    with transaction.atomic(using=ALIAS):
+        person = enroll(handle)
+        m = Membership.objects.select_for_update().get(person=person, community_id=community)
+        Agent.objects.filter(membership=m).delete()
+        Agent.objects.bulk_create(Agent(membership=m, name=f"agent {i}") for i in range(agents))
+        m.version += 1
+        m.save(update_fields=["version"])
+    return show(handle)
