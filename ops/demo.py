@@ -111,8 +111,8 @@ def seed(demo_user: Any) -> list[str]:
     approve(grace)
     _worker_killed_after_submit(grace)
     shown.append(
-        "demo:grace  effect unknown: its worker was killed after submitting; the cluster takes over when "
-        "the lease expires and finds no record (confirm not applied, or wait for the next check)"
+        "demo:grace  submitted, its worker killed: when the dead worker's lease runs out (15 min) the cluster "
+        "looks the operation up at the target and, finding it not applied past the submission, sends it once"
     )
 
     bob = submit("demo:bob", "ticket DEL-102")
@@ -156,7 +156,14 @@ def seed(demo_user: Any) -> list[str]:
 def _worker_killed_after_submit(req: DeletionRequest) -> None:
     """A real worker process, killed (SIGKILL) right after it saved "submitted" for its stage."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
-    env.update(DATABASE_URL=connection_url(), CRASH_AT="after-submit-mark", PYTHONUNBUFFERED="1")
+    # Its lease (15 minutes) outlasts the demo's first look; then the cluster looks the operation up.
+    env.update(
+        DATABASE_URL=connection_url(),
+        TARGET_DATABASE_URL=connection_url("target"),
+        CRASH_AT="after-submit-mark",
+        DELETION_LEASE_SECONDS="900",
+        PYTHONUNBUFFERED="1",
+    )
     manage = Path(settings.BASE_DIR) / "manage.py"
     done = subprocess.run(
         [sys.executable, str(manage), "run_deletion", str(req.id), "--next-step", "--executor-id", "demo-lost-worker"],
