@@ -18,6 +18,20 @@ SYSTEM = "system"
 GROUP_OWNERS = (APPROVERS, OPERATORS_ON_CALL, SYSTEM)
 
 
+# The evidence a target system records with an applied effect (what a case believes, read there).
+EVIDENCE = (
+    "rows_before",
+    "rows_deleted",
+    "rows_remaining",
+    "agents_before",
+    "agents_removed",
+    "agents_remaining",
+    "version_after",
+    "applied_at",
+    "generation",
+)
+
+
 @dataclass(frozen=True)
 class Lease:
     request_id: UUID
@@ -48,6 +62,12 @@ class StageSnapshot:
     @property
     def result(self) -> Any:
         return self.metadata.get("result")
+
+    @property
+    def evidence(self) -> dict[str, Any]:
+        """What the target system recorded where it applied this stage's effect (none until then)."""
+        result = self.result if isinstance(self.result, dict) else {}
+        return {k: result[k] for k in EVIDENCE if k in result}
 
     @property
     def decision(self) -> Any:
@@ -135,7 +155,12 @@ class WaitUntil:
     at: datetime
 
 
-Operation = Initialize | Resume | Advance | AlreadyFinished | WaitUntil
+@dataclass(frozen=True)
+class EndCancelled:
+    """A recorded cancellation ends the request at this boundary; completed stages stay done."""
+
+
+Operation = Initialize | Resume | Advance | AlreadyFinished | WaitUntil | EndCancelled
 
 
 # What transition_stage hands back to the worker.
@@ -162,6 +187,25 @@ class Custody:
     owner: str
     open_question: str
     next_check_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CancelFacts:
+    """What a cancellation meets, read under the request lock."""
+
+    worker_live: bool  # a lease that has not run out (its worker may be about to send)
+    unsettled: tuple[UUID, str] | None  # (operation, stage) submitted and never settled
+    started: bool  # any stage row exists
+    completed: int  # stages completed
+
+
+@dataclass(frozen=True)
+class CancelPlan:
+    """What policy decided a cancellation does now (the store writes it as given)."""
+
+    ends_now: bool
+    action: str  # the case's last action
+    custody: Custody | None  # who holds it while it stays open to settle a submission (None: unchanged)
 
 
 @dataclass(frozen=True)

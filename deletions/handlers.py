@@ -23,7 +23,7 @@ from deletions.errors import Interrupted, StaleLease
 from deletions.rules import custody
 from deletions.rules.workflow import Plan
 from deletions.store import stages
-from deletions.targets.base import Adapter, Found, NotFound, TargetRefused
+from deletions.targets.base import Adapter, Found, TargetRefused, inconclusive
 
 logger = logging.getLogger("deletions")
 
@@ -170,21 +170,17 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnaps
     if isinstance(answer, Found):
         return _save(ctx, row, answer.evidence)
     assert row.submitted_at is not None
-    if isinstance(answer, NotFound) and answer.settles(row.submitted_at):
+    found = inconclusive(answer, submitted_at=row.submitted_at, where=where)
+    if found is None:
         event(
             logger,
             "not_applied",
             request_id=ctx.lease.request_id,
             stage_id=row.id,
-            reason=f"{where} has no record of operation {row.operation_id} as of {answer.watermark.isoformat()}, "
-            f"after its submission at {row.submitted_at.isoformat()}: not applied; sending it again",
+            reason=f"{where} has no record of operation {row.operation_id} as of a watermark past its submission at "
+            f"{row.submitted_at.isoformat()}: not applied; sending it again",
         )
         return _effect(ctx, row)
-    found = (
-        f"{where} has seen operations only up to {answer.watermark.isoformat()}, before the submission"
-        if isinstance(answer, NotFound)
-        else f"{where} could not be read ({answer.reason})"
-    )
     _fail(
         ctx,
         row,

@@ -164,9 +164,10 @@ class DeletionApproval(models.Model):
     rules_version = models.IntegerField()
     expires_at = models.DateTimeField()  # every approval expires
     revoked_at = models.DateTimeField(null=True, blank=True)
-    # The target system's data version of each community the approver saw ({community id: version}):
-    # each effect's grant expects it, so a source changed since approval is refused where it lands.
-    versions = models.JSONField(default=dict)
+    # What the approver saw at the target system, per community ({id: {rows, agents, version}}): each
+    # effect's grant expects that data version, so a source changed since approval is refused where
+    # it lands, and the case shows the approved counts beside what was deleted.
+    preview = models.JSONField(default=dict)
 
     class Meta:
         db_table = "entity_deletion_approvals"

@@ -11,6 +11,7 @@ from deletions import targets
 from deletions.rules import workflow
 from deletions.rules.inventory import community_ids
 
+NOW = "read from the target system now"
 ROLE_WORDS = {
     "participant": "current member",
     "former_participant": "former member (left the community)",
@@ -37,6 +38,7 @@ class Proposal:
     digest: str
     communities: list[CommunityLine]
     stages: int
+    source: str = NOW  # where the counts come from: the target now, or an approval's saved preview
 
     @property
     def short_digest(self) -> str:
@@ -67,13 +69,18 @@ class Proposal:
         }
 
 
-def build(target: str, inventory: dict[str, Any], digest: str) -> Proposal:
+def build(
+    target: str, inventory: dict[str, Any], digest: str, seen: dict[str, Any] | None = None, source: str = NOW
+) -> Proposal:
+    """The proposal with what the target shows per community: `seen` as saved by an approval
+    (`source` says when), or else read from the target system now (one read)."""
     roles = {c["id"]: c.get("role", "") for c in inventory.get("communities", [])}
     ids = community_ids(inventory)
-    seen = targets.for_target(target).preview(target, ids)  # one read of the target system
+    if seen is None:
+        seen = targets.for_target(target).preview(target, ids)
     lines = []
     for position, cid in enumerate(ids, start=1):
-        here = seen.get(cid, {"name": f"(not a community of {target} at the target system)", "rows": 0, "agents": 0})
+        here = seen.get(cid) or {"name": f"(not a community of {target} at the target system)", "rows": 0, "agents": 0}
         role = roles.get(cid, "")
         lines.append(
             CommunityLine(
@@ -94,23 +101,44 @@ def build(target: str, inventory: dict[str, Any], digest: str) -> Proposal:
         digest=digest,
         communities=lines,
         stages=workflow.stage_count(len(lines)),
+        source=source,
     )
 
 
-def versions(p: Proposal) -> dict[str, int | None]:
-    """The data version of each community the approver saw: what each effect's grant expects."""
-    return {c.community_id: c.version for c in p.communities}
+def saved(p: Proposal) -> dict[str, dict[str, Any]]:
+    """What an approval saves of the proposal its approver saw: per community rows, agents and the
+    data version each effect's grant expects."""
+    return {
+        c.community_id: {"name": c.name, "rows": c.rows, "agents": c.agents, "version": c.version}
+        for c in p.communities
+    }
+
+
+AWAITING_APPROVAL = ("submitted", "needs_review")
 
 
 def of_request(req: Any) -> Proposal:
-    return build(req.target, req.inventory_json, req.inventory_digest)
+    """What an approver verifies: while the request awaits an approval, the target system as it is
+    now; once approved, what the approver saw then (the preview beside which the stages' evidence
+    is read), from the latest approval."""
+    approval = None if req.status in AWAITING_APPROVAL else req.approvals.order_by("-approved_at", "-id").first()
+    if approval is None or not approval.preview:
+        return build(req.target, req.inventory_json, req.inventory_digest)
+    when = f"{approval.approved_at:%Y-%m-%d %H:%M} UTC"
+    return build(
+        req.target,
+        req.inventory_json,
+        req.inventory_digest,
+        seen=approval.preview,
+        source=f"as the target system showed it when {approval.approved_by} approved, {when}",
+    )
 
 
 def lines(p: Proposal) -> list[str]:
     """The proposal as the command line prints it."""
     out = [
         f"delete the data of {p.target}: {len(p.communities)} communities, {p.stages} stages, "
-        f"about {p.rows} rows and {p.agents} agents (target system preview); rules v{p.rules_version}",
+        f"about {p.rows} rows and {p.agents} agents ({p.source}); rules v{p.rules_version}",
     ]
     for c in p.communities:
         out.append(

@@ -9,7 +9,7 @@ from uuid import UUID
 from django.db.models import Q
 
 from core.store import parse_id
-from deletions.contract import StageSnapshot, chain_order
+from deletions.contract import CancelFacts, StageSnapshot, chain_order
 from deletions.errors import UnknownRequest
 from deletions.models import DeletionAlarm, DeletionRequest, StageHistory, Status
 
@@ -105,6 +105,7 @@ def inspect(request_id: str | UUID) -> dict[str, Any]:
                 "submitted_at": _iso(s.submitted_at),
                 "attempts": s.attempts,
                 "metadata_json": s.metadata,
+                "evidence": s.evidence,
                 "last_error": s.last_error,
             }
             for s in chain_order(rows)
@@ -144,3 +145,20 @@ def awaiting_approval(limit: int) -> list[DeletionRequest]:
 
 def open_alarms(limit: int) -> list[DeletionAlarm]:
     return list(DeletionAlarm.objects.filter(resolved_at__isnull=True).select_related("request")[:limit])
+
+
+def cancel_facts(req: DeletionRequest, now: datetime) -> CancelFacts:
+    """What a cancellation of this (locked) request meets."""
+    stages = StageHistory.objects.filter(request_id=req.id)
+    unsettled = (
+        stages.filter(is_current=True, submitted_at__isnull=False)
+        .exclude(status="completed")
+        .values_list("operation_id", "stage")
+        .first()
+    )
+    return CancelFacts(
+        worker_live=req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now,
+        unsettled=unsettled,
+        started=stages.exists(),
+        completed=stages.filter(status="completed").count(),
+    )

@@ -24,7 +24,7 @@ from deletions.errors import BadInput, Refused
 from deletions.handlers import RunOptions
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
 from deletions.rules import custody, inventory, workflow
-from deletions.selectors import get_request, parse_request_id
+from deletions.selectors import cancel_facts, get_request, parse_request_id
 from deletions.store import alarms, approvals, decisions, stages
 from deletions.store.requests import (
     insert_request,
@@ -33,7 +33,7 @@ from deletions.store.requests import (
     record_cancel,
     record_resume,
 )
-from deletions.targets.base import Found, Unreadable
+from deletions.targets.base import Found, TargetRefused, inconclusive
 
 HEX = set("0123456789abcdef")
 MAX_STAGE_DELAY_MS = 3_600_000  # an hour: far past the lease, enough for any demo
@@ -98,8 +98,8 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
         if digest != req.inventory_digest:
             raise Refused(f"approval digest {digest} does not match inventory {req.inventory_digest}")
         inventory.validate_inventory(req.inventory_json)
-        versions = proposal.versions(proposal.of_request(req))  # what the target holds now
-        missing = [cid for cid, version in versions.items() if version is None]
+        seen = proposal.of_request(req)  # read from the target now: what this approval covers
+        missing = [c.community_id for c in seen.communities if c.version is None]
         if missing:
             raise Refused(
                 f"the target system lists no membership of {req.target} in {len(missing)} of the inventory's "
@@ -113,7 +113,7 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
             now=now,
             ttl=timedelta(days=settings.DELETION_APPROVAL_TTL_DAYS),
             custody=custody.approved(now),
-            versions=versions,
+            preview=proposal.saved(seen),
         )
         decisions.record(
             request_id=rid, actor=actor, action="approve", reason=f"digest {digest}", now=now, approval=approval
@@ -130,8 +130,9 @@ def submitted_by(req: DeletionRequest, actor: Actor) -> bool:
 
 
 def deletion_cancel(*, actor: Actor, request_id: str | UUID, reason: str) -> DeletionRequest:
-    """Before the first stage: cancel outright. Once running: record it; the worker
-    stops at its next transition and completed stages stay done."""
+    """Nothing running and nothing submitted unsettled: cancel outright (completed stages stay done).
+    A live worker: record it; the worker stops at its next transition. A submission whose outcome is
+    unknown: record it and keep the case open until a worker has looked the operation up."""
     rid = parse_request_id(request_id)
     authority.require(actor, CANCEL)
     reason = required_reason(reason, "cancel a deletion")
@@ -142,8 +143,9 @@ def deletion_cancel(*, actor: Actor, request_id: str | UUID, reason: str) -> Del
             raise Refused(f"request {req.id} is already {req.status}; nothing to cancel")
         if req.cancel_requested_at is not None:
             raise Refused(f"cancellation of request {req.id} was already recorded by {req.cancel_requested_by}")
-        worker_live = req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
-        record_cancel(req, by=actor.name, reason=reason, now=now, outright=not worker_live)
+        plan = custody.cancel(cancel_facts(req, now), by=actor.name, reason=reason, now=now)
+        record_cancel(req.id, plan, by=actor.name, reason=reason, now=now)
+        req.refresh_from_db()
         decisions.record(
             request_id=req.id, actor=actor, action="cancel", reason=reason, now=now, approval=approvals.latest(req)
         )
@@ -172,21 +174,21 @@ def deletion_resume(
             if row is None or row.submitted_at is None:
                 raise Refused(f"request {req.id}: the current stage submitted nothing, so no effect is unknown")
             target = targets.for_target(req.target)
-            answer = target.lookup(row.operation_id)
+            try:
+                answer = target.lookup(row.operation_id)
+            except TargetRefused as refused:
+                raise Refused(
+                    f"{target.where()} cannot settle operation {row.operation_id}: {refused.message}"
+                ) from None
             if isinstance(answer, Found):
                 raise Refused(
                     f"{target.where()} has a record of operation {row.operation_id}: it was applied; nothing to resend"
                 )
-            if isinstance(answer, Unreadable):
+            why = inconclusive(answer, submitted_at=row.submitted_at, where=target.where())
+            if why is not None:
                 raise Refused(
-                    f"evidence inconclusive: {target.where()} could not be read ({answer.reason}); "
-                    f"operation {row.operation_id} may have been applied, so it cannot be confirmed not applied"
-                )
-            if not answer.settles(row.submitted_at):
-                raise Refused(
-                    f"evidence inconclusive: {target.where()} has seen operations only up to "
-                    f"{answer.watermark.isoformat()}, before operation {row.operation_id} was submitted at "
-                    f'{row.submitted_at.isoformat()}; its "not found" proves nothing yet, nothing was recorded'
+                    f"evidence inconclusive: {why}; operation {row.operation_id} may have been applied, so it cannot "
+                    "be confirmed not applied; nothing was recorded"
                 )
             stages.clear_submitted(req.id)
             alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)

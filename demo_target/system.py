@@ -128,23 +128,29 @@ def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
     ]
 
 
-def preview(handle: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Per community: its name, the person's rows and agents there and the data version, read now."""
-    rows = (
-        Membership.objects.filter(person__handle=handle, community_id__in=community_ids)
-        .annotate(n_rows=Count("posts", distinct=True), n_agents=Count("agents", distinct=True))
-        .values("community_id", "community__name", "role", "n_rows", "n_agents", "version")
-    )
-    return {
-        str(r["community_id"]): {
+def _communities(handle: str, community_ids: list[str] | None = None) -> list[dict[str, Any]]:
+    """Per community of the person (or of those given): id, name, membership, rows, agents and data version."""
+    rows = Membership.objects.filter(person__handle=handle)
+    if community_ids is not None:
+        rows = rows.filter(community_id__in=community_ids)
+    return [
+        {
+            "id": str(r["community_id"]),
             "name": r["community__name"],
-            "role": r["role"],
+            "membership": r["role"],
             "rows": r["n_rows"],
             "agents": r["n_agents"],
             "version": r["version"],
         }
-        for r in rows
-    }
+        for r in rows.order_by("community_id")
+        .annotate(n_rows=Count("posts", distinct=True), n_agents=Count("agents", distinct=True))
+        .values("community_id", "community__name", "role", "n_rows", "n_agents", "version")
+    ]
+
+
+def preview(handle: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per community: its name, the person's rows and agents there and the data version, read now."""
+    return {c["id"]: c for c in _communities(handle, community_ids)}
 
 
 def fence(request_id: UUID) -> int:
@@ -192,17 +198,21 @@ def apply(token: str) -> dict[str, Any]:
         return evidence
 
 
+def _made_by(done: Operation) -> dict[str, Any]:
+    """The grant a record was applied under, when the back-office signed it (else nothing)."""
+    try:
+        return grants.verify(done.grant, grants.receiver_key())
+    except grants.BadGrant:
+        return {}
+
+
 def _check_matches(done: Operation, g: dict[str, Any]) -> None:
     """A record under this operation id counts only if a grant of ours made it for this effect."""
-    try:
-        made_by = grants.verify(done.grant, grants.receiver_key())
-    except grants.BadGrant:
-        made_by = {}
-    keys = ("operation_id", "request_id", "action", "community_id")
-    if any(made_by.get(k) != g[k] for k in keys):
+    made_by = _made_by(done)
+    if any(made_by.get(k) != g.get(k) for k in ("operation_id", "request_id", "action", "community_id")):
         raise Mismatch(
-            f"a record under operation {g['operation_id']} (applied {done.applied_at:%Y-%m-%d %H:%M:%S} UTC) was "
-            "not made by a grant for this effect; refused, not adopted"
+            f"a record under operation {done.operation_id} (applied {done.applied_at:%Y-%m-%d %H:%M:%S} UTC) was "
+            "not made by a grant of the back-office for this effect; refused, not adopted"
         )
 
 
@@ -264,40 +274,15 @@ def lookup(operation_id: UUID) -> Found | NotFound:
     done = Operation.objects.filter(operation_id=operation_id, applied_at__lte=watermark).first()
     if done is None:
         return NotFound(watermark)
-    try:
-        made_by = grants.verify(done.grant, grants.receiver_key())
-    except grants.BadGrant:
-        made_by = {}
-    if made_by.get("operation_id") != str(operation_id):
-        raise Mismatch(
-            f"a record under operation {operation_id} (applied {done.applied_at:%Y-%m-%d %H:%M:%S} UTC) was not "
-            "made by a grant of the back-office; not adopted"
-        )
+    # The operation id names the request, the stage and the community: a grant of ours for it is
+    # a grant for this effect.
+    _check_matches(done, {**_made_by(done), "operation_id": str(operation_id)})
     return Found(done.evidence)
 
 
 def show(handle: str) -> dict[str, Any]:
     person = enroll(handle)
-    rows = (
-        Membership.objects.filter(person=person)
-        .order_by("community_id")
-        .annotate(n_rows=Count("posts", distinct=True), n_agents=Count("agents", distinct=True))
-        .values("community_id", "role", "n_rows", "n_agents", "version")
-    )
-    return {
-        "target": handle,
-        "gated": person.gated_at is not None,
-        "communities": [
-            {
-                "id": str(r["community_id"]),
-                "membership": r["role"],
-                "rows": r["n_rows"],
-                "agents": r["n_agents"],
-                "version": r["version"],
-            }
-            for r in rows
-        ],
-    }
+    return {"target": handle, "gated": person.gated_at is not None, "communities": _communities(handle)}
 
 
 def add_rows(handle: str, community: UUID, rows: int, role: str = "participant") -> dict[str, Any]:

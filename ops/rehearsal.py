@@ -69,6 +69,7 @@ ROWS: tuple[Row, ...] = (
         (
             C + "test_cancellation_and_claim_race_exactly_one_wins",
             C + "test_cancel_while_a_worker_runs_blocks_the_pending_effect_and_stops",
+            EU + "test_a_cancel_while_the_effect_is_unknown_keeps_the_case_open_until_the_lookup_names_the_operation",
         ),
     ),
     Row(

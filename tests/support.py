@@ -45,10 +45,13 @@ def race(n: int, fn: Callable[[int], Any], timeout: float = 60) -> list[Any]:
 
 
 def table_rows(*tables: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of the named tables: compared before and after a refusal."""
+    """Every row of the named tables: compared before and after a refusal. `target_*` tables are
+    read from the demo target system's own database."""
+    from django.db import connections
+
     out = {}
-    with connection.cursor() as cur:
-        for table in tables:
+    for table in tables:
+        with connections["target" if table.startswith("target_") else "default"].cursor() as cur:
             cur.execute(f"SELECT * FROM {table} ORDER BY 1")
             out[table] = cur.fetchall()
     return out
@@ -57,7 +60,6 @@ def table_rows(*tables: str) -> dict[str, list[tuple[Any, ...]]]:
 def force(queryset: Any, **values: Any) -> int:
     """Put rows in a state the workflow never moves them to (another system's write, a restored
     backup): the database's lifecycle guards are off for this one update only."""
-    from django.db import connection
 
     with connection.cursor() as cur:
         cur.execute("SET session_replication_role = replica")

@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name='deletionapproval',
-            name='versions',
+            name='preview',
             field=models.JSONField(default=dict),
         ),
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from deletions.contract import APPROVERS, SYSTEM, Custody
+from deletions.contract import APPROVERS, OPERATORS_ON_CALL, SYSTEM, CancelFacts, CancelPlan, Custody
 
 
 def submitted() -> Custody:
@@ -36,3 +36,25 @@ def resumed(*, by: str, now: datetime) -> Custody:
 def refused_at_boundary(*, rule: str, now: datetime) -> Custody:
     """The receiver refused an effect for want of authority: the approvers decide again."""
     return Custody(APPROVERS, f"{rule}; approve the same inventory again to resume, or cancel", now)
+
+
+def cancel(f: CancelFacts, *, by: str, reason: str, now: datetime) -> CancelPlan:
+    """A cancellation ends the request now only when nothing runs and nothing submitted is unsettled.
+    A submission whose outcome is unknown is never claimed prevented: the case stays open, held by
+    the operators on call and due now, until a worker looks the operation up."""
+    if f.unsettled is not None:
+        op, stage = f.unsettled
+        return CancelPlan(
+            ends_now=False,
+            action=f"cancellation recorded by {by}; operation {op} is being looked up before it ends",
+            custody=Custody(
+                OPERATORS_ON_CALL,
+                f"cancellation recorded while operation {op} ({stage}) may have taken effect; the worker looks it "
+                "up at the target system before the case closes, and says whether it was applied",
+                now,
+            ),
+        )
+    if f.worker_live:
+        return CancelPlan(False, f"cancellation recorded by {by}; the worker stops at its next transition", None)
+    done = f"; {f.completed} completed stage(s) stay done" if f.started else ""
+    return CancelPlan(True, f"cancelled by {by}: {reason}{done}", None)

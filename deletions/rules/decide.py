@@ -13,6 +13,7 @@ from uuid import UUID
 from deletions.contract import (
     Advance,
     AlreadyFinished,
+    EndCancelled,
     Initialize,
     Operation,
     RequestSnapshot,
@@ -30,6 +31,12 @@ def next_operation(
     """Pure: the operation that moves this request on from its current row."""
     if request.status == "completed":
         return AlreadyFinished()
+    if request.cancel_requested:
+        if current is not None and current.submitted_at is not None and current.status != "completed":
+            # Its outcome is unknown: it is looked up (and nothing new is sent: the grant is refused
+            # once a cancellation is recorded) before the request can end.
+            return Resume(current.id)
+        return EndCancelled()
     if current is None:
         return Initialize(workflow.initial_stage(plan.target))
     if current.status == "completed":

@@ -61,7 +61,7 @@ def save_approval(
     now: datetime,
     ttl: timedelta,
     custody: Custody,
-    versions: dict[str, int | None],
+    preview: dict[str, dict[str, Any]],
 ) -> DeletionApproval:
     """Save one approval of the exact proposal and move the locked request to approved, together."""
     username = approved_by.get_username()
@@ -74,7 +74,7 @@ def save_approval(
         inventory_version=req.inventory_version,
         rules_version=rules_version,
         expires_at=now + ttl,
-        versions=versions,
+        preview=preview,
     )
     req.approve()
     _hold(req, custody)
@@ -128,7 +128,7 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
                        {approver_may}, {requester_may},
                        %s::text IS NULL OR r.inventory_json->'communities' @> jsonb_build_array(
                            jsonb_build_object('id', %s::text)),
-                       (a.versions ->> %s::text)::bigint,
+                       (a.preview -> %s::text ->> 'version')::bigint,
                        (p.metadata_json->'result'->>'version_after')::bigint, r.lease_expires_at
                 FROM entity_deletion_requests r
                 LEFT JOIN LATERAL (

@@ -12,10 +12,9 @@ from django.db import IntegrityError, connection, transaction
 
 from core.sql import Statements
 from core.store import lock_or_not_found
-from deletions.contract import OPERATORS_ON_CALL, Custody
+from deletions.contract import CancelPlan, Custody
 from deletions.errors import Refused
-from deletions.models import OPEN_STATUSES, DeletionRequest, StageStatus, Status
-from deletions.store import alarms
+from deletions.models import OPEN_STATUSES, DeletionRequest, Status
 
 SQL = Statements.beside(__file__, "requests.sql")
 
@@ -72,50 +71,30 @@ def insert_request(
         raise Refused(f"an open deletion request already exists for {target}{where}") from None
 
 
-def record_cancel(req: DeletionRequest, *, by: str, reason: str, now: datetime, outright: bool) -> None:
-    """Save a cancellation. With a submission whose outcome is unknown, the case stays open (operators
-    on call, checked now) until a worker looks the operation up. Outright: the request ends now
-    (completed stages stay done). Otherwise the live worker stops at its next transition, which ends it."""
-    req.cancel_requested_at = now
-    req.cancel_requested_by = by
-    req.cancel_reason = reason
-    fields = ["cancel_requested_at", "cancel_requested_by", "cancel_reason", "last_action", "updated_at"]
-    unsettled = req.stages.filter(is_current=True, submitted_at__isnull=False).exclude(status=StageStatus.COMPLETED)
-    pending = unsettled.values_list("operation_id", "stage").first()
-    if pending is not None:
-        # An effect may have landed: the case stays open until the operation is looked up.
-        op, stage = pending
-        if req.status == Status.NEEDS_ATTENTION:
-            req.operator_resume()
-        if req.status == Status.RETRY_WAIT:
-            req.next_attempt_at = now
-            fields.append("next_attempt_at")
-        req.owner = OPERATORS_ON_CALL
-        req.open_question = (
-            f"cancellation recorded while operation {op} ({stage}) may have taken effect; the worker looks it up "
-            "at the target system before the case closes, and says whether it was applied"
-        )
-        req.next_check_at = now
-        req.last_action = f"cancellation recorded by {by}; operation {op} is being looked up before it ends"
-        fields += ["status", "owner", "open_question", "next_check_at"]
-    elif outright:
-        started = req.stages.exists()
-        req.cancel()
-        alarms.resolve(request_id=req.id, kind=alarms.EFFECT_UNKNOWN, now=now)  # nothing waits on a person now
-        req.next_attempt_at = None
-        req.next_check_at = None
-        req.open_question = ""
-        done = req.stages.filter(status=StageStatus.COMPLETED).count()
-        req.last_action = (
-            f"cancelled by {by}: {reason}"
-            if not started
-            else f"cancelled by {by}: {reason}; {done} completed stage(s) stay done"
-        )
-        fields += ["status", "next_attempt_at", "next_check_at", "open_question"]
-    else:
-        req.last_action = f"cancellation recorded by {by}; the worker stops at its next transition"
-    req.updated_at = now
-    req.save(update_fields=fields)
+def record_cancel(request_id: UUID, plan: CancelPlan, *, by: str, reason: str, now: datetime) -> None:
+    """Save a cancellation as policy planned it (`rules.custody.cancel`; the request is locked)."""
+    with connection.cursor() as cur:
+        if plan.ends_now:
+            done = SQL.one(
+                cur, "cancel_outright", request_id=request_id, by=by, reason=reason, action=plan.action, now=now
+            )
+        else:
+            c = plan.custody
+            done = SQL.one(
+                cur,
+                "cancel_recorded",
+                request_id=request_id,
+                by=by,
+                reason=reason,
+                action=plan.action,
+                settles=c is not None,
+                case_owner=c.owner if c else "",
+                open_question=c.open_question if c else "",
+                next_check_at=c.next_check_at if c else None,
+                now=now,
+            )
+    if done is None:
+        raise Refused(f"request {request_id} is finished or its cancellation was already recorded")
 
 
 def record_resume(req: DeletionRequest, *, by: str, custody: Custody, now: datetime) -> None:

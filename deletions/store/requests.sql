@@ -9,3 +9,35 @@ SET status = 'retry_wait', retry_count = 0, next_attempt_at = %(now)s, owner = %
     updated_at = %(now)s
 WHERE id = %(request_id)s AND status IN ('needs_attention', 'retry_wait')
 RETURNING id
+
+-- name: cancel_outright
+-- Nothing runs and nothing submitted is unsettled: the request ends now (completed stages stay
+-- done) and an effect-unknown alarm clears, since nothing waits on a person any more.
+WITH r AS (
+    UPDATE entity_deletion_requests
+    SET status = 'cancelled', cancel_requested_at = %(now)s, cancel_requested_by = %(by)s,
+        cancel_reason = %(reason)s, next_attempt_at = NULL, next_check_at = NULL, open_question = '',
+        last_action = %(action)s, updated_at = %(now)s
+    WHERE id = %(request_id)s AND cancel_requested_at IS NULL AND status NOT IN ('completed', 'cancelled')
+    RETURNING id
+), settled AS (
+    UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
+    FROM r WHERE al.request_id = r.id AND al.kind = 'effect_unknown' AND al.resolved_at IS NULL
+)
+SELECT id FROM r
+
+-- name: cancel_recorded
+-- A worker holds it, or a submission's outcome is unknown: the cancellation is saved and the case
+-- stays open. With `settles`, operators on call hold it and it is due now for a worker to look the
+-- operation up (a request that needed attention waits to retry again).
+UPDATE entity_deletion_requests
+SET cancel_requested_at = %(now)s, cancel_requested_by = %(by)s, cancel_reason = %(reason)s,
+    status = CASE WHEN %(settles)s AND status = 'needs_attention' THEN 'retry_wait' ELSE status END,
+    next_attempt_at = CASE WHEN %(settles)s AND status IN ('needs_attention', 'retry_wait') THEN %(now)s
+                           ELSE next_attempt_at END,
+    owner = CASE WHEN %(settles)s THEN %(case_owner)s ELSE owner END,
+    open_question = CASE WHEN %(settles)s THEN %(open_question)s ELSE open_question END,
+    next_check_at = CASE WHEN %(settles)s THEN %(next_check_at)s::timestamptz ELSE next_check_at END,
+    last_action = %(action)s, updated_at = %(now)s
+WHERE id = %(request_id)s AND cancel_requested_at IS NULL AND status NOT IN ('completed', 'cancelled')
+RETURNING id

@@ -26,6 +26,7 @@ from deletions.contract import (
     Advance,
     AlreadyFinished,
     Custody,
+    EndCancelled,
     FailurePlan,
     Finished,
     Initialize,
@@ -307,13 +308,6 @@ def transition_stage(lease: Lease, decide: Decide, *, now: datetime, replay: boo
         if locked.status in _PARKED:
             # Terminal, or parked for a person: nothing runs until someone acts.
             return Finished(status=locked.status, completed_stages=_count(cur, lease), note=locked.open_question)
-        if locked.cancel_requested:
-            unsettled = locked.current
-            if unsettled is not None and unsettled.submitted_at is not None and unsettled.status != "completed":
-                # Its outcome is unknown: the handler looks it up (and sends nothing new: the grant is
-                # refused once a cancellation is recorded) before the request can end.
-                return unsettled
-            return _cancel_at_boundary(cur, lease, locked.current, now)
         inventory: dict[str, Any] | None = None
         version = 0
         if replay:
@@ -373,7 +367,7 @@ def _cancel_at_boundary(cur: Any, lease: Lease, current: StageSnapshot | None, n
     else:
         last = current if current is not None and current.status == "completed" else None
         applied = (
-            f"operation {last.operation_id} ({last.stage}) was applied (evidence: {_evidence_words(last.result)})"
+            f"operation {last.operation_id} ({last.stage}) was applied (evidence: {_words(last.evidence)})"
             if last is not None
             else f"{done} stage(s) were applied"
         )
@@ -386,14 +380,14 @@ def _cancel_at_boundary(cur: Any, lease: Lease, current: StageSnapshot | None, n
     return Finished(status="cancelled", completed_stages=done)
 
 
-def _evidence_words(result: Any) -> str:
-    keys = ("rows_deleted", "rows_remaining", "agents_removed", "version_after", "applied_at", "generation")
-    shown = [f"{k} {result[k]}" for k in keys if isinstance(result, dict) and k in result]
-    return ", ".join(shown) or "recorded"
+def _words(evidence: dict[str, Any]) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in evidence.items()) or "recorded"
 
 
 def _apply(cur: Any, lease: Lease, locked: _Locked, started: bool, op: Operation, now: datetime) -> NextStage:
     current, status = locked.current, locked.status
+    if isinstance(op, EndCancelled):
+        return _cancel_at_boundary(cur, lease, current, now)
     if started and status == "approved" and not isinstance(op, Initialize):
         # A fresh approval after a review: the saved stage continues, completed ones stay done.
         SQL.run(cur, "resume_approved", **_fenced(lease, now=now))

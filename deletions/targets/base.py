@@ -36,10 +36,6 @@ class Found:
 class NotFound:
     watermark: datetime  # the target had seen every operation applied up to here
 
-    def settles(self, submitted_at: datetime) -> bool:
-        """A "not found" is evidence of "not applied" only once the lookup has seen past the submission."""
-        return self.watermark > submitted_at
-
 
 @dataclass(frozen=True)
 class Unreadable:
@@ -47,6 +43,19 @@ class Unreadable:
 
 
 Lookup = Found | NotFound | Unreadable
+
+
+def inconclusive(answer: NotFound | Unreadable, *, submitted_at: datetime, where: str) -> str | None:
+    """Why a lookup that found nothing proves nothing yet, or None when it proves the operation was not
+    applied: only a "not found" whose watermark is past the submission is evidence."""
+    if isinstance(answer, Unreadable):
+        return f"{where} could not be read ({answer.reason})"
+    if answer.watermark > submitted_at:
+        return None
+    return (
+        f"{where} has seen operations only up to {answer.watermark.isoformat()}, before the submission at "
+        f"{submitted_at.isoformat()}"
+    )
 
 
 class TargetRefused(Exception):

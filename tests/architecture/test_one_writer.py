@@ -14,7 +14,7 @@ from core.sql import Statements
 from tests.conftest import ROOT
 
 APPS = ("core", "deletions", "retirements", "ops", "config")
-OUR_TABLE = r"(entity_deletion_\w+|retirements_\w+|demo_target_\w+)"
+OUR_TABLE = r"(entity_deletion_\w+|retirements_\w+)"  # the demo target system (target_*) is another system
 WRITE = re.compile(rf"\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+{OUR_TABLE}", re.IGNORECASE)
 
 
@@ -88,6 +88,8 @@ def test_each_stage_move_is_one_statement_used_once(move: str, name: str) -> Non
 OTHER_MOVES = {
     **{move: f"retirements/store/{file}:{name}" for move, (file, name) in WATCHER_MOVES.items()},
     "an operator resumes a stopped deletion": "deletions/store/requests.sql:resume",
+    "a cancellation that ends the request now": "deletions/store/requests.sql:cancel_outright",
+    "a cancellation recorded (a live worker, or one to settle)": "deletions/store/requests.sql:cancel_recorded",
     "claim a lease": "deletions/store/leases.sql:claim",
     "release a lease": "deletions/store/leases.sql:release",
 }

@@ -134,6 +134,9 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
     log = (tmp_path / "workers.log").open("w")
     try:
         assert manage("migrate", "--noinput").returncode == 0
+        # One `migrate` made and migrated the demo target system's database beside the case database.
+        shown = manage("demo_target", "show", "demo:after-restart", "--json")
+        assert shown.returncode == 0 and len(json.loads(shown.stdout)["communities"]) == 2, shown.stderr
         assert manage("demo_setup", "--no-data").returncode == 0  # operator-1 and approver-1
         web = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload", f"127.0.0.1:{port}"],

@@ -8,10 +8,19 @@ from typing import Any
 
 import pytest
 
-from deletions.contract import Advance, Initialize, RequestSnapshot, Resume, StageSnapshot, WaitUntil
+from deletions.contract import (
+    Advance,
+    CancelFacts,
+    EndCancelled,
+    Initialize,
+    RequestSnapshot,
+    Resume,
+    StageSnapshot,
+    WaitUntil,
+)
 from deletions.errors import WorkflowError
 from deletions.retry import decide_retry, retry_delay
-from deletions.rules import workflow
+from deletions.rules import custody, workflow
 from deletions.rules.decide import decide
 from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C, build_inventory
 
@@ -242,3 +251,46 @@ def test_reconstruction_refuses_oversized_inventory() -> None:
 def test_previous_stage_from_another_request_is_refused() -> None:
     with pytest.raises(WorkflowError, match="does not belong to request"):
         decide(snapshot(), gate_then_b_db(status="pending"), NOW, previous_stage_id=uuid.uuid4())
+
+
+# -- cancellation ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("submitted", "status", "expected"),
+    [
+        (True, "running", Resume),  # submitted, outcome unknown: looked up before the request ends
+        (True, "failed", Resume),
+        (False, "running", EndCancelled),  # never sent: nothing to look up
+        (False, "pending", EndCancelled),
+        (True, "completed", EndCancelled),  # settled: it ends at this boundary
+    ],
+)
+def test_a_cancellation_ends_at_the_boundary_only_once_no_submission_is_unsettled(
+    submitted: bool, status: str, expected: type
+) -> None:
+    import dataclasses
+
+    history = gate_then_b_db(status=status, result={"has_agents": True} if status == "completed" else None)
+    history[-1] = dataclasses.replace(history[-1], submitted_at=NOW if submitted else None)
+    cancelled = dataclasses.replace(snapshot(), cancel_requested=True)
+    assert isinstance(decide(cancelled, history, NOW), expected)
+
+
+@pytest.mark.parametrize(
+    ("facts", "ends_now", "holder", "says"),
+    [
+        (CancelFacts(False, None, False, 0), True, None, "cancelled by operator-c: why"),
+        (CancelFacts(False, None, True, 2), True, None, "2 completed stage(s) stay done"),
+        (CancelFacts(True, None, True, 1), False, None, "the worker stops at its next transition"),
+        # a submission whose outcome is unknown is never claimed prevented, worker or not
+        (CancelFacts(True, (uuid.UUID(int=7), "purge_db"), True, 1), False, "operators on call", "being looked up"),
+        (CancelFacts(False, (uuid.UUID(int=7), "purge_db"), True, 1), False, "operators on call", "being looked up"),
+    ],
+)
+def test_a_cancellation_is_planned_from_what_it_meets(facts, ends_now: bool, holder, says: str) -> None:
+    plan = custody.cancel(facts, by="operator-c", reason="why", now=NOW)
+    assert plan.ends_now is ends_now and says in plan.action
+    assert (plan.custody.owner if plan.custody else None) == holder
+    if plan.custody:
+        assert str(uuid.UUID(int=7)) in plan.custody.open_question and plan.custody.next_check_at == NOW

@@ -1,0 +1,166 @@
+"""The target system is a separate database: what a case believes is what the target recorded there,
+and the target refuses what the approval did not cover (a changed source, a community outside the
+approved inventory, a record it did not make)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from datetime import timedelta
+
+import psutil
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from deletions.models import DeletionRequest, StageHistory
+from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C
+from deletions.store.stages import operation_id
+from tests.deletions.helpers import effects, recorded, start_worker
+from tests.support import force, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def submit(cmd, target: str) -> dict:
+    ran = cmd("submit_deletion", "--target", target, "--requested-by", "operator-a")
+    assert ran.code == 0, ran.err
+    return json.loads(ran.out)
+
+
+def approve(cmd, req: dict, by: str = "operator-b") -> None:
+    ran = cmd("approve_deletion", req["id"], "--approved-by", by, "--inventory-digest", req["inventory_digest"])
+    assert ran.code == 0, ran.err
+
+
+def at_target(cmd, target: str) -> dict[str, dict]:
+    ran = cmd("demo_target", "show", target, "--json")
+    assert ran.code == 0, ran.err
+    return {c["id"]: c for c in json.loads(ran.out)["communities"]}
+
+
+def results(rid: str) -> dict[tuple[str, str | None], dict]:
+    return {
+        (s.stage, str(s.target_community_id) if s.target_community_id else None): s.metadata_json.get("result")
+        for s in StageHistory.objects.filter(request_id=uuid.UUID(rid))
+    }
+
+
+def test_a_full_run_leaves_its_evidence_at_the_target_and_none_in_the_case_database(cmd, observe) -> None:
+    req = submit(cmd, "demo:evidence")
+    before = at_target(cmd, "demo:evidence")
+    approve(cmd, req)
+    assert cmd("run_deletion", req["id"]).code == 0
+    saved = results(req["id"])
+    for cid in (COMMUNITY_B, COMMUNITY_C):
+        db, agents = saved[("purge_db", cid)], saved[("purge_agents", cid)]
+        assert (db["rows_before"], db["rows_deleted"], db["rows_remaining"]) == (before[cid]["rows"],) * 2 + (0,)
+        assert (agents["agents_removed"], agents["agents_remaining"]) == (before[cid]["agents"], 0)
+        assert agents["version_after"] == before[cid]["version"] + 2
+    after = at_target(cmd, "demo:evidence")
+    assert all(c["rows"] == 0 and c["agents"] == 0 for c in after.values())
+    ops = [op for op, _, _ in effects(req["id"])]
+    assert len(ops) == len(set(ops)) == 5
+    for stage in StageHistory.objects.filter(request_id=req["id"]):
+        assert stage.metadata_json["result"] == recorded(stage.operation_id)  # read there, not sent by the worker
+    assert not [t for t in connection.introspection.table_names() if "target" in t]
+    # The case shows the approved preview beside the evidence, not the target's now-empty data.
+    shown = json.loads(cmd("show_deletion", req["id"], "--json").out)
+    assert "approved" in shown["proposal"]["source"]
+    assert {c["community_id"]: c["rows"] for c in shown["proposal"]["communities"]} == {
+        cid: before[cid]["rows"] for cid in (COMMUNITY_B, COMMUNITY_C)
+    }
+    b_db = next(s for s in shown["stages"] if s["stage"] == "purge_db" and s["target_community_id"] == COMMUNITY_B)
+    assert b_db["evidence"]["rows_deleted"] == before[COMMUNITY_B]["rows"] and b_db["evidence"]["rows_remaining"] == 0
+    assert set(b_db["evidence"]) >= {"rows_before", "version_after", "applied_at", "generation"}
+    observe(
+        f"5 operations at the target, once each; B rows {before[COMMUNITY_B]['rows']} deleted, C rows "
+        f"{before[COMMUNITY_C]['rows']} deleted, 0 remaining; the case database holds no target table"
+    )
+
+
+def test_a_row_added_after_approval_sends_the_case_back_to_review_and_a_new_approval_completes_it(cmd, observe) -> None:
+    req = submit(cmd, "demo:changed")
+    approve(cmd, req)
+    for _ in range(3):  # gate, B purge_db, B purge_agents
+        assert cmd("run_deletion", req["id"], "--next-step").code == 0
+    rows_then = at_target(cmd, "demo:changed")[COMMUNITY_C]["rows"]
+    added = cmd("demo_target", "add-rows", "demo:changed", "--community", COMMUNITY_C, "--rows", "4")
+    assert added.code == 0, added.err
+
+    refused = cmd("run_deletion", req["id"])
+    assert refused.code == 1 and "back in review, nothing applied" in refused.err and "source changed" in refused.err
+    case = DeletionRequest.objects.get(id=req["id"])
+    assert case.status == "needs_review" and case.owner == "approvers" and "source changed" in case.open_question
+    assert at_target(cmd, "demo:changed")[COMMUNITY_C]["rows"] == rows_then + 4  # nothing applied there
+    shown = json.loads(cmd("show_deletion", req["id"], "--json").out)
+    c_line = next(c for c in shown["proposal"]["communities"] if c["community_id"] == COMMUNITY_C)
+    assert c_line["rows"] == rows_then + 4  # the fresh evidence the approvers see
+
+    approve(cmd, req, "operator-c")  # a new approval of the proposal as it is now
+    assert cmd("run_deletion", req["id"]).code == 0
+    assert DeletionRequest.objects.get(id=req["id"]).status == "completed"
+    c_db = results(req["id"])[("purge_db", COMMUNITY_C)]
+    assert c_db["rows_deleted"] == rows_then + 4 and c_db["rows_remaining"] == 0
+    ops = [op for op, _, _ in effects(req["id"])]
+    assert len(ops) == len(set(ops)) == 5
+    observe(
+        f"4 rows added in C after approval: refused at the target (source changed), back in review with C at "
+        f"{rows_then + 4} rows; re-approved: completed, C deleted {c_db['rows_deleted']}, 5 operations once each"
+    )
+
+
+def test_an_inventory_swapped_around_the_claim_lands_nothing_outside_the_approved_inventory(cmd, observe) -> None:
+    """The stored inventory is swapped (by hand, guards off) for one naming community X, the worker
+    reads it as its plan, and the inventory is restored before the effects: X is never touched."""
+    x = str(uuid.UUID(int=0xABC))
+    req = submit(cmd, "demo:swap")
+    approve(cmd, req)
+    assert cmd("demo_target", "add-rows", "demo:swap", "--community", x, "--rows", "5").code == 0
+    rows = DeletionRequest.objects.filter(id=req["id"])
+    original = rows.get().inventory_json
+    swapped = {**original, "communities": [{"id": x, "role": "participant"}, original["communities"][1]]}
+    force(rows, inventory_json=swapped)
+    worker = start_worker(req["id"], "--executor-id", "worker-a", PAUSE_AT="after-submit-mark")
+    proc = psutil.Process(worker.pid)
+    try:
+        wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="the worker paused with the swapped plan")
+        force(rows, inventory_json=original)  # restored before its first effect
+        worker.send_signal(signal.SIGCONT)
+        # It pauses again at X's submission mark (the plan's next stage): let it go on to its grant.
+        wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="the worker paused before X's effect")
+        assert [a for _, a, _ in effects(req["id"])] == ["gate_user"]
+        worker.send_signal(signal.SIGCONT)
+        _, err = worker.communicate(timeout=120)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 1 and "not in the approved inventory" in err, err
+    case = rows.get()
+    assert case.status == "needs_review" and f"community {x} is not in the approved inventory" in case.open_question
+    assert [a for _, a, _ in effects(req["id"])] == ["gate_user"]  # nothing on X, nothing else either
+    assert at_target(cmd, "demo:swap")[x]["rows"] == 5
+    observe(f"plan read with X swapped in, inventory restored: X refused ({case.status}), X rows still 5")
+
+
+def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd, observe) -> None:
+    req = submit(cmd, "demo:planted")
+    approve(cmd, req)
+    gate_op = operation_id(uuid.UUID(req["id"]), "gate_user", None)
+    with connections["target"].cursor() as cur:
+        cur.execute(
+            """INSERT INTO target_operations
+               (operation_id, request_id, action, community_id, generation, executor, "grant", evidence, applied_at)
+               VALUES (%s, %s, 'gate_user', NULL, 1, 'someone', '', %s, %s)""",
+            [gate_op, req["id"], json.dumps({"gated": True}), timezone.now() - timedelta(days=1)],
+        )
+    ran = cmd("run_deletion", req["id"])
+    assert ran.code == 1 and "record_mismatch" in ran.err, ran.err
+    case = DeletionRequest.objects.get(id=req["id"])
+    gate = StageHistory.objects.get(request_id=req["id"], stage="gate_user")
+    assert case.status == "needs_review" and "not made by a grant" in case.open_question
+    assert gate.status == "pending" and gate.metadata_json.get("result") is None  # not adopted
+    shown = cmd("demo_target", "show", "demo:planted", "--json")
+    assert json.loads(shown.out)["gated"] is False  # and nothing was applied in its name
+    observe(f"planted record under {str(gate_op)[:8]}: refused ({case.status}), gate not completed, person not gated")
