@@ -184,8 +184,7 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnaps
     _fail(
         ctx,
         row,
-        f"effect unknown: operation {row.operation_id} was submitted at {row.submitted_at.isoformat()} but {found}; "
-        "not resent",
+        f"effect unknown: operation {row.operation_id} ({row.stage}) was submitted, but {found}; not resent",
         open_question=f"did operation {row.operation_id} ({row.stage}) take effect? the next check looks it up again",
     )
     return None

@@ -53,8 +53,8 @@ def inconclusive(answer: NotFound | Unreadable, *, submitted_at: datetime, where
     if answer.watermark > submitted_at:
         return None
     return (
-        f"{where} has seen operations only up to {answer.watermark.isoformat()}, before the submission at "
-        f"{submitted_at.isoformat()}"
+        f"{where} has seen operations only up to {answer.watermark:%Y-%m-%d %H:%M:%S} UTC, before the submission "
+        f"at {submitted_at:%Y-%m-%d %H:%M:%S} UTC"
     )
 
 

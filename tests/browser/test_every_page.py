@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.test import override_settings
 from django.urls import reverse
 from django_q.models import Schedule
 
@@ -120,7 +121,11 @@ def seeded(db) -> Iterator[User]:
     assert demo.seed(root)
     ivan = deletion_submit(actor=named("operator-1"), target="demo:ivan")
     deletion_approve(actor=named("approver-1"), request_id=ivan.id, digest=ivan.inventory_digest)
-    take_over(run_command, crash_at("after-submit-mark", ivan.id))  # the look-up finds nothing: effect unknown
+    crashed = crash_at("after-submit-mark", ivan.id)
+    with override_settings(DEMO_TARGET_LOOKUP_LAG_SECONDS=3600):  # the look-up is behind the submission
+        take_over(run_command, crashed)
+    unknown = DeletionRequest.objects.get(id=ivan.id)
+    assert unknown.status == "retry_wait" and "effect unknown" in (unknown.last_error or "")  # the state shot
     yield root
 
 
