@@ -97,6 +97,7 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
                 row,
                 f"refused by the target system ({refused.kind}): {refused.message}",
                 approval_id=grant.approval_id,
+                alarm=True,
             )
         return None
     except Exception as exc:
@@ -112,7 +113,9 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
     return _save(ctx, row, evidence)
 
 
-def _set_aside(ctx: HandlerContext, row: StageSnapshot, rule: str, *, review: bool = True, approval_id: Any) -> None:
+def _set_aside(
+    ctx: HandlerContext, row: StageSnapshot, rule: str, *, review: bool = True, approval_id: Any, alarm: bool = False
+) -> None:
     stages.set_aside(
         ctx.lease,
         row.id,
@@ -121,6 +124,7 @@ def _set_aside(ctx: HandlerContext, row: StageSnapshot, rule: str, *, review: bo
         custody=custody.refused_at_boundary(rule=rule, now=clock.now()),
         approval_id=approval_id,
         now=clock.now(),
+        alarm=alarm,
     )
 
 
@@ -165,7 +169,8 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnaps
     try:
         answer = ctx.target.lookup(row.operation_id)
     except TargetRefused as refused:
-        _set_aside(ctx, row, f"lookup at the target system ({refused.kind}): {refused.message}", approval_id=None)
+        rule = f"lookup at the target system ({refused.kind}): {refused.message}"
+        _set_aside(ctx, row, rule, approval_id=None, alarm=True)
         return None
     if isinstance(answer, Found):
         return _save(ctx, row, answer.evidence)

@@ -115,6 +115,8 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
             custody=custody.approved(now),
             preview=proposal.saved(seen),
         )
+        # The approvers answered a refusal at the target: its alarm clears (a new refusal raises it again).
+        alarms.resolve(request_id=rid, kind=alarms.BOUNDARY_REFUSED, now=now)
         decisions.record(
             request_id=rid, actor=actor, action="approve", reason=f"digest {digest}", now=now, approval=approval
         )

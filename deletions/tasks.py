@@ -20,7 +20,7 @@ logger = logging.getLogger("deletions")
 
 
 class StageFailed(Exception):
-    """Raised after the failure is saved, so django-q2 lists the task under failed tasks."""
+    """Raised after a failure or a refusal is saved, so django-q2 lists the task under failed tasks."""
 
 
 def run_deletion(request_id: str) -> str:
@@ -39,7 +39,7 @@ def run_deletion(request_id: str) -> str:
         return f"refused: {exc.message}"
     if outcome.more_to_do:
         enqueue_run(UUID(request_id))
-    if outcome.stage_failed:
+    if outcome.stage_failed or outcome.refused:
         raise StageFailed(f"request {request_id}: {outcome.message}")
     return outcome.message
 

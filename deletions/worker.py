@@ -40,6 +40,7 @@ class RunOutcome:
     handlers_run: int
     more_to_do: bool = False
     stage_failed: bool = False  # the run ended on a saved stage failure (retry later or needs attention)
+    refused: bool = False  # the run ended with the case back in review: an effect was refused
 
 
 class Heartbeat(threading.Thread):
@@ -164,7 +165,7 @@ def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutc
             stage_failed=True,
         )
     if nxt.status == Status.NEEDS_REVIEW:
-        return RunOutcome(1, f"back in review, nothing applied: {nxt.note}", handled)
+        return RunOutcome(1, f"back in review, nothing applied: {nxt.note}", handled, refused=True)
     if nxt.status == Status.CANCELLED:
         return RunOutcome(
             1, f"request cancelled; {nxt.completed_stages} completed stage(s) are done and were not undone", handled

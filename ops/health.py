@@ -15,7 +15,8 @@ from django.db.models import Max
 from django.http import HttpRequest, JsonResponse
 
 from core import clock
-from deletions.models import DeletionRequest, Status
+from deletions.models import DeletionAlarm, DeletionRequest, Status
+from deletions.store.alarms import BOUNDARY_REFUSED
 from ops.models import ClusterHeartbeat
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
 from retirements.selectors import count_stalls
@@ -52,6 +53,8 @@ def report(now: datetime) -> dict[str, Any]:
     checks["failed_notices"] = {"ok": failed == 0, "count": failed}
     attention = DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION).count()
     checks["needs_attention"] = {"ok": attention == 0, "count": attention}
+    refused = DeletionAlarm.objects.filter(kind=BOUNDARY_REFUSED, resolved_at__isnull=True).count()
+    checks["refused_at_target"] = {"ok": refused == 0, "count": refused}
     status = "green" if all(c["ok"] for c in checks.values()) else "red"
     return {"status": status, "at": now.isoformat(), "checks": checks}
 

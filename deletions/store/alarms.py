@@ -13,6 +13,7 @@ from deletions.models import DeletionAlarm
 
 logger = logging.getLogger("deletions")
 EFFECT_UNKNOWN = "effect_unknown"
+BOUNDARY_REFUSED = "boundary_refused"  # the target system refused an effect: a person looks at why
 
 
 def raise_alarm(*, request_id: UUID, kind: str, message: str, now: datetime, stage_id: UUID | None = None) -> None:

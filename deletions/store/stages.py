@@ -228,12 +228,13 @@ def set_aside(
     custody: Custody,
     approval_id: UUID | None,
     now: datetime,
+    alarm: bool = False,
 ) -> None:
     """The receiver refused the effect for want of authority; nothing was applied.
 
     The row goes back to pending (not a failure, no retry counted). With `review`, the request
-    waits for the people `custody` names. Either way the refusal is logged with the approval and
-    generation it met.
+    waits for the people `custody` names; with `alarm` (the target system itself refused), its
+    owner is alerted too. Either way the refusal is logged with the approval and generation it met.
     """
     with transaction.atomic(), connection.cursor() as cur:
         done = SQL.one(
@@ -254,6 +255,14 @@ def set_aside(
         if done is None:
             raise _why_not(cur, lease, stage_id, "set it aside (only a running stage is refused)")
         _, op_id, stage = done
+        if alarm:
+            alarms.raise_alarm(
+                request_id=lease.request_id,
+                kind=alarms.BOUNDARY_REFUSED,
+                message=f"{stage} (operation {op_id}) refused: {rule} (owner {custody.owner})",
+                now=now,
+                stage_id=stage_id,
+            )
         decisions.record(
             request_id=lease.request_id,
             actor=None,

@@ -17,6 +17,7 @@ from django.utils import timezone
 from deletions.models import DeletionRequest, StageHistory
 from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C
 from deletions.store.stages import operation_id
+from deletions.tasks import StageFailed, run_deletion
 from tests.deletions.helpers import effects, recorded, start_worker
 from tests.support import force, wait_for
 
@@ -155,12 +156,20 @@ def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd
                VALUES (%s, %s, 'gate_user', NULL, 1, 'someone', '', %s, %s)""",
             [gate_op, req["id"], json.dumps({"gated": True}), timezone.now() - timedelta(days=1)],
         )
-    ran = cmd("run_deletion", req["id"])
-    assert ran.code == 1 and "record_mismatch" in ran.err, ran.err
+    # The queued run: django-q2 lists it as failed, not as a success.
+    with pytest.raises(StageFailed, match="back in review, nothing applied"):
+        run_deletion(req["id"])
     case = DeletionRequest.objects.get(id=req["id"])
     gate = StageHistory.objects.get(request_id=req["id"], stage="gate_user")
     assert case.status == "needs_review" and "not made by a grant" in case.open_question
+    assert "record_mismatch" in case.open_question and case.owner == "approvers" and case.next_check_at
     assert gate.status == "pending" and gate.metadata_json.get("result") is None  # not adopted
     shown = cmd("demo_target", "show", "demo:planted", "--json")
     assert json.loads(shown.out)["gated"] is False  # and nothing was applied in its name
+    alarm = case.alarms.get(resolved_at__isnull=True)
+    assert alarm.kind == "boundary_refused" and str(gate_op) in alarm.message
+    health = cmd("health", "--json")
+    assert health.code == 1 and json.loads(health.out)["checks"]["refused_at_target"] == {"ok": False, "count": 1}
+    approve(cmd, req, "operator-c")  # the approvers answer it: the alarm clears (a new refusal raises it again)
+    assert not case.alarms.filter(resolved_at__isnull=True).exists()
     observe(f"planted record under {str(gate_op)[:8]}: refused ({case.status}), gate not completed, person not gated")

@@ -36,7 +36,14 @@ def test_green_when_everything_is_fine(cmd) -> None:
     beat()
     code, data = health(cmd)
     assert code == 0 and data["status"] == "green"
-    assert set(data["checks"]) == {"database", "cluster", "stalled_watchers", "failed_notices", "needs_attention"}
+    assert set(data["checks"]) == {
+        "database",
+        "cluster",
+        "stalled_watchers",
+        "failed_notices",
+        "needs_attention",
+        "refused_at_target",
+    }
 
 
 def test_red_without_a_recent_cluster_heartbeat(cmd) -> None:
