@@ -164,6 +164,11 @@ def test_a_restored_pg_dump_is_checked_at_the_target_system_before_resuming(cmd,
     assert lookups and events[lookups[0]][1] == "gate_user" and lookups[0] < transitions[1], events
     assert effects(req.id) == applied  # nothing was sent again
     assert DeletionRequest.objects.get(id=req.id).status == "completed"
+    # The restored case saved generation 1; the target had seen generation 2: the claim moved past it,
+    # so no generation is used twice.
+    assert DeletionRequest.objects.get(id=req.id).lease_generation == 3
+    claims = [r for r in caplog.records if r.getMessage() in ("claim", "takeover")]
+    assert "moved past the target system's fence 2" in (getattr(claims[-1], "reason", "") or ""), claims
     settled = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     assert settled.metadata_json["result"] == recorded(settled.operation_id)  # the target's evidence, read there
     observe(
