@@ -154,14 +154,19 @@ _db["OPTIONS"]["prepare_threshold"] = 5
 # The demo target system: a separate database (TARGET_DATABASE_URL; by default one more database,
 # `<name>_target`, on the same server, created on first connection). Only `demo_target` lives there.
 _target: dict[str, Any] = {k: v for k, v in _db.items() if k != "OPTIONS"}
-_target["OPTIONS"] = {"options": _db["OPTIONS"]["options"]}
+# Its own statement timeout (TARGET_STATEMENT_TIMEOUT_MS, default 60 s): an effect the target does
+# not finish in time is cancelled there, and the case reads "effect unknown" until it is looked up.
+_target_options = (
+    f"-c statement_timeout={int(os.environ.get('TARGET_STATEMENT_TIMEOUT_MS', '60000'))} -c lock_timeout=30000"
+)
+_target["OPTIONS"] = {"options": _target_options}
 if os.environ.get("TARGET_DATABASE_URL"):
     _target.update(dj_database_url.parse(os.environ["TARGET_DATABASE_URL"], conn_max_age=_CONN_MAX_AGE))
     _target["ENGINE"] = "config.embedded_pg"
     _target.pop("EMBEDDED_DATADIR", None)
     if "host" in _target.get("OPTIONS", {}):
         _target["HOST"] = _target["OPTIONS"].pop("host")
-    _target.setdefault("OPTIONS", {})["options"] = _db["OPTIONS"]["options"]
+    _target.setdefault("OPTIONS", {})["options"] = _target_options
 else:
     _target["NAME"] = f"{_db['NAME']}_target"
     _target["CREATE_IF_MISSING"] = True

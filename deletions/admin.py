@@ -305,6 +305,7 @@ class DeletionRequestAdmin(CaseAdmin):
             "attempts": case.attempts_by_stage(list(req.attempts.order_by("started_at", "attempt"))),
             "proposal": proposal.of_request(req),
             "approvals": list(req.approvals.order_by("approved_at")),
+            "withdrawals": list(req.withdrawals.order_by("epoch")),
             "timeline": case.timeline(decisions, events),
             "alarms": open_alarms,
             "offers": self.offers(offers, req.pk),

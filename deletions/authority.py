@@ -76,9 +76,12 @@ def expected_version(f: AuthorityFacts) -> int | None:
 
 def grant(f: AuthorityFacts, *, lease: Lease, row: StageSnapshot, target: str) -> dict[str, Any]:
     """What the back-office signs for one effect that passed `refusal`: good until the approval
-    expires or the lease does, whichever is first."""
+    expires or the lease does, whichever is first, and only while the target's minimum authority
+    epoch for the request is not past the epoch it carries (`deletions.withdrawals`)."""
     ends = [t for t in (f.approval_expires_at, f.lease_expires_at) if t is not None]
     return {
+        "kind": "grant",
+        "epoch": f.epoch,
         "operation_id": str(row.operation_id),
         "request_id": str(lease.request_id),
         "action": row.stage,

@@ -118,6 +118,7 @@ class AuthorityFacts:
     approved_version: int | None = None
     previous_version: int | None = None
     lease_expires_at: datetime | None = None
+    epoch: int = 0  # how many times authority over the request was withdrawn (revoked, cancelled)
 
 
 # Operations a decide function may return.

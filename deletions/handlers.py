@@ -91,6 +91,8 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
     except TargetRefused as refused:
         if refused.kind == "expired":  # nothing applied, nothing unknown: a fresh grant next attempt
             _fail(ctx, row, f"refused by the target system: {refused.message}")
+        elif refused.kind == "revoked":  # a withdrawal overtook this grant: the case side says which
+            _withdrawn(ctx, row, refused)
         else:
             _set_aside(
                 ctx,
@@ -111,6 +113,20 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
         return None
     crash_point("after-effect")
     return _save(ctx, row, evidence)
+
+
+def _withdrawn(ctx: HandlerContext, row: StageSnapshot, refused: TargetRefused) -> None:
+    """The target refused a grant minted before authority was withdrawn (a revocation, a
+    cancellation): the case side's check, made again now, names the withdrawal and where the case
+    goes (back to review, or ended by the cancellation); if authority holds again (a new approval
+    since), the next attempt is minted a fresh grant."""
+    try:
+        receiver.grant(ctx.lease, row, target=ctx.plan.target, now=clock.now())
+    except receiver.AuthorityRefused as now_refused:
+        rule = f"{now_refused.refusal.rule} (the target system refused the grant minted before: {refused.message})"
+        _set_aside(ctx, row, rule, review=now_refused.refusal.review, approval_id=now_refused.approval_id)
+        return
+    _fail(ctx, row, f"refused by the target system: {refused.message}; a fresh grant next attempt")
 
 
 def _set_aside(

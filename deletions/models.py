@@ -270,6 +270,34 @@ class DeletionAlarm(models.Model):
         return f"{self.kind}: {self.message}"
 
 
+class AuthorityWithdrawal(models.Model):
+    """Authority over a request withdrawn (its approval revoked, the request cancelled): an outbox
+    entry, pushed to the target system until it acknowledges the new minimum epoch. From then on
+    the target refuses a grant minted before it; until then such a grant can still land."""
+
+    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="withdrawals")
+    epoch = models.BigIntegerField()
+    cause = models.TextField()
+    created_at = models.DateTimeField()
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_where = models.TextField(blank=True, default="")
+    attempts = models.IntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "entity_deletion_authority_withdrawals"
+        constraints = [models.UniqueConstraint(fields=["request", "epoch"], name="one_withdrawal_per_epoch")]
+        indexes = [
+            models.Index(
+                fields=["created_at"], condition=Q(acknowledged_at__isnull=True), name="withdrawal_unacknowledged"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"epoch {self.epoch}: {self.cause}"
+
+
 class LeaseEvent(models.Model):
     """Every claim and release: the lease generation history of a request."""
 

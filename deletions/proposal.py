@@ -10,6 +10,7 @@ from typing import Any
 from deletions import targets
 from deletions.rules import workflow
 from deletions.rules.inventory import community_ids
+from deletions.targets.base import TargetUnreachable
 
 NOW = "read from the target system now"
 ROLE_WORDS = {
@@ -76,11 +77,15 @@ def build(
     (`source` says when), or else read from the target system now (one read)."""
     roles = {c["id"]: c.get("role", "") for c in inventory.get("communities", [])}
     ids = community_ids(inventory)
+    missing = f"(not a community of {target} at the target system)"
     if seen is None:
-        seen = targets.for_target(target).preview(target, ids)
+        try:
+            seen = targets.for_target(target).preview(target, ids)
+        except TargetUnreachable as exc:
+            seen, source, missing = {}, f"not readable now: {exc.message}", "(the target system cannot be read now)"
     lines = []
     for position, cid in enumerate(ids, start=1):
-        here = seen.get(cid) or {"name": f"(not a community of {target} at the target system)", "rows": 0, "agents": 0}
+        here = seen.get(cid) or {"name": missing, "rows": 0, "agents": 0}
         role = roles.get(cid, "")
         lines.append(
             CommunityLine(

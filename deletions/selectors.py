@@ -92,6 +92,18 @@ def inspect(request_id: str | UUID) -> dict[str, Any]:
             }
             for a in approvals
         ],
+        "withdrawals": [
+            {
+                "epoch": w.epoch,
+                "cause": w.cause,
+                "created_at": _iso(w.created_at),
+                "acknowledged_at": _iso(w.acknowledged_at),
+                "acknowledged_where": w.acknowledged_where,
+                "attempts": w.attempts,
+                "last_error": w.last_error,
+            }
+            for w in req.withdrawals.order_by("epoch")
+        ],
         "stages": [
             {
                 "id": str(s.id),

@@ -8,7 +8,7 @@ asks the store to write, logs the decision and enqueues work on commit.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -18,7 +18,7 @@ from django.db import transaction
 from core import authority, clock
 from core.authority import Actor
 from core.errors import optional_reason, required_reason, shown
-from deletions import jobs, proposal, targets
+from deletions import jobs, proposal, targets, withdrawals
 from deletions.case import cannot_run_now
 from deletions.errors import BadInput, Refused
 from deletions.handlers import RunOptions
@@ -33,6 +33,7 @@ from deletions.store.requests import (
     record_cancel,
     record_resume,
 )
+from deletions.store.withdrawals import withdraw
 from deletions.targets.base import Found, TargetRefused, inconclusive
 
 HEX = set("0123456789abcdef")
@@ -147,6 +148,7 @@ def deletion_cancel(*, actor: Actor, request_id: str | UUID, reason: str) -> Del
             raise Refused(f"cancellation of request {req.id} was already recorded by {req.cancel_requested_by}")
         plan = custody.cancel(cancel_facts(req, now), by=actor.name, reason=reason, now=now)
         record_cancel(req.id, plan, by=actor.name, reason=reason, now=now)
+        _withdraw(req.id, cause=f"request cancelled by {actor.name}", now=now)
         req.refresh_from_db()
         decisions.record(
             request_id=req.id, actor=actor, action="cancel", reason=reason, now=now, approval=approvals.latest(req)
@@ -227,10 +229,18 @@ def deletion_revoke_approval(*, actor: Actor, request_id: str | UUID, reason: st
             now=now,
             custody=custody.revoked(approver=approval.approved_by, by=actor.name, reason=reason, now=now),
         )
+        _withdraw(req.id, cause=f"approval revoked by {actor.name}", now=now)
         decisions.record(
             request_id=req.id, actor=actor, action="revoke_approval", reason=reason, now=now, approval=approval
         )
         return req
+
+
+def _withdraw(request_id: UUID, *, cause: str, now: datetime) -> None:
+    """Authority over the request is withdrawn with this decision; the target system is told on
+    commit (and by every dispatcher tick until it acknowledges)."""
+    withdraw(request_id, cause=cause, now=now)
+    transaction.on_commit(lambda: withdrawals.push(now=clock.now(), request_id=request_id))
 
 
 def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest:

@@ -12,7 +12,7 @@ from django.conf import settings
 from core import clock
 from core.errors import DomainError
 from deletions import dispatch as dispatcher
-from deletions import worker
+from deletions import withdrawals, worker
 from deletions.handlers import RunOptions
 from deletions.jobs import enqueue_run
 
@@ -45,4 +45,6 @@ def run_deletion(request_id: str) -> str:
 
 
 def dispatch() -> int:
+    """Each minute: enqueue the due runs, and tell the target systems of withdrawals they have not acknowledged."""
+    withdrawals.push(now=clock.now())
     return len(dispatcher.dispatch(clock.now()))

@@ -28,6 +28,7 @@ from deletions.rules import custody
 from deletions.rules.workflow import Plan
 from deletions.selectors import get_request
 from deletions.store import approvals, leases
+from deletions.targets.base import TargetUnreachable
 from deletions.transition import next_stage, start
 
 logger = logging.getLogger(__name__)
@@ -103,12 +104,16 @@ def run(
         if expired:
             raise Refused(expired)
     target = targets.for_target(req.target)
+    try:
+        fence = target.fence(req.id)
+    except TargetUnreachable as exc:
+        raise Refused(f"{exc.message}: its fence cannot be read, so nothing was claimed or sent") from None
     lease = leases.claim(
         request_id=req.id,
         owner=executor_id,
         now=clock.now(),
         lease_seconds=settings.DELETION_LEASE_SECONDS,
-        past=target.fence(req.id),
+        past=fence,
     )
     crash_point("after-claim")
     req = get_request(request_id)  # read under this lease: the plan is the inventory as it is now

@@ -72,8 +72,13 @@ class Agent(models.Model):
 
 
 class Fence(models.Model):
+    """Per request: the highest lease generation seen, and the lowest authority epoch a grant may
+    carry (raised by the back-office's signed withdrawals)."""
+
     request_id = models.UUIDField(primary_key=True)
     generation = models.BigIntegerField()
+    min_epoch = models.BigIntegerField(default=0)
+    epoch_raised_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "target_fences"

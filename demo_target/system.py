@@ -7,7 +7,8 @@ that deletes, the grant's signature and not-after, the fence (the highest lease 
 per request), the person's membership in the community, the data version the approval saw, and
 whether the operation was already applied (its first outcome is returned, or a record that does
 not match the grant is refused). Its record carries evidence read in that transaction.
-`lookup` answers as of a watermark: what it has seen so far, never a guess.
+`withdraw` raises the lowest authority epoch a grant must carry (a revocation or a cancellation
+pushed by the back-office). `lookup` answers as of a watermark: what it has seen so far, never a guess.
 
 A `demo:` person is created the first time anything asks about them: a participant of B, a
 former participant of C (and of more communities when asked), each with rows and agents.
@@ -60,6 +61,10 @@ class Stale(Refused):
 
 class NotMember(Refused):
     kind = "not_in_inventory"
+
+
+class Revoked(Refused):
+    kind = "revoked"
 
 
 class SourceChanged(Refused):
@@ -158,6 +163,26 @@ def fence(request_id: UUID) -> int:
     return Fence.objects.filter(request_id=request_id).values_list("generation", flat=True).first() or 0
 
 
+def withdraw(token: str) -> int:
+    """Raise a request's minimum authority epoch, as a withdrawal signed by the back-office says;
+    from this commit on, a grant of an older epoch is refused. The epoch now in force (an older
+    withdrawal arriving late lowers nothing)."""
+    try:
+        w = grants.verify(token, grants.receiver_key())
+    except grants.BadGrant as exc:
+        raise Tampered(f"withdrawal refused: {exc}") from None
+    if w.get("kind") != "withdrawal":
+        raise Tampered("withdrawal refused: a grant is not a withdrawal")
+    with transaction.atomic(using=ALIAS):
+        f, _ = Fence.objects.select_for_update().get_or_create(
+            request_id=UUID(w["request_id"]), defaults={"generation": 0}
+        )
+        if int(w["epoch"]) > f.min_epoch:
+            f.min_epoch, f.epoch_raised_at = int(w["epoch"]), timezone.now()
+            f.save(update_fields=["min_epoch", "epoch_raised_at"])
+        return f.min_epoch
+
+
 def apply(token: str) -> dict[str, Any]:
     """Apply the effect a grant authorizes, once, in one transaction; its evidence, or Refused."""
     now = timezone.now()
@@ -165,6 +190,8 @@ def apply(token: str) -> dict[str, Any]:
         g = grants.verify(token, grants.receiver_key())
     except grants.BadGrant as exc:
         raise Tampered(f"grant refused: {exc}") from None
+    if g.get("kind", "grant") != "grant":
+        raise Tampered("grant refused: a withdrawal is not a grant")
     not_after = parse_datetime(str(g.get("not_after", "")))
     if not_after is None or not_after <= now:
         raise Expired(f"grant for operation {g.get('operation_id')} expired at {g.get('not_after')}")
@@ -175,6 +202,11 @@ def apply(token: str) -> dict[str, Any]:
             raise Stale(
                 f"generation {generation} of {g['executor']} is fenced out: generation {f.generation} owns "
                 f"request {request_id}"
+            )
+        if int(g.get("epoch", 0)) < f.min_epoch:
+            raise Revoked(
+                f"authority over request {request_id} was withdrawn (epoch {f.min_epoch}, acknowledged "
+                f"{f.epoch_raised_at:%Y-%m-%d %H:%M:%S} UTC): a grant of epoch {g.get('epoch', 0)} is refused"
             )
         if f.generation < generation:
             f.generation = generation

@@ -15,13 +15,14 @@ from django.db.models import Max
 from django.http import HttpRequest, JsonResponse
 
 from core import clock
-from deletions.models import DeletionAlarm, DeletionRequest, Status
+from deletions.models import AuthorityWithdrawal, DeletionAlarm, DeletionRequest, Status
 from deletions.store.alarms import BOUNDARY_REFUSED
 from ops.models import ClusterHeartbeat
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
 from retirements.selectors import count_stalls
 
 CLUSTER_STALE = timedelta(minutes=3)
+WITHDRAWAL_LATE = timedelta(minutes=2)  # two dispatcher ticks: the target should have acknowledged by then
 
 
 def beat(now: datetime) -> None:
@@ -55,6 +56,8 @@ def report(now: datetime) -> dict[str, Any]:
     checks["needs_attention"] = {"ok": attention == 0, "count": attention}
     refused = DeletionAlarm.objects.filter(kind=BOUNDARY_REFUSED, resolved_at__isnull=True).count()
     checks["refused_at_target"] = {"ok": refused == 0, "count": refused}
+    late = AuthorityWithdrawal.objects.filter(acknowledged_at__isnull=True, created_at__lte=now - WITHDRAWAL_LATE)
+    checks["withdrawals_unacknowledged"] = {"ok": not late.exists(), "count": late.count()}
     status = "green" if all(c["ok"] for c in checks.values()) else "red"
     return {"status": status, "at": now.isoformat(), "checks": checks}
 

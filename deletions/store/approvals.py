@@ -116,7 +116,8 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
     """Lock the request, check the lease and read what the receiving boundary rechecks, in one
     statement (call inside atomic()): the latest approval, whether its approver and the requester
     are, now, active staff holding their permissions (`core.authority.may_sql`), whether the stored
-    inventory lists the stage's community, and the data versions its grant may expect there."""
+    inventory lists the stage's community, the data versions its grant may expect there, and the
+    request's authority epoch (how many withdrawals it has seen)."""
     approver_may, approver_params = authority.may_sql("a.approved_by_user_id", APPROVE)
     requester_may, requester_params = authority.may_sql("r.requested_by_user_id", SUBMIT)
     with connection.cursor() as cur:
@@ -129,7 +130,9 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
                        %s::text IS NULL OR r.inventory_json->'communities' @> jsonb_build_array(
                            jsonb_build_object('id', %s::text)),
                        (a.preview -> %s::text ->> 'version')::bigint,
-                       (p.metadata_json->'result'->>'version_after')::bigint, r.lease_expires_at
+                       (p.metadata_json->'result'->>'version_after')::bigint, r.lease_expires_at,
+                       (SELECT coalesce(max(w.epoch), 0) FROM entity_deletion_authority_withdrawals w
+                        WHERE w.request_id = r.id)
                 FROM entity_deletion_requests r
                 LEFT JOIN LATERAL (
                     SELECT * FROM entity_deletion_approvals WHERE request_id = r.id
@@ -180,6 +183,7 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
         approved_version=row[19],
         previous_version=row[20],
         lease_expires_at=row[21],
+        epoch=row[22],
     )
 
 

@@ -5,7 +5,9 @@
 - `fence(request_id)`: the highest lease generation the target has seen for a request;
 - `apply(grant)`: the effect a signed grant authorizes, applied once in the target's own transaction;
   the evidence read in that transaction, or `TargetRefused` (nothing applied);
-- `lookup(operation_id)`: `Found` with the evidence, `NotFound` as of a watermark, or `Unreadable`.
+- `lookup(operation_id)`: `Found` with the evidence, `NotFound` as of a watermark, or `Unreadable`;
+- `withdraw(withdrawal)`: a signed withdrawal raises the request's minimum authority epoch at the
+  target (a grant of an older epoch is refused from then on); the epoch the target now enforces.
 
 `capabilities` says what the receiver itself enforces; a receiver that cannot fence stale owners
 or check the expected version cannot be trusted to refuse a stale or changed effect.
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
+
+from core.errors import Refused
 
 
 @dataclass(frozen=True)
@@ -59,13 +63,18 @@ def inconclusive(answer: NotFound | Unreadable, *, submitted_at: datetime, where
 
 
 class TargetRefused(Exception):
-    """The target applied nothing: `kind` (stale, expired, tampered, not_in_inventory, source_changed,
-    record_mismatch) and its sentence."""
+    """The target applied nothing: `kind` (stale, expired, revoked, tampered, not_in_inventory,
+    source_changed, record_mismatch) and its sentence."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+class TargetUnreachable(Refused):
+    """The target system could not be reached or did not answer (a lost connection, a timeout, a
+    stopped server): whether anything was applied is for a lookup to say."""
 
 
 class Adapter(Protocol):
@@ -81,5 +90,7 @@ class Adapter(Protocol):
     def apply(self, grant: str) -> dict[str, Any]: ...
 
     def lookup(self, operation_id: UUID) -> Lookup: ...
+
+    def withdraw(self, withdrawal: str) -> int: ...
 
     def where(self) -> str: ...

@@ -118,3 +118,49 @@ def take_over(cmd: Any, crashed: DeletionRequest, *args: str) -> Any:
     at = (crashed.lease_expires_at or timezone.now()) + timedelta(seconds=1)
     with time_machine.travel(at, tick=False):
         return cmd("run_deletion", str(crashed.id), "--executor-id", "worker-b", *args)
+
+
+def target_server() -> Any:
+    """An autocommit connection to the target database's server (its `postgres` database), for
+    faults a test sets at the target: refusing connections, killing a backend."""
+    import psycopg
+
+    conn = connections["target"]
+    conn.ensure_connection()
+    s = conn.settings_dict
+    return psycopg.connect(
+        host=s["HOST"] or None,
+        port=s.get("PORT") or None,
+        user=s["USER"],
+        password=s.get("PASSWORD") or None,
+        dbname="postgres",
+        autocommit=True,
+    )
+
+
+class TargetStopped:
+    """The target database stops taking connections, and every session it has is ended (what a
+    stopped server looks like from a worker); `start()` lets it take connections again."""
+
+    def __init__(self) -> None:
+        self.name = connections["target"].settings_dict["NAME"]
+        self.admin = target_server()
+
+    def stop(self) -> None:
+        self.admin.execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS false')
+        self.admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [self.name],
+        )
+        connections["target"].close()
+
+    def start(self) -> None:
+        self.admin.execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS true')
+
+    def __enter__(self) -> TargetStopped:
+        self.stop()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.start()
+        self.admin.close()

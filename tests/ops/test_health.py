@@ -43,6 +43,7 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "failed_notices",
         "needs_attention",
         "refused_at_target",
+        "withdrawals_unacknowledged",
     }
 
 

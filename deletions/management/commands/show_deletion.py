@@ -43,6 +43,13 @@ class Command(ServiceCommand):
         w(f"approvals ({len(data['approvals'])})")
         for a in data["approvals"]:
             w(f"  {a['approved_by']} at {a['approved_at']} digest {a['inventory_digest']}")
+        for x in data["withdrawals"]:
+            told = (
+                f"acknowledged at {x['acknowledged_at']} by {x['acknowledged_where']}"
+                if x["acknowledged_at"]
+                else f"NOT YET acknowledged ({x['attempts']} attempts; {x['last_error'] or 'not sent yet'})"
+            )
+            w(f"withdrawn epoch {x['epoch']}: {x['cause']} at {x['created_at']}; {told}")
         w(f"stages    ({len(data['stages'])})")
         for s in data["stages"]:
             meta = s["metadata_json"]
