@@ -43,7 +43,7 @@ def _peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def drain(requests: int, workers: int, database_url: str) -> dict[str, Any]:
+def drain(requests: int, workers: int, database_url: str, target_url: str) -> dict[str, Any]:
     from deletions.models import DeletionRequest, StageHistory, Status
     from tests.conftest import submit_and_approve
 
@@ -51,6 +51,7 @@ def drain(requests: int, workers: int, database_url: str) -> dict[str, Any]:
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
+        "TARGET_DATABASE_URL": target_url,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_DEBUG": "0",
         "Q_WORKERS": str(workers),

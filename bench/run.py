@@ -23,7 +23,7 @@ import django
 
 django.setup()
 
-from django.db import connection  # noqa: E402
+from django.db import connection, connections  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 
 from bench import console, drain, history, stages  # noqa: E402
@@ -44,6 +44,7 @@ def main() -> None:
     quick = args.quick
     setup_test_environment()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    old_target = connections["target"].creation.create_test_db(verbosity=0, autoclobber=True)  # the target system's
     result: dict[str, Any] = {}
     table: list[list[str]] = []
     try:
@@ -58,12 +59,14 @@ def main() -> None:
         if "reconstruct" in only:
             reconstruct_section(quick, result, table)
         if "drain" in only:
-            drain_section(quick, result, table, connection_url())
+            drain_section(quick, result, table, connection_url(), connection_url("target"))
         if "console" in only:
             console_section(quick, result, table)
     finally:
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)
+        connections["target"].close()
+        connections["target"].creation.destroy_test_db(old_target, verbosity=0)
     result["quick"] = quick  # a quick run measures smaller data: its verdicts are not the targets'
     print_table(table)
     print(json.dumps(result, sort_keys=True))
@@ -84,7 +87,7 @@ def stage_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -
     result["commits_per_stage"] = round(work[2], 2)
     table.append(
         row(
-            "raw stage (3 transactions)",
+            "raw stage (4 transactions, 2 databases)",
             f"{raw[0] * 1000:.2f} ms, {raw[1]:.1f} stmts, {raw[2]:.1f} commits",
             "",
             None,
@@ -129,10 +132,10 @@ def reconstruct_section(quick: bool, result: dict[str, Any], table: list[list[st
         )
 
 
-def drain_section(quick: bool, result: dict[str, Any], table: list[list[str]], url: str) -> None:
+def drain_section(quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str) -> None:
     count = 60 if quick else 300
-    one = drain.drain(count, 1, url)
-    two = drain.drain(count, 2, url)
+    one = drain.drain(count, 1, url, target_url)
+    two = drain.drain(count, 2, url, target_url)
     ratio = two["stages_per_s"] / one["stages_per_s"]
     result["drain_2w_vs_1w"] = round(ratio, 2)
     result["drain_stages_per_s_2w"] = round(two["stages_per_s"], 1)

@@ -1,16 +1,20 @@
 """Cost of one deletion stage through the worker, against a fair raw-SQL baseline.
 
-The baseline does what a stage needs, on copies of the real tables (`LIKE ... INCLUDING
-ALL`: the same columns, indexes and constraints, ordinary WAL-logged tables, durable
-commits), in the three transactions a stage needs:
+A stage crosses two databases: the case database and the target system's (alias `target`).
+The baseline does what a stage needs, on copies of the real tables in each (`LIKE ...
+INCLUDING ALL`: the same columns, indexes and constraints, ordinary WAL-logged tables, durable
+commits), in the same four transactions a stage makes:
 
-1. the running mark: lock the request by owner + generation, mark the stage running;
-2. the receiver's effect: lock the request, check owner + generation and the current
-   approval (not revoked or expired), raise the fence, insert the effect once;
-3. result + advance: lock the request, save the result, retire the row, insert the
-   successor, touch the request.
+1. case mark: lock the request by owner + generation, mark the stage running and submitted;
+2. grant: lock the request, check owner + generation, read the current approval (not revoked or
+   expired) and the data version it saw, sign the grant (Ed25519, the same library and key);
+3. target effect, in the target database: verify the grant, raise the fence, lock the person's
+   membership, check its version, count, delete and count again the person's rows there, count
+   its agents, move the version on and record the operation with its evidence, once;
+4. case result: lock the request, save the evidence, retire the row, insert the successor,
+   touch the request.
 
-Statements and commits are counted for both by a DEBUG-independent wrapper
+Statements and commits are counted on both connections by a DEBUG-independent wrapper
 (`connection.execute_wrapper`), per stage. Runs interleave (worker, baseline, worker, ...)
 and the medians are compared.
 
@@ -27,15 +31,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import connection
+from django.db import connections
 
 STAGES_PER_REQUEST = 5
+ROWS_PER_STAGE = 20  # rows the raw effect deletes per stage (a demo community holds 3-42)
 COPIES = {
-    "bench_requests": "entity_deletion_requests",
-    "bench_approvals": "entity_deletion_approvals",
-    "bench_stages": "entity_deletion_stage_history",
-    "bench_fences": "demo_target_fences",
-    "bench_effects": "demo_target_effects",
+    "default": {
+        "bench_requests": "entity_deletion_requests",
+        "bench_approvals": "entity_deletion_approvals",
+        "bench_stages": "entity_deletion_stage_history",
+    },
+    "target": {
+        "bench_fences": "target_fences",
+        "bench_memberships": "target_memberships",
+        "bench_posts": "target_posts",
+        "bench_agents": "target_agents",
+        "bench_operations": "target_operations",
+    },
 }
 
 
@@ -60,19 +72,25 @@ class Counter:
 
 @contextmanager
 def counted() -> Iterator[Counter]:
+    """Statements and commits on both databases' connections."""
     counter = Counter()
-    original = connection.commit
+    originals = {alias: connections[alias].commit for alias in COPIES}
 
-    def commit() -> None:  # Django's atomic() commits through the connection, not a statement
-        counter.commits += 1
-        original()
+    def counting(original: Callable[[], None]) -> Callable[[], None]:
+        def commit() -> None:  # Django's atomic() commits through the connection, not a statement
+            counter.commits += 1
+            original()
 
-    connection.commit = commit  # type: ignore[method-assign]
+        return commit
+
+    for alias, original in originals.items():
+        connections[alias].commit = counting(original)  # type: ignore[method-assign]
     try:
-        with connection.execute_wrapper(counter):
+        with connections["default"].execute_wrapper(counter), connections["target"].execute_wrapper(counter):
             yield counter
     finally:
-        connection.commit = original  # type: ignore[method-assign]
+        for alias, original in originals.items():
+            connections[alias].commit = original  # type: ignore[method-assign]
 
 
 def worker_round(n: int) -> tuple[float, float, float]:
@@ -90,16 +108,18 @@ def worker_round(n: int) -> tuple[float, float, float]:
 
 
 def create_copies() -> None:
-    with connection.cursor() as cur:
-        for copy, real in COPIES.items():
-            cur.execute(f"DROP TABLE IF EXISTS {copy}")
-            cur.execute(f"CREATE TABLE {copy} (LIKE {real} INCLUDING ALL)")
+    for alias, copies in COPIES.items():
+        with connections[alias].cursor() as cur:
+            for copy, real in copies.items():
+                cur.execute(f"DROP TABLE IF EXISTS {copy}")
+                cur.execute(f"CREATE TABLE {copy} (LIKE {real} INCLUDING ALL)")
 
 
-def raw_round(n: int) -> tuple[float, float, float]:
-    """What a stage needs, in minimal SQL, three durable transactions per stage."""
+def _seed(n: int) -> list[tuple[uuid.UUID, uuid.UUID, int]]:
+    """n running requests with an approval and a first stage; at the target, one membership per
+    request with its rows and an agent for every stage."""
     seeds = []
-    with connection.cursor() as cur:
+    with connections["default"].cursor() as cur, connections["target"].cursor() as tcur:
         for _ in range(n):
             rid, sid = uuid.uuid4(), uuid.uuid4()
             cur.execute(
@@ -112,8 +132,8 @@ def raw_round(n: int) -> tuple[float, float, float]:
             )
             cur.execute(
                 "INSERT INTO bench_approvals (id, request_id, approved_by, approved_at, inventory_digest,"
-                " inventory_version, rules_version, expires_at) VALUES (%s, %s, 'approver', now(), %s, 1, 1,"
-                " now() + interval '7 days')",
+                " inventory_version, rules_version, expires_at, preview) VALUES (%s, %s, 'approver', now(), %s,"
+                " 1, 1, now() + interval '7 days', '{\"c\": {\"version\": 1}}')",
                 [uuid.uuid4(), rid, "0" * 64],
             )
             cur.execute(
@@ -121,52 +141,108 @@ def raw_round(n: int) -> tuple[float, float, float]:
                 " attempts, created_at) VALUES (%s, %s, 'purge_db', 'pending', true, '{}', %s, 0, now())",
                 [sid, rid, uuid.uuid4()],
             )
-            seeds.append((rid, sid))
-    autocommit = connection.get_autocommit()
-    connection.set_autocommit(False)
+            tcur.execute(
+                "INSERT INTO bench_memberships (person_id, community_id, role, version)"
+                " VALUES (1, %s, 'participant', 1) RETURNING id",
+                [rid],
+            )
+            (mid,) = tcur.fetchone()
+            tcur.execute(
+                "INSERT INTO bench_posts (membership_id, body, created_at)"
+                " SELECT %s, 'post ' || i, now() FROM generate_series(1, %s) i",
+                [mid, ROWS_PER_STAGE * STAGES_PER_REQUEST],
+            )
+            seeds.append((rid, sid, mid))
+    return seeds
+
+
+def raw_round(n: int) -> tuple[float, float, float]:
+    """What a stage needs, in minimal SQL, four durable transactions per stage across the two databases."""
+    from core import grants
+
+    seeds = _seed(n)
+    case, target = connections["default"], connections["target"]
+    key = grants.receiver_key()
+    saved = case.get_autocommit(), target.get_autocommit()
+    case.set_autocommit(False)
+    target.set_autocommit(False)
     try:
         with counted() as c:
             start = time.perf_counter()
-            with connection.cursor() as cur:
-                for rid, sid in seeds:
+            with case.cursor() as cur, target.cursor() as tcur:
+                for rid, sid, mid in seeds:
+                    version = 1
                     for _ in range(STAGES_PER_REQUEST):
-                        # 1. the running mark
+                        op = uuid.uuid4()
+                        # 1. case mark: running and submitted
                         cur.execute(
                             "SELECT id FROM bench_requests WHERE id = %s AND lease_owner = 'bench'"
                             " AND lease_generation = 1 FOR UPDATE",
                             [rid],
                         )
                         cur.execute(
-                            "UPDATE bench_stages SET status = 'running', started_at = now(),"
+                            "UPDATE bench_stages SET status = 'running', started_at = now(), submitted_at = now(),"
                             " attempts = attempts + 1 WHERE id = %s",
                             [sid],
                         )
-                        connection.commit()
-                        # 2. the receiver: fencing, authority, the effect once
+                        case.commit()
+                        # 2. grant: lease, authority, the version the approval saw; signed
                         cur.execute(
-                            "SELECT status, cancel_requested_at FROM bench_requests WHERE id = %s"
-                            " AND lease_owner = 'bench' AND lease_generation = 1 FOR UPDATE",
+                            "SELECT r.status, r.cancel_requested_at, a.id, a.inventory_digest, a.revoked_at,"
+                            " a.expires_at, (a.preview -> 'c' ->> 'version')::bigint FROM bench_requests r"
+                            " JOIN LATERAL (SELECT * FROM bench_approvals WHERE request_id = r.id"
+                            " ORDER BY approved_at DESC LIMIT 1) a ON true"
+                            " WHERE r.id = %s AND r.lease_owner = 'bench' AND r.lease_generation = 1 FOR UPDATE OF r",
                             [rid],
                         )
-                        cur.execute(
-                            "SELECT inventory_digest, revoked_at, expires_at FROM bench_approvals"
-                            " WHERE request_id = %s ORDER BY approved_at DESC LIMIT 1",
+                        approval = cur.fetchone()
+                        token = grants.sign(
+                            {
+                                "operation_id": str(op),
+                                "request_id": str(rid),
+                                "generation": 1,
+                                "approval_id": str(approval[2]),
+                                "expected_version": version,
+                                "not_after": approval[5].isoformat(),
+                            }
+                        )
+                        case.commit()
+                        # 3. target effect: verify, fence, version, delete, evidence, record once
+                        g = grants.verify(token, key)
+                        tcur.execute(
+                            "INSERT INTO bench_fences (request_id, generation, min_epoch) VALUES (%s, 1, 0)"
+                            " ON CONFLICT (request_id) DO UPDATE SET generation ="
+                            " GREATEST(bench_fences.generation, EXCLUDED.generation) RETURNING generation, min_epoch",
                             [rid],
                         )
-                        cur.execute(
-                            "INSERT INTO bench_fences (request_id, generation) VALUES (%s, 1) ON CONFLICT (request_id)"
-                            " DO UPDATE SET generation = GREATEST(bench_fences.generation, EXCLUDED.generation)"
-                            " RETURNING generation",
-                            [rid],
+                        tcur.execute("SELECT version FROM bench_memberships WHERE id = %s FOR UPDATE", [mid])
+                        assert tcur.fetchone()[0] == g["expected_version"]
+                        tcur.execute("SELECT count(*) FROM bench_posts WHERE membership_id = %s", [mid])
+                        (before,) = tcur.fetchone()
+                        tcur.execute(
+                            "DELETE FROM bench_posts WHERE id IN (SELECT id FROM bench_posts WHERE membership_id = %s"
+                            " LIMIT %s)",
+                            [mid, ROWS_PER_STAGE],
                         )
-                        cur.execute(
-                            "INSERT INTO bench_effects (operation_id, request_id, action, generation, executor,"
-                            " outcome, applied_at) VALUES (%s, %s, 'purge_db', 1, 'bench', '{}', now())"
-                            " ON CONFLICT (operation_id) DO NOTHING RETURNING outcome",
-                            [uuid.uuid4(), rid],
+                        deleted = tcur.rowcount
+                        tcur.execute("SELECT count(*) FROM bench_agents WHERE membership_id = %s", [mid])
+                        (agents,) = tcur.fetchone()
+                        tcur.execute(
+                            "UPDATE bench_memberships SET version = version + 1 WHERE id = %s RETURNING version", [mid]
                         )
-                        connection.commit()
-                        # 3. result + advance to the successor
+                        (version,) = tcur.fetchone()
+                        evidence = json.dumps(
+                            {"rows_before": before, "rows_deleted": deleted, "rows_remaining": before - deleted,
+                             "agents": agents, "version_after": version}
+                        )
+                        tcur.execute(
+                            "INSERT INTO bench_operations (operation_id, request_id, action, community_id, generation,"
+                            " executor, \"grant\", evidence, applied_at) VALUES (%s, %s, 'purge_db', %s, 1, 'bench',"
+                            " %s, %s, now()) ON CONFLICT (operation_id) DO NOTHING",
+                            [op, rid, rid, token, evidence],
+                        )
+                        target.commit()
+                        # 4. case result + advance to the successor
                         cur.execute(
                             "SELECT id FROM bench_requests WHERE id = %s AND lease_owner = 'bench'"
                             " AND lease_generation = 1 FOR UPDATE",
@@ -174,8 +250,8 @@ def raw_round(n: int) -> tuple[float, float, float]:
                         )
                         cur.execute(
                             "UPDATE bench_stages SET status = 'completed', is_current = false, finished_at = now(),"
-                            " metadata_json = '{\"result\": {}}' WHERE id = %s",
-                            [sid],
+                            " metadata_json = jsonb_build_object('result', %s::jsonb) WHERE id = %s",
+                            [evidence, sid],
                         )
                         successor = uuid.uuid4()
                         cur.execute(
@@ -185,10 +261,11 @@ def raw_round(n: int) -> tuple[float, float, float]:
                             [successor, rid, json.dumps({"previous_stage_id": str(sid)}), uuid.uuid4()],
                         )
                         cur.execute("UPDATE bench_requests SET updated_at = now() WHERE id = %s", [rid])
-                        connection.commit()
+                        case.commit()
                         sid = successor
             elapsed = time.perf_counter() - start
     finally:
-        connection.set_autocommit(autocommit)
+        case.set_autocommit(saved[0])
+        target.set_autocommit(saved[1])
     stages = n * STAGES_PER_REQUEST
     return elapsed / stages, c.statements / stages, c.commits / stages

@@ -101,6 +101,7 @@ CASE_TABLES = (
     "entity_deletion_decisions",
     "entity_deletion_lease_events",
     "entity_deletion_alarms",
+    "entity_deletion_authority_withdrawals",
 )
 
 
