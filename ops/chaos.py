@@ -5,8 +5,10 @@ scratch embedded PostgreSQL it owns and hands its URL to the *inner* role, the
 orchestrator: it seeds approved deletions and disposable retirements, starts K
 *worker* processes, and for N seconds SIGKILLs workers (and starts new ones),
 pauses some with SIGSTOP past their lease and resumes them, cancels requests,
-revokes approvals and restores them, and with `--db-restarts` stops PostgreSQL
-abruptly and starts it again. Then it lets the work settle and checks what the
+revokes approvals and restores them, terminates sessions of the target database
+(mid-statement or mid-COMMIT) and makes it refuse connections for a moment, has
+every third worker look operations up through a lagging source, and with
+`--db-restarts` stops PostgreSQL abruptly and starts it again. Then it lets the work settle and checks what the
 receiver and the case tables say (`verdict`). Everything printed is observed.
 """
 
@@ -40,6 +42,9 @@ class Tally:
     kills: int = 0
     pauses: int = 0
     db_restarts: int = 0
+    target_kills: int = 0  # a backend of the target database terminated, whatever it was doing (a COMMIT too)
+    target_outages: int = 0  # the target database refusing connections for a moment, its sessions ended
+    lagging_workers: int = 0  # workers whose lookups read a source that lags behind
     cancels: int = 0
     revokes: int = 0
     faults: list[str] = field(default_factory=list)
@@ -81,7 +86,10 @@ def require_scratch() -> None:
         raise NotScratch(f"database {name!r} is not the scratch server this chaos run started; nothing was changed")
 
 
-def worker_env(database_url: str) -> dict[str, str]:
+LOOKUP_LAG_SECONDS = 4  # a lagging worker's lookup source is this far behind
+
+
+def worker_env(database_url: str, *, lagging: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
@@ -94,6 +102,8 @@ def worker_env(database_url: str) -> dict[str, str]:
         EMAIL_BACKEND="django.core.mail.backends.dummy.EmailBackend",
         CONN_MAX_AGE="0",
         PYTHONUNBUFFERED="1",
+        DEMO_TARGET_LOOKUP_LAG_SECONDS=str(LOOKUP_LAG_SECONDS if lagging else 0),
+        TARGET_STATEMENT_TIMEOUT_MS="5000",
     )
     return env
 
@@ -105,7 +115,7 @@ def work_forever(executor: str) -> None:
     """Claim whatever is due, run it, repeat; survive a database that goes away."""
     from core import clock
     from core.errors import DomainError
-    from deletions import dispatch, worker
+    from deletions import dispatch, withdrawals, worker
     from deletions.handlers import RunOptions
     from retirements import watcher
 
@@ -113,6 +123,7 @@ def work_forever(executor: str) -> None:
     parent = os.getppid()
     while os.getppid() == parent:  # an orphan (its orchestrator died) stops by itself
         try:
+            withdrawals.push(now=clock.now())  # what the dispatcher tick does: the target told of withdrawals
             for request_id in dispatch.due_request_ids(clock.now(), limit=20):
                 with contextlib.suppress(DomainError):  # refusals are normal here: lease held, not due
                     worker.run(request_id, executor_id=executor, options=options, time_budget=5)
@@ -172,10 +183,15 @@ class Orchestrator:
 
     def start_worker(self) -> None:
         self.started += 1
+        lagging = self.started % 3 == 0  # every third worker looks operations up through a lagging source
+        self.tally.lagging_workers += lagging
         argv = [sys.executable, "manage.py", "chaos", "--role", "worker", "--executor", f"chaos-worker-{self.started}"]
         self.procs.append(
             subprocess.Popen(
-                argv, env=worker_env(self.database_url), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                argv,
+                env=worker_env(self.database_url, lagging=lagging),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
         )
 
@@ -183,7 +199,19 @@ class Orchestrator:
         return [p for p in self.procs if p.poll() is None and p.pid not in self.paused]
 
     def fault(self, *, db_restarts: bool) -> None:
-        choices = ["kill", "kill", "pause", "cancel", "revoke", "restore", "submit", "submit"]
+        choices = [
+            "kill",
+            "kill",
+            "pause",
+            "cancel",
+            "revoke",
+            "restore",
+            "submit",
+            "submit",
+            "target_kill",
+            "target_kill",
+        ]
+        choices.append("target_outage")
         if db_restarts:
             choices.append("db_restart")
         getattr(self, f"do_{self.rng.choice(choices)}")()
@@ -258,6 +286,36 @@ class Orchestrator:
         for req in DeletionRequest.objects.filter(id__in=self.revoked, status__in=["submitted", "needs_review"]):
             deletion_approve(actor=self.actor("chaos-approver-2"), request_id=req.id, digest=req.inventory_digest)
             self.revoked.discard(req.id)
+
+    def _target_sessions(self, cur: Any) -> list[int]:
+        cur.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [connections["target"].settings_dict["NAME"]],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+    def do_target_kill(self) -> None:
+        """Terminate one session of the target database: a worker's, in whatever it was doing
+        (its effect's statements, or its COMMIT)."""
+        with connection.cursor() as cur:  # the target database is on this server: reached from the case side
+            sessions = self._target_sessions(cur)
+            if sessions:
+                cur.execute("SELECT pg_terminate_backend(%s)", [self.rng.choice(sessions)])
+                self.tally.target_kills += 1
+
+    def do_target_outage(self) -> None:
+        """The target database takes no connections for a moment and every session it has ends."""
+        name = connections["target"].settings_dict["NAME"]
+        with connection.cursor() as cur:
+            cur.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            try:
+                for pid in self._target_sessions(cur):
+                    cur.execute("SELECT pg_terminate_backend(%s)", [pid])
+                self.tally.target_outages += 1
+                time.sleep(self.rng.uniform(0.5, 2.0))
+            finally:
+                cur.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        connections["target"].close()
 
     def do_db_restart(self) -> None:
         """Stop PostgreSQL abruptly (immediate: no checkpoint, crash recovery on start) and start it again."""
@@ -404,6 +462,9 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
         "kills": tally.kills,
         "pauses": tally.pauses,
         "db_restarts": tally.db_restarts,
+        "target_kills": tally.target_kills,
+        "target_outages": tally.target_outages,
+        "lagging_workers": tally.lagging_workers,
         "effects": effects,
         "duplicate_effects": duplicates,
         "stale_writes_accepted": stale,
