@@ -232,8 +232,13 @@ def raw_round(n: int) -> tuple[float, float, float]:
                         )
                         (version,) = tcur.fetchone()
                         evidence = json.dumps(
-                            {"rows_before": before, "rows_deleted": deleted, "rows_remaining": before - deleted,
-                             "agents": agents, "version_after": version}
+                            {
+                                "rows_before": before,
+                                "rows_deleted": deleted,
+                                "rows_remaining": before - deleted,
+                                "agents": agents,
+                                "version_after": version,
+                            }
                         )
                         tcur.execute(
                             "INSERT INTO bench_operations (operation_id, request_id, action, community_id, generation,"
