@@ -17,21 +17,24 @@ former participant of C (and of more communities when asked), each with rows and
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Count
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from core import grants
+from core.sql import Statements
 from demo_target.models import Agent, Community, Fence, Membership, Operation, Person, Post
 from demo_target.router import ALIAS
 
+SQL = Statements.beside(__file__, "system.sql")
 COMMUNITY_B = UUID("00000000-0000-0000-0000-00000000000b")
 COMMUNITY_C = UUID("00000000-0000-0000-0000-00000000000c")
 NAMES = {COMMUNITY_B: "Community B (demo)", COMMUNITY_C: "Community C (demo)"}
@@ -196,27 +199,26 @@ def apply(token: str) -> dict[str, Any]:
     if not_after is None or not_after <= now:
         raise Expired(f"grant for operation {g.get('operation_id')} expired at {g.get('not_after')}")
     request_id, generation = UUID(g["request_id"]), int(g["generation"])
-    with transaction.atomic(using=ALIAS):
-        f, _ = Fence.objects.select_for_update().get_or_create(request_id=request_id, defaults={"generation": 0})
-        if f.generation > generation:
+    with transaction.atomic(using=ALIAS), connections[ALIAS].cursor() as cur:
+        fenced, min_epoch, raised_at = _row(cur, "raise_fence", request_id=request_id, generation=generation)
+        if fenced > generation:
             raise Stale(
-                f"generation {generation} of {g['executor']} is fenced out: generation {f.generation} owns "
+                f"generation {generation} of {g['executor']} is fenced out: generation {fenced} owns "
                 f"request {request_id}"
             )
-        if int(g.get("epoch", 0)) < f.min_epoch:
+        if int(g.get("epoch", 0)) < min_epoch:
             raise Revoked(
-                f"authority over request {request_id} was withdrawn (epoch {f.min_epoch}, acknowledged "
-                f"{f.epoch_raised_at:%Y-%m-%d %H:%M:%S} UTC): a grant of epoch {g.get('epoch', 0)} is refused"
+                f"authority over request {request_id} was withdrawn (epoch {min_epoch}, acknowledged "
+                f"{raised_at:%Y-%m-%d %H:%M:%S} UTC): a grant of epoch {g.get('epoch', 0)} is refused"
             )
-        if f.generation < generation:
-            f.generation = generation
-            f.save(update_fields=["generation"])
-        done = Operation.objects.filter(operation_id=g["operation_id"]).first()
-        if done is not None:
+        if SQL.one(cur, "recorded", operation_id=g["operation_id"]) is not None:
+            done = Operation.objects.get(operation_id=g["operation_id"])
             _check_matches(done, g)
             return done.evidence
-        evidence = _effect(g, now)
-        Operation.objects.create(
+        evidence = _effect(cur, g, now)
+        SQL.one(
+            cur,
+            "record",
             operation_id=g["operation_id"],
             request_id=request_id,
             action=g["action"],
@@ -224,8 +226,8 @@ def apply(token: str) -> dict[str, Any]:
             generation=generation,
             executor=g["executor"],
             grant=token,
-            evidence=evidence,
-            applied_at=now,
+            evidence=json.dumps(evidence),
+            now=now,
         )
         return evidence
 
@@ -248,46 +250,51 @@ def _check_matches(done: Operation, g: dict[str, Any]) -> None:
         )
 
 
-def _effect(g: dict[str, Any], now: datetime) -> dict[str, Any]:
-    person = Person.objects.select_for_update().filter(handle=g["target"]).first()
-    if person is None:
-        raise NotMember(f"{g['target']} is not a person of this system")
+def _row(cur: Any, name: str, **params: Any) -> tuple[Any, ...]:
+    row = SQL.one(cur, name, **params)
+    assert row is not None, name  # each of these statements returns one row
+    return row
+
+
+def _effect(cur: Any, g: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """Delete what the grant names, under the membership's lock, and read the evidence there."""
     base = {"applied_at": now.isoformat(), "generation": int(g["generation"]), "executor": g["executor"]}
     if g["community_id"] is None:  # gate_user: the person can no longer act here
-        person.gated_at = person.gated_at or now
-        person.save(update_fields=["gated_at"])
-        return {**base, "gated": True, "memberships": Membership.objects.filter(person=person).count()}
-    m = Membership.objects.select_for_update().filter(person=person, community_id=g["community_id"]).first()
-    if m is None:
+        gated = SQL.one(cur, "gate", handle=g["target"], now=now)
+        if gated is None:
+            raise NotMember(f"{g['target']} is not a person of this system")
+        return {**base, "gated": True, "memberships": gated[0]}
+    locked = SQL.one(cur, "lock_membership", handle=g["target"], community_id=g["community_id"])
+    if locked is None:
         raise NotMember(f"{g['target']} has no membership in community {g['community_id']}; nothing was applied")
-    if m.version != g["expected_version"]:
+    membership, version = locked
+    if version != g["expected_version"]:
         raise SourceChanged(
-            f"source changed: {g['target']}'s data in community {g['community_id']} is at version {m.version}, "
+            f"source changed: {g['target']}'s data in community {g['community_id']} is at version {version}, "
             f"the approval saw version {g['expected_version']}; nothing was applied"
         )
     if g["action"] == "purge_db":
-        before = Post.objects.filter(membership=m).count()
-        deleted, _ = Post.objects.filter(membership=m).delete()
+        before, deleted, agents = _row(cur, "purge_rows", membership=membership)
+    elif g["action"] == "purge_agents":
+        agents_before, agents_removed = _row(cur, "purge_agents", membership=membership)
+    else:
+        raise Refused(f"this system has no action {g['action']!r}")
+    version_after, rows_remaining, agents_remaining = _row(cur, "moved_on", membership=membership)
+    if g["action"] == "purge_db":
         counts = {
             "rows_before": before,
             "rows_deleted": deleted,
-            "rows_remaining": Post.objects.filter(membership=m).count(),
-            "agents": Agent.objects.filter(membership=m).count(),
-        }
-        counts["has_agents"] = counts["agents"] > 0
-    elif g["action"] == "purge_agents":
-        before = Agent.objects.filter(membership=m).count()
-        deleted, _ = Agent.objects.filter(membership=m).delete()
-        counts = {
-            "agents_before": before,
-            "agents_removed": deleted,
-            "agents_remaining": Agent.objects.filter(membership=m).count(),
+            "rows_remaining": rows_remaining,
+            "agents": agents,
+            "has_agents": agents > 0,
         }
     else:
-        raise Refused(f"this system has no action {g['action']!r}")
-    m.version += 1
-    m.save(update_fields=["version"])
-    return {**base, **counts, "version_before": g["expected_version"], "version_after": m.version}
+        counts = {
+            "agents_before": agents_before,
+            "agents_removed": agents_removed,
+            "agents_remaining": agents_remaining,
+        }
+    return {**base, **counts, "version_before": g["expected_version"], "version_after": version_after}
 
 
 def lookup(operation_id: UUID) -> Found | NotFound:
