@@ -23,7 +23,7 @@ from deletions.errors import Interrupted, StaleLease
 from deletions.rules import custody
 from deletions.rules.workflow import Plan
 from deletions.store import stages
-from deletions.targets.base import Adapter, Found, TargetRefused, inconclusive
+from deletions.targets.base import Adapter, Found, TargetRefused, inconclusive, supervised
 
 logger = logging.getLogger("deletions")
 
@@ -86,6 +86,9 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
         _fail(ctx, row, f"{type(exc).__name__}: {exc} (no grant was signed; nothing was sent)")
         return None
     crash_point("after-grant")  # signed, not yet sent: a pause here outlives the lease the grant is bounded by
+    if supervised(ctx.target.capabilities):  # it could not refuse a stale or changed effect: a person applies it
+        _hand_to_person(ctx, row)
+        return None
     try:
         evidence = ctx.target.apply(grant.token)
     except TargetRefused as refused:
@@ -113,6 +116,26 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
         return None
     crash_point("after-effect")
     return _save(ctx, row, evidence)
+
+
+def _hand_to_person(ctx: HandlerContext, row: StageSnapshot) -> None:
+    """Authority held and the grant is minted, but this receiver enforces nothing: the effect waits for
+    an operator, who applies it by hand and records the outcome (its only evidence)."""
+    where = f" in community {row.community_id}" if row.community_id else ""
+    branch = " and whether agents are left (--has-agents yes|no)" if row.stage == "purge_db" else ""
+    instructions = (
+        f"apply {row.stage}{where} for {ctx.plan.target} by hand in {ctx.target.name} (operation {row.operation_id}), "
+        f"then record it: manage.py record_effect {ctx.lease.request_id} --by YOU --applied --evidence TEXT{branch}, "
+        "or --not-applied --evidence TEXT"
+    )
+    now = clock.now()
+    stages.fail(
+        ctx.lease,
+        row.id,
+        f"handed to a person: {ctx.target.name} cannot fence or check versions, so {row.stage} is applied by hand",
+        now=now,
+        plan=lambda failures, owner: retry.plan_handoff(stage=row.stage, instructions=instructions, now=now),
+    )
 
 
 def _withdrawn(ctx: HandlerContext, row: StageSnapshot, refused: TargetRefused) -> None:

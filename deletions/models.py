@@ -298,6 +298,31 @@ class AuthorityWithdrawal(models.Model):
         return f"epoch {self.epoch}: {self.cause}"
 
 
+class OperatorRecord(models.Model):
+    """What an operator recorded for an effect applied by hand at a target that cannot enforce
+    anything itself (a `manual:` target): applied, with the evidence they saw, or not applied.
+    The manual target's lookup reads these; append-only (the latest record for an operation counts)."""
+
+    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="operator_records")
+    operation_id = models.UUIDField()
+    stage = models.CharField(max_length=32)
+    applied = models.BooleanField()
+    has_agents = models.BooleanField(null=True, blank=True)  # purge_db: the branch the rules take
+    evidence = models.TextField()
+    recorded_by = models.CharField(max_length=150)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "entity_deletion_operator_records"
+        indexes = [models.Index(fields=["operation_id", "-recorded_at"], name="operator_record_latest")]
+        triggers = [
+            pgtrigger.Protect(name="operator_records_append_only", operation=pgtrigger.Update | pgtrigger.Delete)
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation_id}: {'applied' if self.applied else 'not applied'} by {self.recorded_by}"
+
+
 class LeaseEvent(models.Model):
     """Every claim and release: the lease generation history of a request."""
 

@@ -54,3 +54,16 @@ def plan_failure(
         next_check_at=decision.next_attempt_at,
         alarm=bool(open_question),
     )
+
+
+def plan_handoff(*, stage: str, instructions: str, now: datetime) -> FailurePlan:
+    """An effect at a receiver that enforces nothing is handed to a person: the case waits for an
+    operator (on call, within the hour, alarmed) to apply it by hand and record what they did."""
+    return FailurePlan(
+        decision=RetryDecision(next_attempt_at=None, needs_attention=True),
+        status="needs_attention",
+        owner=OPERATORS_ON_CALL,
+        open_question=instructions,
+        next_check_at=now + ATTENTION_CHECK,
+        alarm=True,
+    )

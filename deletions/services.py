@@ -34,7 +34,7 @@ from deletions.store.requests import (
     record_resume,
 )
 from deletions.store.withdrawals import withdraw
-from deletions.targets.base import Found, TargetRefused, inconclusive
+from deletions.targets.base import Found, TargetRefused, inconclusive, supervised
 
 HEX = set("0123456789abcdef")
 MAX_STAGE_DELAY_MS = 3_600_000  # an hour: far past the lease, enough for any demo
@@ -208,6 +208,56 @@ def deletion_resume(
         decisions.record(
             request_id=req.id, actor=actor, action="resume", reason=reason, now=now, approval=approvals.latest(req)
         )
+        return req
+
+
+def deletion_record_effect(
+    *, actor: Actor, request_id: str | UUID, applied: bool, evidence: str, has_agents: bool | None = None
+) -> DeletionRequest:
+    """An operator records what they did by hand for the effect handed to them (a target that enforces
+    nothing: `targets.base.supervised`): applied, with the evidence they saw, or not applied. The record
+    is the only evidence there is; the request is resumed, and the next run reads it (`lookup`)."""
+    rid = parse_request_id(request_id)
+    authority.require(actor, RUN)
+    evidence = optional_reason(evidence)  # the reason rules: printable, bounded
+    if not evidence:
+        raise BadInput("evidence is required (--evidence: what you did or saw in the vendor's console)")
+    now = clock.now()
+    with transaction.atomic():
+        req = lock_request(rid)
+        target = targets.for_target(req.target)
+        if not supervised(target.capabilities):
+            raise Refused(
+                f"request {req.id}: {target.name} records its own evidence; nothing is applied by hand there "
+                "(an unknown effect is looked up by the next run)"
+            )
+        row = req.stages.filter(is_current=True).first()  # the request is locked: nothing moves it
+        if req.status != Status.NEEDS_ATTENTION or row is None or row.submitted_at is None or row.status != "failed":
+            raise Refused(f"request {req.id} ({req.status}) has no effect waiting for an operator; nothing recorded")
+        if row.stage == workflow.PURGE_DB and applied and has_agents is None:
+            raise BadInput(f"{row.stage} applied: say whether agents are left (--has-agents yes|no); nothing recorded")
+        stages.record_by_hand(
+            req.id,
+            operation_id=row.operation_id,
+            stage=row.stage,
+            applied=applied,
+            has_agents=has_agents if row.stage == workflow.PURGE_DB else None,
+            evidence=evidence,
+            by=actor.name,
+            now=now,
+        )
+        what = "applied" if applied else "not applied"
+        decisions.record(
+            request_id=req.id,
+            actor=actor,
+            action="record_effect",
+            reason=f"{row.stage} (operation {row.operation_id}) {what} by hand: {evidence}",
+            now=now,
+            approval=approvals.latest(req),
+        )
+        record_resume(req, by=actor.name, custody=custody.resumed(by=actor.name, now=now), now=now)
+        transaction.on_commit(lambda: jobs.enqueue_run(rid))
+        req.refresh_from_db()
         return req
 
 

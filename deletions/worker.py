@@ -165,7 +165,9 @@ def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutc
     if nxt.status == Status.NEEDS_ATTENTION:
         return RunOutcome(
             1,
-            "stage failed too many times in a row; the request needs an operator to resume it",
+            f"waiting for an operator: {nxt.note}"
+            if nxt.note
+            else "stage failed too many times in a row; the request needs an operator to resume it",
             handled,
             stage_failed=True,
         )

@@ -8,7 +8,7 @@ from uuid import UUID
 from core.errors import shown
 from deletions.errors import BadInput, Refused
 
-TARGET_PREFIX = "demo:"
+TARGET_PREFIXES = ("demo:", "manual:")  # the demo target system; a system a person deletes in by hand
 MAX_TARGET_CHARS = 200
 MAX_COMMUNITIES = 1_000
 INVENTORY_VERSION = 1
@@ -19,13 +19,14 @@ COMMUNITY_C = "00000000-0000-0000-0000-00000000000c"
 
 
 def validate_target(target: str) -> str:
-    """Only `demo:` targets with 1-200 printable characters after the prefix."""
-    if not isinstance(target, str) or not target.startswith(TARGET_PREFIX):
-        raise BadInput(f"target {shown(target)} is refused: only demo: targets are accepted")
-    name = target[len(TARGET_PREFIX) :]
+    """Only `demo:` and `manual:` targets with 1-200 printable characters after the prefix."""
+    prefix = next((p for p in TARGET_PREFIXES if isinstance(target, str) and target.startswith(p)), None)
+    if prefix is None:
+        raise BadInput(f"target {shown(target)} is refused: only demo: and manual: targets are accepted")
+    name = target[len(prefix) :]
     if not 1 <= len(name) <= MAX_TARGET_CHARS:
         raise BadInput(
-            f"target {shown(target)} is refused: 1-{MAX_TARGET_CHARS} characters must follow demo: (got {len(name)})"
+            f"target {shown(target)} is refused: 1-{MAX_TARGET_CHARS} characters must follow {prefix} (got {len(name)})"
         )
     if not name.isprintable() or name != name.strip():
         raise BadInput(f"target {shown(target)} is refused: only printable characters without surrounding spaces")

@@ -290,6 +290,33 @@ def clear_submitted(request_id: UUID) -> int:
         return SQL.run(cur, "clear_submitted", request_id=request_id)
 
 
+def record_by_hand(
+    request_id: UUID,
+    *,
+    operation_id: UUID,
+    stage: str,
+    applied: bool,
+    has_agents: bool | None,
+    evidence: str,
+    by: str,
+    now: datetime,
+) -> None:
+    """What an operator did by hand for the handed-over effect (call under the request lock)."""
+    with connection.cursor() as cur:
+        SQL.run(
+            cur,
+            "record_by_hand",
+            request_id=request_id,
+            operation_id=operation_id,
+            stage=stage,
+            applied=applied,
+            has_agents=has_agents,
+            evidence=evidence,
+            by=by,
+            now=now,
+        )
+
+
 class _Locked:
     __slots__ = ("cancel_requested", "current", "next_attempt_at", "open_question", "owner", "retry_count", "status")
 

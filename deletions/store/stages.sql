@@ -256,3 +256,10 @@ SELECT id FROM r
 -- An operator confirmed the submitted effect was never applied: the next attempt may submit it.
 UPDATE entity_deletion_stage_history SET submitted_at = NULL
 WHERE request_id = %(request_id)s AND is_current AND status <> 'completed'
+
+-- name: record_by_hand
+-- An operator's record of an effect handed to them at a target that enforces nothing (the request
+-- is locked): applied with their evidence, or not applied. Append-only; the latest one counts.
+INSERT INTO entity_deletion_operator_records
+    (request_id, operation_id, stage, applied, has_agents, evidence, recorded_by, recorded_at)
+VALUES (%(request_id)s, %(operation_id)s, %(stage)s, %(applied)s, %(has_agents)s, %(evidence)s, %(by)s, %(now)s)

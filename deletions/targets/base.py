@@ -10,7 +10,8 @@
   target (a grant of an older epoch is refused from then on); the epoch the target now enforces.
 
 `capabilities` says what the receiver itself enforces; a receiver that cannot fence stale owners
-or check the expected version cannot be trusted to refuse a stale or changed effect.
+or check the expected version cannot be trusted to refuse a stale or changed effect, so it is
+`supervised`: each effect is handed to an operator, who records what they did.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ class Capabilities:
     checks_expected_version: bool
     idempotent_per_operation: bool
     lookups_can_lag: bool
+
+
+def supervised(c: Capabilities) -> bool:
+    """Effects at this receiver wait for a person: it could not refuse a stale or changed one."""
+    return not (c.fences_stale_owners and c.checks_expected_version)
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ def refused(cmd, code: int, message: str, *args: str) -> None:
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("user:bob", "only demo: targets are accepted"),
-        ("bob", "only demo: targets are accepted"),
+        ("user:bob", "only demo: and manual: targets are accepted"),
+        ("bob", "only demo: and manual: targets are accepted"),
         ("demo:", "1-200 characters must follow demo: (got 0)"),
         ("demo:" + "x" * 201, "(got 201)"),
         ("demo:bad\nname", "only printable characters"),

@@ -102,6 +102,7 @@ CASE_TABLES = (
     "entity_deletion_lease_events",
     "entity_deletion_alarms",
     "entity_deletion_authority_withdrawals",
+    "entity_deletion_operator_records",
 )
 
 

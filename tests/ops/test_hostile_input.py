@@ -45,6 +45,7 @@ TABLES = (
     "target_posts",
     "target_agents",
     "target_operations",
+    "entity_deletion_operator_records",
 )
 
 
@@ -259,6 +260,17 @@ MORE_SLOTS = [
         "retry_notices --reason",
         ("retry_notices", "{rid}", "--by", "operator-a", "--reason", "{v}"),
         frozenset({"newline", "SQL-ish", "negative", "huge number"}),
+    ),
+    Slot("record_effect id", ("record_effect", "{v}", "--by", "operator-b", "--applied", "--evidence", "e")),
+    Slot("record_effect --by", ("record_effect", "{id}", "--by", "{v}", "--applied", "--evidence", "e")),
+    Slot(
+        "record_effect --evidence",
+        ("record_effect", "{id}", "--by", "operator-b", "--not-applied", "--evidence", "{v}"),
+        frozenset({"newline", "SQL-ish", "negative", "huge number"}),  # refused for its state instead
+    ),
+    Slot(
+        "record_effect --has-agents",
+        ("record_effect", "{id}", "--by", "operator-b", "--applied", "--evidence", "e", "--has-agents", "{v}"),
     ),
     Slot("chaos --seconds", ("chaos", "--seconds", "{v}")),
     Slot("chaos --workers", ("chaos", "--workers", "{v}")),

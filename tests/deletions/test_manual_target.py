@@ -1,0 +1,94 @@
+"""A target that enforces nothing (a `manual:` one, deleted by hand in a vendor's console) runs
+review-only: each effect, under a current approval and a minted grant, waits for an operator, who
+records applied (with evidence) or not applied; the case believes only those records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deletions.models import DeletionAlarm, DeletionRequest, OperatorRecord, StageHistory
+from tests.conftest import submit_and_approve
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TARGET = "manual:vendor-crm/alice@example.com"
+
+
+def waiting(request_id) -> tuple[DeletionRequest, StageHistory]:
+    case = DeletionRequest.objects.get(id=request_id)
+    row = case.stages.get(is_current=True)
+    assert case.status == "needs_attention" and case.owner == "operators on call" and case.next_check_at
+    assert row.submitted_at is not None and row.status == "failed"
+    assert case.open_question.startswith(f"apply {row.stage}") and str(row.operation_id) in case.open_question
+    assert f"record_effect {case.id}" in case.open_question
+    assert DeletionAlarm.objects.filter(request_id=case.id, kind="effect_unknown", resolved_at__isnull=True).exists()
+    return case, row
+
+
+def record(cmd, request_id, *flags: str) -> dict:
+    ran = cmd("record_effect", str(request_id), "--by", "operator-c", *flags)
+    assert ran.code == 0, ran.err
+    return json.loads(ran.out)
+
+
+def test_each_effect_waits_for_an_operator_who_records_it(cmd, observe) -> None:
+    req = submit_and_approve(TARGET)
+    ran = cmd("run_deletion", str(req.id), "--executor-id", "worker-a")
+    assert ran.code == 1 and "waiting for an operator: apply gate_user" in ran.err, ran.err
+    case, gate = waiting(req.id)
+    # Nothing was sent anywhere: the operator applies it, and records what they saw.
+    record(cmd, req.id, "--applied", "--evidence", "CRM ticket 4711: login disabled")
+    assert cmd("run_deletion", str(req.id), "--executor-id", "worker-a").code == 1
+    case, purge = waiting(req.id)
+    assert purge.stage == "purge_db" and "--has-agents yes|no" in case.open_question
+    # The operator could not do it at first: recorded as not applied, the effect is handed over again.
+    record(cmd, req.id, "--not-applied", "--evidence", "console down for maintenance")
+    assert cmd("run_deletion", str(req.id), "--executor-id", "worker-a").code == 1
+    again, row = waiting(req.id)
+    assert row.id == purge.id and row.operation_id == purge.operation_id
+    record(cmd, req.id, "--applied", "--evidence", "34 messages deleted, export attached", "--has-agents", "no")
+    done = cmd("run_deletion", str(req.id), "--executor-id", "worker-a")
+    assert done.code == 0, done.err
+    case = DeletionRequest.objects.get(id=req.id)
+    assert case.status == "completed"
+    results = {s.stage: s.metadata_json["result"] for s in case.stages.all()}
+    assert results["gate_user"]["evidence"] == "CRM ticket 4711: login disabled"
+    assert results["purge_db"] == {
+        "applied_at": results["purge_db"]["applied_at"],
+        "recorded_by": "operator-c",
+        "evidence": "34 messages deleted, export attached",
+        "has_agents": False,
+    }
+    assert set(results) == {"gate_user", "purge_db"}  # no agents left: no purge_agents stage
+    assert OperatorRecord.objects.filter(request_id=req.id).count() == 3
+    assert not DeletionAlarm.objects.filter(request_id=req.id, resolved_at__isnull=True).exists()
+    observe(
+        f"manual target: {OperatorRecord.objects.filter(request_id=req.id).count()} operator records "
+        f"(one 'not applied', handed over again); {case.status} with the operators' evidence as each stage's result"
+    )
+
+
+def test_a_record_is_refused_when_nothing_waits_for_a_person_or_the_target_records_its_own(cmd, admin_client) -> None:
+    req = submit_and_approve(TARGET)
+    page = admin_client.get(f"/admin/deletions/deletionrequest/{req.id}/change/").content.decode()
+    assert "the account in vendor-crm (deleted by hand" in page
+    early = cmd("record_effect", str(req.id), "--by", "operator-c", "--applied", "--evidence", "done")
+    assert early.code == 1 and "has no effect waiting for an operator" in early.err, early.err
+    cmd("run_deletion", str(req.id), "--executor-id", "worker-a")
+    case, _ = waiting(req.id)
+    page = admin_client.get(f"/admin/deletions/deletionrequest/{req.id}/change/").content.decode()
+    assert f"record_effect {req.id}" in page
+    blank = cmd("record_effect", str(req.id), "--by", "operator-c", "--applied", "--evidence", "   ")
+    assert blank.code == 2 and "evidence is required" in blank.err, blank.err
+    nobody = cmd("record_effect", str(req.id), "--by", "nobody", "--applied", "--evidence", "done")
+    assert nobody.code != 0 and OperatorRecord.objects.count() == 0
+    record(cmd, req.id, "--applied", "--evidence", "blocked")
+    cmd("run_deletion", str(req.id), "--executor-id", "worker-a")
+    branchless = cmd("record_effect", str(req.id), "--by", "operator-c", "--applied", "--evidence", "deleted")
+    assert branchless.code == 2 and "--has-agents yes|no" in branchless.err, branchless.err
+    assert OperatorRecord.objects.count() == 1
+    demo = submit_and_approve("demo:records-its-own")
+    own = cmd("record_effect", str(demo.id), "--by", "operator-c", "--applied", "--evidence", "done")
+    assert own.code == 1 and "records its own evidence" in own.err, own.err
