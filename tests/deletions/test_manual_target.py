@@ -38,6 +38,7 @@ def test_each_effect_waits_for_an_operator_who_records_it(cmd, observe) -> None:
     ran = cmd("run_deletion", str(req.id), "--executor-id", "worker-a")
     assert ran.code == 1 and "waiting for an operator: apply gate_user" in ran.err, ran.err
     case, gate = waiting(req.id)
+    assert gate.stage == "gate_user" and "by hand in a vendor's console" in case.open_question
     # Nothing was sent anywhere: the operator applies it, and records what they saw.
     record(cmd, req.id, "--applied", "--evidence", "CRM ticket 4711: login disabled")
     assert cmd("run_deletion", str(req.id), "--executor-id", "worker-a").code == 1
@@ -46,7 +47,7 @@ def test_each_effect_waits_for_an_operator_who_records_it(cmd, observe) -> None:
     # The operator could not do it at first: recorded as not applied, the effect is handed over again.
     record(cmd, req.id, "--not-applied", "--evidence", "console down for maintenance")
     assert cmd("run_deletion", str(req.id), "--executor-id", "worker-a").code == 1
-    again, row = waiting(req.id)
+    _, row = waiting(req.id)
     assert row.id == purge.id and row.operation_id == purge.operation_id
     record(cmd, req.id, "--applied", "--evidence", "34 messages deleted, export attached", "--has-agents", "no")
     done = cmd("run_deletion", str(req.id), "--executor-id", "worker-a")
@@ -77,7 +78,7 @@ def test_a_record_is_refused_when_nothing_waits_for_a_person_or_the_target_recor
     early = cmd("record_effect", str(req.id), "--by", "operator-c", "--applied", "--evidence", "done")
     assert early.code == 1 and "has no effect waiting for an operator" in early.err, early.err
     cmd("run_deletion", str(req.id), "--executor-id", "worker-a")
-    case, _ = waiting(req.id)
+    waiting(req.id)
     page = admin_client.get(f"/admin/deletions/deletionrequest/{req.id}/change/").content.decode()
     assert f"record_effect {req.id}" in page
     blank = cmd("record_effect", str(req.id), "--by", "operator-c", "--applied", "--evidence", "   ")
