@@ -23,13 +23,14 @@ from core import clock, present
 from core.admin import CaseAction, CaseAdmin, ConfirmForm, ReasonForm, actor, date_filter, require
 from core.errors import DomainError
 from core.templatetags.present import when
-from deletions import case, proposal, services
+from deletions import case, proposal, services, targets
 from deletions.models import DeletionRequest, LeaseEvent, StageHistory
 from deletions.rules.inventory import community_ids, validate_target
 from deletions.rules.workflow import stage_count
 from deletions.selectors import stage_snapshot
 from deletions.store import alarms
 from deletions.store.requests import inventory_digest
+from deletions.targets.base import supervised
 
 
 class ApproveForm(forms.Form):
@@ -41,8 +42,27 @@ class SettleForm(ReasonForm):
     confirm = forms.BooleanField(label="I checked the target system: the operation was not applied", required=True)
 
 
+class RecordEffectForm(forms.Form):
+    outcome = forms.ChoiceField(
+        choices=[("applied", "I applied it by hand"), ("not_applied", "I did not (or could not) apply it")],
+        widget=forms.RadioSelect,
+    )
+    evidence = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        max_length=2000,
+        help_text="what you did or saw in the vendor's console: ticket, counts, screen",
+    )
+    has_agents = forms.ChoiceField(
+        choices=[("", "(not purge_db)"), ("yes", "agents are left"), ("no", "no agents are left")],
+        required=False,
+        label="purge_db: agents left",
+    )
+
+
 class SubmitForm(forms.Form):
-    target = forms.CharField(max_length=255, help_text="demo:NAME (only demo targets are accepted)")
+    target = forms.CharField(
+        max_length=255, help_text="demo:NAME, or manual:SYSTEM/ACCOUNT for a system deleted in by hand"
+    )
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000, help_text="ticket or why"
     )
@@ -123,6 +143,23 @@ class DeletionRequestAdmin(CaseAdmin):
                 actor=actor, request_id=req.id, reason=data["reason"], effect_not_applied=True
             ),
             success="Recorded: the operation was not applied; the next attempt submits it again.",
+        ),
+        CaseAction(
+            name="record",
+            perm=services.RUN,
+            title="Record the effect applied by hand ({obj.target})",
+            explanation="This target cannot enforce anything itself, so the current stage was handed to a person "
+            "(the open question names it and its operation id). Apply it in the vendor's console, then record what "
+            "you did: your record is the stage's only evidence, and the request resumes at once.",
+            form_class=RecordEffectForm,
+            call=lambda actor, req, data: services.deletion_record_effect(
+                actor=actor,
+                request_id=req.id,
+                applied=data["outcome"] == "applied",
+                evidence=data["evidence"],
+                has_agents={"yes": True, "no": False}.get(data["has_agents"]),
+            ),
+            success="Recorded; the request resumes with your record as the stage's evidence.",
         ),
         CaseAction(
             name="revoke",
@@ -286,6 +323,7 @@ class DeletionRequestAdmin(CaseAdmin):
             now=now,
             submitter=services.submitted_by(req, actor(request)),
             effect_unknown=effect_unknown,
+            by_hand=supervised(targets.for_target(req.target).capabilities),
         )
         events = list(LeaseEvent.objects.filter(request=req).order_by("at", "id"))
         decisions = list(req.decisions.order_by("created_at", "id"))

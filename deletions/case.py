@@ -122,7 +122,9 @@ APPROVE, CANCEL, RUN = (
 )
 
 
-def actions(req: Any, perms: set[str], *, now: datetime, submitter: bool, effect_unknown: bool) -> list[Offer]:
+def actions(
+    req: Any, perms: set[str], *, now: datetime, submitter: bool, effect_unknown: bool, by_hand: bool = False
+) -> list[Offer]:
     """The actions that apply to the case's state, each offered or disabled with the reason.
     The services re-check everything on POST; this only keeps the page honest."""
     out: list[Offer] = []
@@ -132,7 +134,9 @@ def actions(req: Any, perms: set[str], *, now: datetime, submitter: bool, effect
         out.append(offer("approve", "Approve", perm=APPROVE, perms=perms, why_not=own))
     if effect_unknown and status == "retry_wait":
         out.append(offer("settle", "Confirm not applied", perm=RUN, perms=perms))
-    if status == "needs_attention":
+    if status == "needs_attention" and by_hand:
+        out.append(offer("record", "Record effect applied by hand", perm=RUN, perms=perms))
+    elif status == "needs_attention":
         out.append(offer("resume", "Resume", perm=RUN, perms=perms))
     if status in ("approved", "running", "retry_wait"):
         out.append(offer("run", "Run now", perm=RUN, perms=perms, why_not=cannot_run_now(req, now)))

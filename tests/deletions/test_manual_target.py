@@ -93,3 +93,26 @@ def test_a_record_is_refused_when_nothing_waits_for_a_person_or_the_target_recor
     demo = submit_and_approve("demo:records-its-own")
     own = cmd("record_effect", str(demo.id), "--by", "operator-c", "--applied", "--evidence", "done")
     assert own.code == 1 and "records its own evidence" in own.err, own.err
+
+
+def test_the_console_offers_recording_the_effect_and_records_it(cmd, admin_client) -> None:
+    req = submit_and_approve(TARGET)
+    cmd("run_deletion", str(req.id), "--executor-id", "worker-a")
+    _, gate = waiting(req.id)
+    page = admin_client.get(f"/admin/deletions/deletionrequest/{req.id}/change/").content.decode()
+    assert "Record effect applied by hand" in page and ">Resume<" not in page
+    url = f"/admin/deletions/deletionrequest/{req.id}/record/"
+    form = admin_client.get(url).content.decode()
+    assert "I applied it by hand" in form and "purge_db: agents left" in form
+    refused = admin_client.post(url, {"outcome": "applied", "evidence": ""})
+    assert refused.status_code == 200 and OperatorRecord.objects.count() == 0
+    done = admin_client.post(url, {"outcome": "applied", "evidence": "CRM ticket 4712: login disabled"})
+    assert done.status_code == 302
+    saved = OperatorRecord.objects.get()
+    assert (saved.operation_id, saved.applied, saved.evidence, saved.recorded_by) == (
+        gate.operation_id,
+        True,
+        "CRM ticket 4712: login disabled",
+        "admin",
+    )
+    assert DeletionRequest.objects.get(id=req.id).status == "retry_wait"
