@@ -152,6 +152,8 @@ class DeletionRequestAdmin(CaseAdmin):
             "(the open question names it and its operation id). Apply it in the vendor's console, then record what "
             "you did: your record is the stage's only evidence, and the request resumes at once.",
             form_class=RecordEffectForm,
+            details_template="admin/deletions/handed_over.html",
+            context=lambda req: {"handed": req.stages.filter(is_current=True, submitted_at__isnull=False).first()},
             call=lambda actor, req, data: services.deletion_record_effect(
                 actor=actor,
                 request_id=req.id,

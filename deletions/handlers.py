@@ -125,8 +125,8 @@ def _hand_to_person(ctx: HandlerContext, row: StageSnapshot) -> None:
     branch = " and whether agents are left (--has-agents yes|no)" if row.stage == "purge_db" else ""
     instructions = (
         f"apply {row.stage}{where} for {ctx.plan.target} by hand in {ctx.target.name} (operation {row.operation_id}), "
-        f"then record it: manage.py record_effect {ctx.lease.request_id} --by YOU --applied --evidence TEXT{branch}, "
-        "or --not-applied --evidence TEXT"
+        f"then record what you did{branch}: 'Record effect applied by hand' on the case page, or manage.py "
+        f"record_effect {ctx.lease.request_id} --by YOU --applied|--not-applied --evidence TEXT"
     )
     now = clock.now()
     stages.fail(

@@ -26,8 +26,8 @@ class CommunityLine:
     name: str
     role: str
     role_words: str
-    rows: int
-    agents: int
+    rows: int | None  # None: the target cannot count them (deleted by hand; the operator counts)
+    agents: int | None
     version: int | None  # the target's data version for the person there, when read
 
 
@@ -46,12 +46,17 @@ class Proposal:
         return self.digest[:12]
 
     @property
+    def counted(self) -> bool:
+        """The target counted what will be deleted (not so where a person deletes by hand)."""
+        return all(c.rows is not None for c in self.communities)
+
+    @property
     def rows(self) -> int:
-        return sum(c.rows for c in self.communities)
+        return sum(c.rows or 0 for c in self.communities)
 
     @property
     def agents(self) -> int:
-        return sum(c.agents for c in self.communities)
+        return sum(c.agents or 0 for c in self.communities)
 
     @property
     def digest_covers(self) -> str:
@@ -64,6 +69,7 @@ class Proposal:
         return {
             **{k: v for k, v in asdict(self).items() if k != "communities"},
             "digest_covers": self.digest_covers,
+            "counted": self.counted,
             "rows": self.rows,
             "agents": self.agents,
             "communities": [asdict(c) for c in self.communities],
@@ -141,14 +147,15 @@ def of_request(req: Any) -> Proposal:
 
 def lines(p: Proposal) -> list[str]:
     """The proposal as the command line prints it."""
+    counts = f"about {p.rows} rows and {p.agents} agents" if p.counted else "rows and agents counted by hand"
     out = [
         f"delete the data of {p.target}: {len(p.communities)} communities, {p.stages} stages, "
-        f"about {p.rows} rows and {p.agents} agents ({p.source}); rules v{p.rules_version}",
+        f"{counts} ({p.source}); rules v{p.rules_version}",
     ]
     for c in p.communities:
-        out.append(
-            f"  {c.position}. {c.name} ({c.community_id}): {c.role_words}; {c.rows} rows, {c.agents} agents"
-            f" (data version {c.version})"
+        seen = (
+            f"{c.rows} rows, {c.agents} agents (data version {c.version})" if c.rows is not None else "deleted by hand"
         )
+        out.append(f"  {c.position}. {c.name} ({c.community_id}): {c.role_words}; {seen}")
     out.append(f"digest {p.digest} covers {p.digest_covers}")
     return out

@@ -107,6 +107,14 @@ def seed(demo_user: Any) -> list[str]:
     worker.run(heidi.id, executor_id="demo-worker")  # the receiver refuses: nothing applied
     shown.append("demo:heidi  back in review: the receiver refused the revoked approval")
 
+    judy = submit("manual:vendor-crm/judy@example.com", "ticket DEL-109")
+    approve(judy)
+    worker.run(judy.id, executor_id="demo-worker")  # no effect is sent there: gate_user is handed to a person
+    shown.append(
+        "manual:vendor-crm/judy@example.com  waiting for an operator to apply gate_user by hand in the vendor's "
+        "console and record it (Record effect applied by hand)"
+    )
+
     grace = submit("demo:grace", "ticket DEL-107")
     approve(grace)
     _worker_killed_after_submit(grace)

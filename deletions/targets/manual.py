@@ -29,7 +29,7 @@ def account_id(target: str) -> str:
 
 
 class ManualTarget:
-    name = "a vendor's console (by hand)"
+    name = "a vendor's console"
     capabilities = Capabilities(
         fences_stale_owners=False, checks_expected_version=False, idempotent_per_operation=False, lookups_can_lag=False
     )
@@ -43,8 +43,8 @@ class ManualTarget:
             cid: {
                 "id": cid,
                 "name": f"the account in {system} (deleted by hand; the operator counts what they remove)",
-                "rows": 0,
-                "agents": 0,
+                "rows": None,  # nobody here can count them: the operator who deletes does
+                "agents": None,
                 "version": 0,  # nothing to check: this system keeps no data version we can read
             }
             for cid in community_ids

@@ -86,6 +86,7 @@ def pages() -> list[Shot]:
         ("demo:grace", "running-lease-of-a-lost-worker"),
         ("demo:heidi", "needs-review"),
         ("demo:ivan", "effect-unknown"),
+        ("manual:vendor-crm/judy@example.com", "waiting-for-an-operator"),
     ):
         out.append(Shot(f"deletion-case-{state}", deletion(target)))
         out.append(Shot(f"deletion-history-{state}", deletion(target, "history")))
@@ -96,6 +97,7 @@ def pages() -> list[Shot]:
         Shot("deletion-confirm-revoke", deletion("demo:bob", "revoke")),
         Shot("deletion-confirm-resume", deletion("demo:frank", "resume")),
         Shot("deletion-confirm-settle", deletion("demo:dave", "settle")),
+        Shot("deletion-confirm-record", deletion("manual:vendor-crm/judy@example.com", "record")),
         Shot("retirement-case-waiting", retirement("initech-old")),
         Shot("retirement-case-held", retirement("globex-old")),
         Shot("retirement-confirm-hold", retirement("initech-old", "hold")),
