@@ -45,6 +45,8 @@ def run_deletion(request_id: str) -> str:
 
 
 def dispatch() -> int:
-    """Each minute: enqueue the due runs, and tell the target systems of withdrawals they have not acknowledged."""
+    """Each minute: authority withdrawn from cases whose approver or requester lost their permission, the
+    target systems told of withdrawals they have not acknowledged, and the due runs enqueued."""
+    withdrawals.withdraw_lost_authority(now=clock.now())
     withdrawals.push(now=clock.now())
     return len(dispatcher.dispatch(clock.now()))

@@ -1,6 +1,7 @@
 """Authority withdrawn from a request reaches the target system, and is acknowledged there.
 
-A revocation or a cancellation records a withdrawal (`store.withdrawals.withdraw`) in its own
+A revocation or a cancellation (or, found by the dispatcher's tick, a person behind the current
+approval losing their permission) records a withdrawal (`store.withdrawals.withdraw`) in its own
 transaction: the request's authority epoch moves on, and every grant minted from then on carries
 the new epoch. A grant minted before may already be on its way; the target refuses it once it
 enforces the new minimum epoch. `push` signs each unacknowledged withdrawal and sends it to the
@@ -23,6 +24,17 @@ from deletions import targets
 from deletions.store import withdrawals as store
 
 logger = logging.getLogger("deletions")
+
+
+def withdraw_lost_authority(*, now: datetime) -> int:
+    """A person whose approval or request a started case runs under lost their permission (or stopped
+    being active staff): authority over the case is withdrawn, as a revocation would, and told to the
+    target by the next push. Run by every dispatcher tick; each grant is rechecked anyway."""
+    lost = store.lost_authority()
+    for request_id, why in lost:
+        epoch = store.withdraw_locked(request_id, cause=why, now=now)
+        event(logger, "authority_lost", level=logging.WARNING, request_id=request_id, reason=f"epoch {epoch}: {why}")
+    return len(lost)
 
 
 def push(*, now: datetime, request_id: UUID | None = None, limit: int = 100) -> int:

@@ -6,9 +6,12 @@ from datetime import datetime
 from typing import NamedTuple
 from uuid import UUID
 
-from django.db import connection
+from django.db import connection, transaction
 
+from core import authority
 from core.sql import Statements
+from deletions.store.approvals import APPROVE, SUBMIT
+from deletions.store.requests import lock_request
 
 SQL = Statements.beside(__file__, "withdrawals.sql")
 
@@ -41,3 +44,37 @@ def acknowledged(p: Pending, *, epoch: int, where: str, now: datetime) -> None:
 def push_failed(p: Pending, *, error: str, now: datetime) -> None:
     with connection.cursor() as cur:
         SQL.run(cur, "push_failed", request_id=p.request_id, epoch=p.epoch, error=error[:2000], now=now)
+
+
+def lost_authority(*, limit: int = 100) -> list[tuple[UUID, str]]:
+    """Started, unfinished requests whose current approval's approver or requester no longer holds
+    their permission (`core.authority.may_sql`, read now), with no withdrawal since that approval:
+    (request, why) each, oldest approval first."""
+    approver_may, approver_params = authority.may_sql("a.approved_by_user_id", APPROVE)
+    requester_may, requester_params = authority.may_sql("r.requested_by_user_id", SUBMIT)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""SELECT r.id, CASE WHEN NOT {approver_may}
+                              THEN 'approver ' || a.approved_by || ' no longer holds ' || %s
+                              ELSE 'requester ' || r.requested_by || ' no longer holds ' || %s END
+                FROM entity_deletion_requests r
+                JOIN LATERAL (
+                    SELECT * FROM entity_deletion_approvals WHERE request_id = r.id
+                    ORDER BY approved_at DESC, id DESC LIMIT 1
+                ) a ON true
+                WHERE r.status IN ('running', 'retry_wait', 'needs_attention', 'needs_review')
+                  AND a.revoked_at IS NULL
+                  AND NOT EXISTS (SELECT 1 FROM entity_deletion_authority_withdrawals w
+                                  WHERE w.request_id = r.id AND w.created_at >= a.approved_at)
+                  AND (NOT {approver_may} OR NOT {requester_may})
+                ORDER BY a.approved_at LIMIT %s""",
+            [*approver_params, APPROVE, SUBMIT, *approver_params, *requester_params, limit],
+        )
+        return [(r[0], r[1]) for r in cur.fetchall()]
+
+
+def withdraw_locked(request_id: UUID, *, cause: str, now: datetime) -> int:
+    """A withdrawal in its own transaction, under the request lock (what a staff decision holds)."""
+    with transaction.atomic():
+        lock_request(request_id)
+        return withdraw(request_id, cause=cause, now=now)

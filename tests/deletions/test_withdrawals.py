@@ -115,3 +115,23 @@ def test_a_withdrawal_the_target_cannot_take_now_is_retried_until_acknowledged(c
     assert w.acknowledged_at is not None and w.attempts == 3 and w.last_error == ""
     assert min_epoch(req.id) == 1
     assert json.loads(cmd("health", "--json").out)["checks"]["withdrawals_unacknowledged"]["ok"]
+
+
+def test_an_approver_losing_the_permission_withdraws_authority_at_the_next_tick(cmd, observe) -> None:
+    from django.contrib.auth.models import Group, User
+
+    req, worker = paused_holding_a_grant("demo:lost-permission")
+    approver = User.objects.get(username="operator-b")
+    approver.groups.remove(Group.objects.get(name="approvers"))
+    tasks.dispatch()  # the dispatcher's tick finds it, withdraws and tells the target
+    w = AuthorityWithdrawal.objects.get(request_id=req.id)
+    assert w.cause == "approver operator-b no longer holds deletions.approve_deletionrequest", w.cause
+    assert w.acknowledged_at is not None and min_epoch(req.id) == 1
+    tasks.dispatch()  # once per approval: the next tick adds nothing
+    assert AuthorityWithdrawal.objects.filter(request_id=req.id).count() == 1
+    worker.send_signal(signal.SIGCONT)
+    _, err = worker.communicate(timeout=120)
+    assert effects(req.id) == []
+    case = DeletionRequest.objects.get(id=req.id)
+    assert case.status == "needs_review" and "approver operator-b is no longer" in case.open_question, err
+    observe(f"approver lost the permission while a grant was in flight: {w.cause}; the grant refused at the target")
