@@ -39,6 +39,7 @@ def test_demo_setup_prints_logins_seeds_cases_once_and_resets_passwords(cmd, mon
         "demo:frank": "needs_attention",
         "demo:grace": "running",  # its worker was killed after submitting: the lease runs out, the effect is unknown
         "demo:heidi": "needs_review",
+        "manual:vendor-crm/judy@example.com": "needs_attention",  # its first stage waits for a person
     }
     for target in statuses:
         assert target in first.out  # the output says which case shows which state
@@ -65,7 +66,7 @@ def test_demo_setup_prints_logins_seeds_cases_once_and_resets_passwords(cmd, mon
     monkeypatch.setenv("DEMO_PASSWORD", "second-pass-456")
     again = cmd("demo_setup")
     assert again.code == 0 and "Demo cases created" not in again.out
-    assert DeletionRequest.objects.count() == 8
+    assert DeletionRequest.objects.count() == 9
     assert User.objects.get(username="demo").check_password("second-pass-456")
 
 
