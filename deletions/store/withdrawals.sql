@@ -10,7 +10,7 @@ FROM entity_deletion_authority_withdrawals WHERE request_id = %(request_id)s
 RETURNING epoch
 
 -- name: pending
--- The request's latest unacknowledged withdrawal per request (it covers the earlier ones), oldest first.
+-- Each request's latest unacknowledged withdrawal (it covers the earlier ones), one row per request.
 SELECT DISTINCT ON (w.request_id) w.request_id, r.target, w.epoch
 FROM entity_deletion_authority_withdrawals w JOIN entity_deletion_requests r ON r.id = w.request_id
 WHERE w.acknowledged_at IS NULL AND (%(request_id)s::uuid IS NULL OR w.request_id = %(request_id)s)

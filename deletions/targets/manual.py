@@ -14,8 +14,6 @@ import uuid
 from typing import Any
 from uuid import UUID
 
-from django.utils import timezone
-
 from deletions.models import OperatorRecord
 from deletions.targets.base import Capabilities, Found, Lookup, NotFound, Unreadable
 
@@ -79,4 +77,4 @@ class ManualTarget:
         return int(grants.verify(withdrawal, grants.receiver_key())["epoch"])
 
     def where(self) -> str:
-        return f"the records operators made by hand (as of {timezone.now():%Y-%m-%d %H:%M:%S} UTC)"
+        return "the records operators made of what they applied by hand"
