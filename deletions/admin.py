@@ -12,7 +12,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -199,10 +199,15 @@ class DeletionRequestAdmin(CaseAdmin):
             .annotate(n=Count("*"))
             .values("n")
         )
+        unsettled = StageHistory.objects.filter(
+            request=OuterRef("pk"), is_current=True, submitted_at__isnull=False
+        ).exclude(status="completed")
         return (
             super()
             .get_queryset(request)
-            .annotate(stages_done=Coalesce(Subquery(done), 0), current_stage=Subquery(current))
+            .annotate(
+                stages_done=Coalesce(Subquery(done), 0), current_stage=Subquery(current), unsettled=Exists(unsettled)
+            )
         )
 
     @admin.display(description="status", ordering="status")
@@ -219,14 +224,13 @@ class DeletionRequestAdmin(CaseAdmin):
     @admin.display(description="responsible")
     def responsible(self, req: DeletionRequest) -> str:
         now = clock.now()
-        return case.responsible(req, now) + (" · overdue" if case.overdue(req, now) else "")
+        unsettled = bool(getattr(req, "unsettled", False))
+        return case.responsible(req, now, unsettled) + (" · overdue" if case.overdue(req, now) else "")
 
     @admin.display(description="next check", ordering="next_check_at")
     def next_check(self, req: DeletionRequest) -> str:
-        due = req.next_check_at or req.next_attempt_at
-        if req.status in ("completed", "cancelled") or due is None:
-            return "-"
-        return when(due)
+        due = case.next_check(req, clock.now())
+        return "-" if due is None else when(due)
 
     @admin.display(description="submitted", ordering="created_at")
     def created(self, req: DeletionRequest) -> str:
@@ -336,7 +340,7 @@ class DeletionRequestAdmin(CaseAdmin):
             "original": req,
             "req": req,
             "now": now,
-            "panel": case.panel(req, now),
+            "panel": case.panel(req, now, case.unsettled(stages)),
             "progress": case.progress(stages, req.inventory_json),
             "lanes": case.chain_picture(
                 req.inventory_json, stages, request_status=req.status, effect_unknown=effect_unknown

@@ -31,15 +31,33 @@ class Lane:
     boxes: list[Box] = field(default_factory=list)
 
 
-def open_question(status: str, stored: str, cancel_requested: bool, lease_expired: bool) -> str:
+def unsettled(stages: list[StageSnapshot]) -> bool:
+    """The current stage's effect was submitted and not settled: the only "effect unknown"."""
+    current = next((s for s in stages if s.is_current), None)
+    return current is not None and current.submitted_at is not None and current.status != "completed"
+
+
+def lease_live(req: Any, now: datetime) -> bool:
+    """A worker holds the case now: its heartbeat keeps the lease ahead of the clock."""
+    return req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
+
+
+def open_question(
+    status: str, stored: str, cancel_requested: bool, lease_expired: bool, unsettled: bool = False
+) -> str:
+    """What the case asks now. A running case without a live lease is queued for the next free
+    worker, unless its current stage's effect was submitted and not settled: only then is its
+    effect unknown."""
     if stored:
         return stored
     if status == "submitted":
         return "waiting for a second operator to approve the inventory"
     if cancel_requested and status not in ("cancelled", "completed"):
         return "cancellation recorded; the worker stops at its next transition"
+    if status == "running" and lease_expired and unsettled:
+        return "worker stopped after submitting; its effect is unknown until the next worker looks it up at the target"
     if status == "running" and lease_expired:
-        return "worker stopped mid-stage; its effect is unknown until the next worker re-checks the target system"
+        return "queued, waiting for a free worker"
     return ""
 
 
@@ -47,28 +65,29 @@ APPROVERS = "approvers (group)"
 ON_CALL = "operators on call (group)"
 
 
-def responsible(req: Any, now: datetime) -> str:
+def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
     """Who must act next, from the case's state; never the submitter for an approval. Pure.
 
-    | state                                  | responsible                                    |
-    | submitted, needs_review                | the approvers                                  |
-    | approved / running with a live lease   | the system: executor and generation            |
-    | approved, no worker yet                | the system: the dispatcher, next run            |
-    | running with its lease lost (stuck)    | the operators on call                          |
-    | retry_wait (plain retry)               | the system, at the retry time                  |
-    | retry_wait (effect unknown)            | the named owner, else the operators on call    |
-    | needs_attention                        | the named owner, else the operators on call    |
-    | completed, cancelled                   | nobody                                         |
+    | state                                          | responsible                                 |
+    | submitted, needs_review                        | the approvers                               |
+    | approved / running with a live lease           | the system: executor and generation         |
+    | approved, no worker yet                        | the system: the dispatcher, next run        |
+    | running, no live lease, nothing unsettled      | the system: the next free worker (queued)   |
+    | running, no live lease, an effect unsettled    | the operators on call                       |
+    | retry_wait (plain retry)                       | the system, at the retry time               |
+    | retry_wait (effect unknown)                    | the named owner, else the operators on call |
+    | needs_attention                                | the named owner, else the operators on call |
+    | completed, cancelled                           | nobody                                      |
     """
-    live = req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
     if req.status in ("submitted", "needs_review"):
         return APPROVERS
-    if req.status in ("approved", "running") and live:
+    if req.status in ("approved", "running") and lease_live(req, now):
         return f"system: {req.lease_owner} (generation {req.lease_generation})"
     if req.status == "approved":
         return "system: the next worker (dispatcher)"
     if req.status == "running":
-        return ON_CALL  # a worker was lost mid-stage: someone should look if no replacement takes over
+        # A worker was lost after it submitted: someone should look if no replacement settles it.
+        return ON_CALL if unsettled else "system: the next free worker (queued)"
     if req.status == "retry_wait" and not req.open_question:
         return "system: retry at the next attempt"
     if req.status in ("retry_wait", "needs_attention"):
@@ -80,22 +99,35 @@ def responsible(req: Any, now: datetime) -> str:
 OVERDUE_GRACE = timedelta(minutes=2)  # the dispatcher looks every minute
 
 
+def next_check(req: Any, now: datetime) -> datetime | None:
+    """When the case is looked at next: while a worker holds it, when its lease would lapse (the
+    heartbeat moves it on); otherwise its saved next check or retry time."""
+    if req.status in ("completed", "cancelled"):
+        return None
+    if lease_live(req, now):
+        return req.lease_expires_at
+    return req.next_check_at or req.next_attempt_at
+
+
 def overdue(req: Any, now: datetime) -> bool:
-    """An open case whose next check passed more than the dispatcher's cycle ago."""
-    due = req.next_check_at or req.next_attempt_at
-    return req.status not in ("completed", "cancelled") and due is not None and due < now - OVERDUE_GRACE
+    """An open case whose next check passed more than the dispatcher's cycle ago; never one a worker
+    holds now (its heartbeat is the check)."""
+    due = next_check(req, now)
+    return not lease_live(req, now) and due is not None and due < now - OVERDUE_GRACE
 
 
-def panel(req: Any, now: datetime) -> CasePanel:
-    lease_expired = req.lease_owner is None or (req.lease_expires_at is not None and req.lease_expires_at <= now)
+def panel(req: Any, now: datetime, unsettled: bool = False) -> CasePanel:
+    lease_expired = not lease_live(req, now)
     attempt = f"{req.lease_owner} (generation {req.lease_generation})" if req.lease_owner else "none"
     return CasePanel(
         what=f"Delete the data of user {req.target} ({len(community_ids(req.inventory_json))} communities)",
         status=req.status,
         status_label=req.get_status_display(),
-        open_question=open_question(req.status, req.open_question, req.cancel_requested_at is not None, lease_expired),
-        next_check_at=req.next_check_at or req.next_attempt_at,
-        owner=responsible(req, now) + (" (next check overdue)" if overdue(req, now) else ""),
+        open_question=open_question(
+            req.status, req.open_question, req.cancel_requested_at is not None, lease_expired, unsettled
+        ),
+        next_check_at=next_check(req, now),
+        owner=responsible(req, now, unsettled) + (" (next check overdue)" if overdue(req, now) else ""),
         last_action=req.last_action or "-",
         attempt=attempt,
     )

@@ -3,9 +3,11 @@ next. Pure: the store writes these values as given."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from deletions.contract import APPROVERS, OPERATORS_ON_CALL, SYSTEM, CancelFacts, CancelPlan, Custody
+
+REVIEW_WINDOW = timedelta(hours=24)  # approvers answer a case back in review within a working day
 
 
 def submitted() -> Custody:
@@ -19,12 +21,16 @@ def approved(now: datetime) -> Custody:
 
 
 def revoked(*, approver: str, by: str, reason: str, now: datetime) -> Custody:
-    return Custody(APPROVERS, f"approval by {approver} revoked by {by}: {reason}; approve again or cancel", now)
+    return Custody(
+        APPROVERS, f"approval by {approver} revoked by {by}: {reason}; approve again or cancel", now + REVIEW_WINDOW
+    )
 
 
 def expired(*, approver: str, expires_at: datetime, now: datetime) -> Custody:
     return Custody(
-        APPROVERS, f"approval by {approver} expired at {expires_at:%Y-%m-%d %H:%M:%S} UTC; approve again", now
+        APPROVERS,
+        f"approval by {approver} expired at {expires_at:%Y-%m-%d %H:%M:%S} UTC; approve again",
+        now + REVIEW_WINDOW,
     )
 
 
@@ -35,7 +41,7 @@ def resumed(*, by: str, now: datetime) -> Custody:
 
 def refused_at_boundary(*, rule: str, now: datetime) -> Custody:
     """The receiver refused an effect for want of authority: the approvers decide again."""
-    return Custody(APPROVERS, f"{rule}; approve the same inventory again to resume, or cancel", now)
+    return Custody(APPROVERS, f"{rule}; approve the same inventory again to resume, or cancel", now + REVIEW_WINDOW)
 
 
 def cancel(f: CancelFacts, *, by: str, reason: str, now: datetime) -> CancelPlan:

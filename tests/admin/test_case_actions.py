@@ -165,8 +165,9 @@ def test_resume_watcher_is_disabled_while_the_watcher_beats() -> None:
         ("running", LIVE, "", "approver-1", "system: worker-a (generation 3)"),
         ("approved", LIVE, "", "approver-1", "system: worker-a (generation 3)"),
         ("approved", None, "", "approver-1", "system: the next worker (dispatcher)"),
-        # The lease ran out mid-stage: the operators on call, not the approver.
-        ("running", GONE, "", "approver-1", "operators on call (group)"),
+        # No live lease and nothing submitted unsettled: queued for the next free worker, the system's.
+        ("running", GONE, "", "approver-1", "system: the next free worker (queued)"),
+        ("running", None, "", "approver-1", "system: the next free worker (queued)"),
         ("retry_wait", None, "", "operator-a", "system: retry at the next attempt"),
         # Effect unknown and needs attention: a named owner, else the operators on call.
         ("retry_wait", None, "did operation X take effect?", "operator-c", "operator-c"),
@@ -192,19 +193,77 @@ def test_the_responsible_person_follows_the_case(status, lease, open_question, o
     assert deletion_case.responsible(req, NOW) == expected
 
 
+def test_a_worker_lost_after_submitting_is_the_operators_on_call() -> None:
+    """Only a submitted, unsettled effect is "effect unknown"; a queued case is not."""
+    req = SimpleNamespace(
+        status="running", lease_owner="worker-a", lease_expires_at=GONE, lease_generation=3, open_question="",
+        owner="system", requested_by="operator-a",
+    )  # fmt: skip
+    assert deletion_case.responsible(req, NOW, unsettled=True) == "operators on call (group)"
+    assert "effect is unknown" in deletion_case.open_question("running", "", False, True, unsettled=True)
+    assert deletion_case.open_question("running", "", False, True) == "queued, waiting for a free worker"
+    assert deletion_case.open_question("running", "", False, False) == ""
+
+
+def test_a_case_a_worker_holds_is_never_overdue_and_is_next_checked_at_its_lease() -> None:
+    """A 150 s stage advanced its case's next check minutes ago: with a live lease, not overdue."""
+    held = SimpleNamespace(
+        status="running", lease_owner="worker-a", lease_expires_at=LIVE, next_check_at=NOW - timedelta(minutes=9),
+        next_attempt_at=None,
+    )  # fmt: skip
+    assert deletion_case.overdue(held, NOW) is False and deletion_case.next_check(held, NOW) == LIVE
+    queued = SimpleNamespace(**{**vars(held), "lease_owner": None, "lease_expires_at": None})
+    assert deletion_case.overdue(queued, NOW) is True  # queued 9 minutes: nobody picked it up
+    done = SimpleNamespace(**{**vars(held), "status": "completed"})
+    assert deletion_case.next_check(done, NOW) is None and deletion_case.overdue(done, NOW) is False
+
+
+def test_a_case_back_in_review_gives_the_approvers_a_working_day() -> None:
+    from deletions.rules import custody
+
+    for held in (
+        custody.refused_at_boundary(rule="approval revoked", now=NOW),
+        custody.revoked(approver="a", by="b", reason="r", now=NOW),
+        custody.expired(approver="a", expires_at=NOW, now=NOW),
+    ):
+        assert held.next_check_at == NOW + timedelta(hours=24)
+
+
 def test_an_overdue_next_check_is_marked() -> None:
-    late = SimpleNamespace(status="retry_wait", next_check_at=NOW - timedelta(minutes=5), next_attempt_at=None)
+    late = SimpleNamespace(
+        lease_owner=None,
+        lease_expires_at=None,
+        status="retry_wait",
+        next_check_at=NOW - timedelta(minutes=5),
+        next_attempt_at=None,
+    )
     assert deletion_case.overdue(late, NOW) is True
     assert (
-        deletion_case.overdue(SimpleNamespace(status="completed", next_check_at=GONE, next_attempt_at=None), NOW)
+        deletion_case.overdue(
+            SimpleNamespace(
+                lease_owner=None, lease_expires_at=None, status="completed", next_check_at=GONE, next_attempt_at=None
+            ),
+            NOW,
+        )
         is False
     )
     assert (
-        deletion_case.overdue(SimpleNamespace(status="retry_wait", next_check_at=LIVE, next_attempt_at=None), NOW)
+        deletion_case.overdue(
+            SimpleNamespace(
+                lease_owner=None, lease_expires_at=None, status="retry_wait", next_check_at=LIVE, next_attempt_at=None
+            ),
+            NOW,
+        )
         is False
     )
     # Within the dispatcher's cycle (one minute, two of grace) a due check is not yet overdue.
-    just_due = SimpleNamespace(status="approved", next_check_at=NOW - timedelta(seconds=90), next_attempt_at=None)
+    just_due = SimpleNamespace(
+        lease_owner=None,
+        lease_expires_at=None,
+        status="approved",
+        next_check_at=NOW - timedelta(seconds=90),
+        next_attempt_at=None,
+    )
     assert deletion_case.overdue(just_due, NOW) is False
 
 
