@@ -6,8 +6,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Q
-
 from core.store import parse_id
 from deletions.contract import CancelFacts, StageSnapshot, chain_order
 from deletions.errors import UnknownRequest
@@ -133,12 +131,12 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def effect_unknown(now: datetime, limit: int) -> list[StageHistory]:
-    """Submitted but not settled, or a worker lost mid-stage: nobody may resend until the target
-    system's record (or an operator) says what happened."""
-    lapsed = Q(request__lease_owner__isnull=True) | Q(request__lease_expires_at__lte=now)
+    """Submitted but not settled (`case.unsettled`, as a query): nobody may resend until the target
+    system's record (or an operator) says what happened. A stage whose worker was lost before it
+    submitted anything is not among them: nothing was sent, and the next worker runs it."""
     return list(
-        StageHistory.objects.filter(is_current=True)
-        .filter((Q(submitted_at__isnull=False) & ~Q(status="completed")) | (Q(status="running") & lapsed))
+        StageHistory.objects.filter(is_current=True, submitted_at__isnull=False)
+        .exclude(status="completed")
         .select_related("request")[:limit]
     )
 

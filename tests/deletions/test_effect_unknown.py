@@ -254,3 +254,33 @@ def test_a_cancel_that_meets_a_dead_workers_live_lease_waits_for_it_and_leaves_n
     assert not done.attempts.filter(outcome="running").exists()
     assert effects(req.id) == []
     observe(f"cancel met a dead worker's live lease: after it expired, {done.last_action}; rows running: 0")
+
+
+def test_only_a_submitted_unsettled_stage_reads_as_effect_unknown(cmd) -> None:
+    """A worker killed before it submitted anything leaves a queued case, not an unknown effect;
+    one killed after it submitted leaves an unknown effect, on the panel and the overview alike."""
+    import signal
+
+    from deletions import case, selectors
+    from deletions.selectors import stage_snapshot
+    from tests.deletions.helpers import running_row, start_worker
+    from tests.support import wait_for
+
+    quiet = submit_and_approve("demo:killed-before-submitting")
+    worker = start_worker(quiet.id, "--executor-id", "worker-a", "--stage-delay-ms", "60000")
+    wait_for(lambda: running_row(quiet.id), what="gate_user running, waiting before it submits")
+    worker.send_signal(signal.SIGKILL)
+    worker.communicate(timeout=60)
+    loud = crash_at("after-submit-mark", submit_and_approve("demo:killed-after-submitting").id)
+    later = (loud.lease_expires_at or timezone.now()) + timedelta(seconds=5)
+    listed = {s.request_id for s in selectors.effect_unknown(later, 50)}
+    assert listed == {loud.id}
+    for req, unknown in ((DeletionRequest.objects.get(id=quiet.id), False), (loud, True)):
+        stages = [stage_snapshot(s) for s in req.stages.all()]
+        assert case.unsettled(stages) is unknown
+        shown = case.panel(req, later, case.unsettled(stages))
+        if unknown:
+            assert "effect is unknown" in shown.open_question and shown.owner.startswith("operators on call")
+        else:
+            assert shown.open_question == "queued, waiting for a free worker"
+            assert shown.owner.startswith("system: the next free worker")
