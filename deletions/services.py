@@ -15,7 +15,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from core import authority, clock
+from core import authority, clock, present
 from core.authority import Actor
 from core.errors import optional_reason, required_reason, shown
 from deletions import jobs, proposal, targets, withdrawals
@@ -86,7 +86,9 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
         req = lock_request(rid)
         if req.status not in (Status.SUBMITTED, Status.NEEDS_REVIEW):
             previous = approvals.latest(req)
-            by = f" (approved by {previous.approved_by} at {previous.approved_at.isoformat()})" if previous else ""
+            by = (
+                f" (approved by {previous.approved_by} at {present.absolute(previous.approved_at)})" if previous else ""
+            )
             raise Refused(f"request {req.id} is {req.status}, not submitted: it cannot be approved again{by}")
         if submitted_by(req, actor):
             raise Refused(

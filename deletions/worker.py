@@ -17,7 +17,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connections
 
-from core import clock
+from core import clock, present
 from core.crashpoints import crash_point
 from deletions import targets
 from deletions.contract import Finished, Lease, NextStage, StageSnapshot, WaitUntil
@@ -161,7 +161,7 @@ def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutc
         where = f" for community {nxt.community_id}" if nxt.community_id else ""
         return RunOutcome(0, f"ran {handled} handler(s); next: {nxt.stage}{where}, {nxt.status}", handled)
     if isinstance(nxt, WaitUntil):
-        return RunOutcome(1, f"stage failed; retry not before {nxt.at.isoformat()}", handled, stage_failed=True)
+        return RunOutcome(1, f"stage failed; retry not before {present.absolute(nxt.at)}", handled, stage_failed=True)
     if nxt.status == Status.NEEDS_ATTENTION:
         return RunOutcome(
             1,

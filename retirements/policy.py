@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from core import backoff
+from core import backoff, present
 from core.errors import Refused
 from retirements.contract import (  # noqa: F401  (the policy's vocabulary, also read as policy.X)
     ALREADY_DONE,
@@ -201,9 +201,9 @@ def is_stalled(
     if watcher_status in ("settled", "superseded"):
         return None
     if not watcher_started and now - created_at > STALL_GRACE:
-        return f"watcher never started (created {created_at.isoformat()})"
+        return f"watcher never started (created {present.absolute(created_at)})"
     if next_wake_at is not None and now - next_wake_at > STALL_GRACE:
-        return f"watcher missed its wake-up at {next_wake_at.isoformat()} by more than 15 minutes"
+        return f"watcher missed its wake-up at {present.absolute(next_wake_at)} by more than 15 minutes"
     return None
 
 

@@ -18,7 +18,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from core import authority
+from core import authority, present
 from core.crashpoints import crash_point
 from retirements import jobs, notices, policy, selectors
 from retirements.contract import SlotView
@@ -99,7 +99,7 @@ def _conclude(
             pending = store_notices.pending_slots(woken.request_id)
         wake = policy.next_wake(eligible_at=woken.eligible_at, pending=pending, blocked_until=None)
         steps.wait(woken.request_id, wake=wake, verdict=first, now=now)
-        return f"{policy.WAIT} until {wake.isoformat()}"
+        return f"{policy.WAIT} until {present.absolute(wake)}"
     return _decide(woken.request_id, watcher_id, now=now)
 
 
@@ -155,7 +155,7 @@ def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = F
     if job_id is not None:
         transaction.on_commit(lambda: jobs.enqueue_purge(job_id))
     if wake is not None:
-        return f"{verdict.action} until {wake.isoformat()}"
+        return f"{verdict.action} until {present.absolute(wake)}"
     return verdict.action
 
 

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from django.db import connection, transaction
 
-from core import authority
+from core import authority, present
 from deletions.contract import AuthorityFacts, Custody, Lease, StageSnapshot
 from deletions.errors import UnknownRequest
 from deletions.models import DeletionApproval, DeletionRequest, Status
@@ -47,8 +47,8 @@ def expire_if_due(*, request_id: UUID, now: datetime, custody: Callable[[str, da
         req.updated_at = now
         req.save(update_fields=["status", "owner", "open_question", "next_check_at", "last_action", "updated_at"])
         return (
-            f"approval of request {req.id} by {approval.approved_by} expired at {approval.expires_at.isoformat()}; "
-            "the request is back in review and nothing was applied"
+            f"approval of request {req.id} by {approval.approved_by} expired at "
+            f"{present.absolute(approval.expires_at)}; the request is back in review and nothing was applied"
         )
 
 

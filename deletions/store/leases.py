@@ -14,6 +14,7 @@ from uuid import UUID
 
 from django.db import connection, transaction
 
+from core import present
 from core.errors import DomainError
 from core.logs import event
 from core.sql import Statements
@@ -105,11 +106,11 @@ def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:
     if req.status == Status.NEEDS_ATTENTION:
         return Refused(f"request {req.id} needs attention after {req.retry_count} failures; an operator must resume it")
     if req.status == Status.RETRY_WAIT and req.next_attempt_at and req.next_attempt_at > now:
-        return RetryNotDue(f"retry of request {req.id} is not due until {req.next_attempt_at.isoformat()}")
+        return RetryNotDue(f"retry of request {req.id} is not due until {present.absolute(req.next_attempt_at)}")
     if req.lease_owner is not None and req.lease_expires_at and req.lease_expires_at > now:
         return LeaseHeld(
             f"request {req.id} is leased by {req.lease_owner} (generation {req.lease_generation}) "
-            f"until {req.lease_expires_at.isoformat()}"
+            f"until {present.absolute(req.lease_expires_at)}"
         )
     return Refused(f"request {req.id} cannot be claimed in status {req.status}")
 

@@ -18,6 +18,7 @@ from uuid import UUID, uuid4, uuid5
 
 from django.db import connection, transaction
 
+from core import present
 from core.errors import DomainError
 from core.logs import event
 from core.sql import Statements
@@ -197,7 +198,7 @@ def fail(lease: Lease, stage_id: UUID, error: str, *, now: datetime, plan: PlanF
         if done is None:
             raise _why_not(cur, lease, stage_id, "record its failure (only a running stage fails)")
         if decided.alarm:
-            next_check = decided.next_check_at.isoformat() if decided.next_check_at else "none"
+            next_check = present.absolute(decided.next_check_at) if decided.next_check_at else "none"
             alarms.raise_alarm(
                 request_id=lease.request_id,
                 kind=alarms.EFFECT_UNKNOWN,
@@ -453,7 +454,9 @@ def _apply(cur: Any, lease: Lease, locked: _Locked, started: bool, op: Operation
         if status not in ("running", "retry_wait"):
             raise WorkflowError(f"cannot resume a stage of request {lease.request_id} in status {status}")
         if current.status == "failed" and locked.next_attempt_at and locked.next_attempt_at > now:
-            raise RetryNotDue(f"retry of stage {current.id} is not due until {locked.next_attempt_at.isoformat()}")
+            raise RetryNotDue(
+                f"retry of stage {current.id} is not due until {present.absolute(locked.next_attempt_at)}"
+            )
         return current
     if isinstance(op, Advance):
         if current is None or current.id != op.completed_stage_id or current.status != "completed":

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.db import connection
 
+from core import present
 from core.authority import Actor
 from core.sql import Statements
 from retirements.contract import Eligibility, PlannedNotice, Replan
@@ -107,7 +108,7 @@ def release(
         workspace=workspace,
         actor=actor,
         action="release",
-        reason=reason or f"held for {held_for}; eligibility extended to {plan.eligible_at.isoformat()}",
+        reason=reason or f"held for {held_for}; eligibility extended to {present.absolute(plan.eligible_at)}",
         now=now,
     )
 

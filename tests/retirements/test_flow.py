@@ -89,7 +89,7 @@ def test_run_watchers_command_reports_what_it_did(cmd, hq, make_workspace) -> No
     with time_machine.travel(T, tick=False):
         ran = cmd("run_watchers")
     assert ran.code == 0
-    assert json.loads(ran.out)["steps"] == {str(req.id): f"wait until {(T + 23 * DAY).isoformat()}"}
+    assert json.loads(ran.out)["steps"] == {str(req.id): f"wait until {(T + 23 * DAY):%Y-%m-%d %H:%M:%S} UTC"}
     shown = cmd("show_retirement", str(req.id))
     assert shown.code == 0 and "request_received" in shown.out and "delivered" in shown.out
     data = json.loads(cmd("show_retirement", str(req.id), "--json").out)
