@@ -47,7 +47,7 @@ class ConfirmForm(forms.Form):
 def require(request: HttpRequest, perm: str) -> None:
     """Every state change is checked on the server, whatever the page showed."""
     if not request.user.has_perm(perm):
-        raise PermissionDenied(f"this action needs the permission {perm}")
+        raise PermissionDenied(present.not_allowed(perm))
 
 
 def actor(request: HttpRequest) -> Actor:
@@ -208,7 +208,7 @@ class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
         """The changelist's own filters and search, every matching row (not just one page)."""
         if not self.has_view_permission(request):
             raise PermissionDenied(
-                f"exporting needs the permission {self.model._meta.app_label}.view_{self.model._meta.model_name}"
+                present.not_allowed(f"{self.model._meta.app_label}.view_{self.model._meta.model_name}")
             )
         try:
             queryset = self.get_changelist_instance(request).get_queryset(request)

@@ -95,8 +95,32 @@ class Offer:
         return not self.why_not
 
 
+def permission_words(perm: str) -> str:
+    """A permission as people say it: 'deletions.approve_deletionrequest' is 'approve deletion
+    requests', 'retirements.retry_notices_retirementrequest' 'retry notices of retirement requests'."""
+    from django.apps import apps
+
+    app, _, codename = perm.partition(".")
+    try:
+        models = list(apps.get_app_config(app).get_models())
+    except LookupError:
+        models = []
+    for model in models:
+        suffix = f"_{model._meta.model_name}"
+        if codename.endswith(suffix):
+            verb = codename[: -len(suffix)].replace("_", " ")
+            noun = str(model._meta.verbose_name_plural)
+            return f"{verb} of {noun}" if " " in verb else f"{verb} {noun}"
+    return codename.replace("_", " ")
+
+
+def not_allowed(perm: str) -> str:
+    """Why an action is refused for want of a permission, in words (the code is for logs)."""
+    return f"only staff allowed to {permission_words(perm)} can do this"
+
+
 def offer(name: str, label: str, *, perm: str, perms: set[str], why_not: str = "") -> Offer:
     """Missing permission first (it is what the user can least change), then the case's own reason."""
     if perm not in perms:
-        return Offer(name, label, f"needs the permission {perm}")
+        return Offer(name, label, not_allowed(perm))
     return Offer(name, label, why_not)

@@ -57,7 +57,7 @@ def test_support_reads_list_and_case_but_sees_no_actions(login, submitted) -> No
     assert "What is being changed" in body and "waiting for a second operator to approve" in body
     assert "Responsible person" in body and "operator-1" in body
     assert '<a class="button" id="action-' not in body  # offered to nobody without the permission
-    assert "needs the permission deletions.approve_deletionrequest" in body  # shown disabled, with the reason
+    assert "only staff allowed to approve deletion requests can do this" in body  # shown disabled, with the reason
 
 
 def test_approver_approves_through_the_confirmation_page(login, submitted) -> None:
