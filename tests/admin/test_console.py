@@ -67,7 +67,8 @@ def test_submit_refuses_a_bad_target_in_one_line_and_writes_nothing(login, staff
 
 def test_submit_needs_the_submit_permission(login, staff) -> None:
     page = login("support").get(reverse("admin:deletions_deletionrequest_add"))
-    assert page.status_code == 403 and "only staff allowed to submit deletion requests can do this" in page.content.decode()
+    assert page.status_code == 403
+    assert "only staff allowed to submit deletion requests can do this" in page.content.decode()
 
 
 # -- every decision leaves a LogEntry ------------------------------------------------------------
