@@ -83,6 +83,15 @@ def _proposal(req: DeletionRequest) -> dict[str, Any]:
     return {"proposal": proposal.of_request(req)}
 
 
+def _operation_in_question(req: DeletionRequest, heading: str) -> dict[str, Any]:
+    """The current stage's submitted operation, where to check it and what the target last answered."""
+    return {
+        "heading": heading,
+        "operation": req.stages.filter(is_current=True, submitted_at__isnull=False).first(),
+        "where": targets.for_target(req.target).where(),
+    }
+
+
 @admin.register(DeletionRequest)
 class DeletionRequestAdmin(CaseAdmin):
     list_display = ("target", "state", "progress", "responsible", "next_check", "requested_by", "created")
@@ -139,6 +148,8 @@ class DeletionRequestAdmin(CaseAdmin):
             "Confirm only after checking the target system: the next attempt then submits the same operation id "
             "again. Refused when the target system has a record of it.",
             form_class=SettleForm,
+            details_template="admin/deletions/operation_in_question.html",
+            context=lambda req: _operation_in_question(req, "The operation to check"),
             call=lambda actor, req, data: services.deletion_resume(
                 actor=actor, request_id=req.id, reason=data["reason"], effect_not_applied=True
             ),
@@ -152,8 +163,8 @@ class DeletionRequestAdmin(CaseAdmin):
             "(the open question names it and its operation id). Apply it in the vendor's console, then record what "
             "you did: your record is the stage's only evidence, and the request resumes at once.",
             form_class=RecordEffectForm,
-            details_template="admin/deletions/handed_over.html",
-            context=lambda req: {"handed": req.stages.filter(is_current=True, submitted_at__isnull=False).first()},
+            details_template="admin/deletions/operation_in_question.html",
+            context=lambda req: _operation_in_question(req, "The effect waiting for you"),
             call=lambda actor, req, data: services.deletion_record_effect(
                 actor=actor,
                 request_id=req.id,

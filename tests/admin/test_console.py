@@ -108,6 +108,11 @@ def test_confirm_not_applied_is_offered_for_an_unknown_effect_and_lets_the_next_
     client = login("operator")
     page = client.get(url("change", req)).content.decode()
     assert '<a class="button" id="action-settle"' in page and "status-effect_unknown" in page
+    # The confirmation names the operation, where to check it and what the target last answered.
+    row = req.stages.get(is_current=True)
+    confirm = client.get(url("settle", req)).content.decode()
+    assert str(row.operation_id) in confirm and "gate_user" in confirm
+    assert "the demo target database" in confirm and "before the submission" in confirm
     done = client.post(url("settle", req), {"reason": "checked the target's log", "confirm": "on"}, follow=True)
     assert "was not applied" in " ".join(messages_of(done))
     assert DeletionDecision.objects.filter(request=req, action="confirm_not_applied").exists()

@@ -96,7 +96,7 @@ def pages() -> list[Shot]:
         Shot("deletion-confirm-run", deletion("demo:bob", "run")),
         Shot("deletion-confirm-revoke", deletion("demo:bob", "revoke")),
         Shot("deletion-confirm-resume", deletion("demo:frank", "resume")),
-        Shot("deletion-confirm-settle", deletion("demo:dave", "settle")),
+        Shot("deletion-confirm-settle", deletion("demo:ivan", "settle")),  # the case with an unknown effect
         Shot("deletion-confirm-record", deletion("manual:vendor-crm/judy@example.com", "record")),
         Shot("retirement-case-waiting", retirement("initech-old")),
         Shot("retirement-case-held", retirement("globex-old")),
