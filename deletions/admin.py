@@ -23,11 +23,11 @@ from core import clock, present
 from core.admin import CaseAction, CaseAdmin, ConfirmForm, ReasonForm, actor, date_filter, require
 from core.errors import DomainError
 from core.templatetags.present import when
-from deletions import case, proposal, services, targets
+from deletions import case, proposal, selectors, services, targets
 from deletions.models import DeletionRequest, LeaseEvent, StageHistory
 from deletions.rules.inventory import community_ids, validate_target
 from deletions.rules.workflow import stage_count
-from deletions.selectors import stage_snapshot
+from deletions.selectors import UNSETTLED, stage_snapshot
 from deletions.store import alarms
 from deletions.store.requests import inventory_digest
 from deletions.targets.base import supervised
@@ -210,9 +210,7 @@ class DeletionRequestAdmin(CaseAdmin):
             .annotate(n=Count("*"))
             .values("n")
         )
-        unsettled = StageHistory.objects.filter(
-            request=OuterRef("pk"), is_current=True, submitted_at__isnull=False
-        ).exclude(status="completed")
+        unsettled = StageHistory.objects.filter(UNSETTLED, request=OuterRef("pk"))
         return (
             super()
             .get_queryset(request)
@@ -351,7 +349,7 @@ class DeletionRequestAdmin(CaseAdmin):
             "original": req,
             "req": req,
             "now": now,
-            "panel": case.panel(req, now, case.unsettled(stages)),
+            "panel": case.panel(req, now, selectors.unsettled(req.id)),
             "progress": case.progress(stages, req.inventory_json),
             "lanes": case.chain_picture(
                 req.inventory_json, stages, request_status=req.status, effect_unknown=effect_unknown

@@ -95,3 +95,10 @@ def grant(f: AuthorityFacts, *, lease: Lease, row: StageSnapshot, target: str) -
         "issued_at": f.now.isoformat(),
         "not_after": min(ends).isoformat(),
     }
+
+
+def lost(*, approver: str, approver_may: bool, requester: str, requester_may: bool) -> str:
+    """Why authority over a started case is withdrawn when a person behind it lost their permission."""
+    if not approver_may:
+        return f"approver {approver} no longer holds deletions.approve_deletionrequest"
+    return f"requester {requester} no longer holds deletions.submit_deletionrequest"

@@ -31,12 +31,6 @@ class Lane:
     boxes: list[Box] = field(default_factory=list)
 
 
-def unsettled(stages: list[StageSnapshot]) -> bool:
-    """The current stage's effect was submitted and not settled: the only "effect unknown"."""
-    current = next((s for s in stages if s.is_current), None)
-    return current is not None and current.submitted_at is not None and current.status != "completed"
-
-
 def lease_live(req: Any, now: datetime) -> bool:
     """A worker holds the case now: its heartbeat keeps the lease ahead of the clock."""
     return req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now

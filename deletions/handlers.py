@@ -121,20 +121,21 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
 def _hand_to_person(ctx: HandlerContext, row: StageSnapshot) -> None:
     """Authority held and the grant is minted, but this receiver enforces nothing: the effect waits for
     an operator, who applies it by hand and records the outcome (its only evidence)."""
-    where = f" in community {row.community_id}" if row.community_id else ""
-    branch = " and whether agents are left (--has-agents yes|no)" if row.stage == "purge_db" else ""
-    instructions = (
-        f"apply {row.stage}{where} for {ctx.plan.target} by hand in {ctx.target.name} (operation {row.operation_id}), "
-        f"then record what you did{branch}: 'Record effect applied by hand' on the case page, or manage.py "
-        f"record_effect {ctx.lease.request_id} --by YOU --applied|--not-applied --evidence TEXT"
-    )
     now = clock.now()
     stages.fail(
         ctx.lease,
         row.id,
         f"handed to a person: {ctx.target.name} cannot fence or check versions, so {row.stage} is applied by hand",
         now=now,
-        plan=lambda failures, owner: retry.plan_handoff(stage=row.stage, instructions=instructions, now=now),
+        plan=lambda failures, owner: retry.plan_handoff(
+            request_id=ctx.lease.request_id,
+            target=ctx.plan.target,
+            where=ctx.target.name,
+            stage=row.stage,
+            community_id=row.community_id,
+            operation_id=row.operation_id,
+            now=now,
+        ),
     )
 
 

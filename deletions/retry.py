@@ -56,14 +56,29 @@ def plan_failure(
     )
 
 
-def plan_handoff(*, stage: str, instructions: str, now: datetime) -> FailurePlan:
+def plan_handoff(
+    *,
+    request_id: object,
+    target: str,
+    where: str,
+    stage: str,
+    community_id: str | None,
+    operation_id: object,
+    now: datetime,
+) -> FailurePlan:
     """An effect at a receiver that enforces nothing is handed to a person: the case waits for an
     operator (on call, within the hour, alarmed) to apply it by hand and record what they did."""
+    place = f" in community {community_id}" if community_id else ""
+    branch = " and whether agents are left (--has-agents yes|no)" if stage == "purge_db" else ""
     return FailurePlan(
         decision=RetryDecision(next_attempt_at=None, needs_attention=True),
         status="needs_attention",
         owner=OPERATORS_ON_CALL,
-        open_question=instructions,
+        open_question=(
+            f"apply {stage}{place} for {target} by hand in {where} (operation {operation_id}), then record what "
+            f"you did{branch}: 'Record effect applied by hand' on the case page, or manage.py record_effect "
+            f"{request_id} --by YOU --applied|--not-applied --evidence TEXT"
+        ),
         next_check_at=now + ATTENTION_CHECK,
         alarm=True,
     )

@@ -6,6 +6,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.db.models import Q
+
 from core.store import parse_id
 from deletions.contract import CancelFacts, StageSnapshot, chain_order
 from deletions.errors import UnknownRequest
@@ -130,15 +132,20 @@ def _iso(value: datetime | None) -> str | None:
 # The operations overview's lists (each one bounded query).
 
 
+# The one rule for "effect unknown": a current stage whose effect was submitted and not settled.
+# A stage whose worker was lost before it submitted anything is not one: nothing was sent, and the
+# next worker runs it. The panel, the list and the overview all read it through this.
+UNSETTLED = Q(is_current=True, submitted_at__isnull=False) & ~Q(status="completed")
+
+
+def unsettled(request_id: UUID) -> bool:
+    return StageHistory.objects.filter(UNSETTLED, request_id=request_id).exists()
+
+
 def effect_unknown(now: datetime, limit: int) -> list[StageHistory]:
-    """Submitted but not settled (`case.unsettled`, as a query): nobody may resend until the target
-    system's record (or an operator) says what happened. A stage whose worker was lost before it
-    submitted anything is not among them: nothing was sent, and the next worker runs it."""
-    return list(
-        StageHistory.objects.filter(is_current=True, submitted_at__isnull=False)
-        .exclude(status="completed")
-        .select_related("request")[:limit]
-    )
+    """Submitted but not settled (`UNSETTLED`): nobody may resend until the target system's record
+    (or an operator) says what happened."""
+    return list(StageHistory.objects.filter(UNSETTLED).select_related("request")[:limit])
 
 
 def needing_attention(limit: int) -> list[DeletionRequest]:

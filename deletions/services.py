@@ -238,12 +238,17 @@ def deletion_record_effect(
             raise Refused(f"request {req.id} ({req.status}) has no effect waiting for an operator; nothing recorded")
         if row.stage == workflow.PURGE_DB and applied and has_agents is None:
             raise BadInput(f"{row.stage} applied: say whether agents are left (--has-agents yes|no); nothing recorded")
+        if has_agents is not None and not (row.stage == workflow.PURGE_DB and applied):
+            raise BadInput(
+                f"--has-agents says what an applied purge_db left; the waiting stage is {row.stage}"
+                f"{'' if applied else ', recorded as not applied'}; nothing recorded"
+            )
         stages.record_by_hand(
             req.id,
             operation_id=row.operation_id,
             stage=row.stage,
             applied=applied,
-            has_agents=has_agents if row.stage == workflow.PURGE_DB else None,
+            has_agents=has_agents,
             evidence=evidence,
             by=actor.name,
             now=now,

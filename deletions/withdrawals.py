@@ -20,7 +20,7 @@ from uuid import UUID
 
 from core import grants
 from core.logs import event
-from deletions import targets
+from deletions import authority, targets
 from deletions.store import withdrawals as store
 
 logger = logging.getLogger("deletions")
@@ -31,7 +31,10 @@ def withdraw_lost_authority(*, now: datetime) -> int:
     being active staff): authority over the case is withdrawn, as a revocation would, and told to the
     target by the next push. Run by every dispatcher tick; each grant is rechecked anyway."""
     lost = store.lost_authority()
-    for request_id, why in lost:
+    for request_id, approver, approver_may, requester, requester_may in lost:
+        why = authority.lost(
+            approver=approver, approver_may=approver_may, requester=requester, requester_may=requester_may
+        )
         epoch = store.withdraw_locked(request_id, cause=why, now=now)
         event(logger, "authority_lost", level=logging.WARNING, request_id=request_id, reason=f"epoch {epoch}: {why}")
     return len(lost)

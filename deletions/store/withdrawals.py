@@ -46,17 +46,15 @@ def push_failed(p: Pending, *, error: str, now: datetime) -> None:
         SQL.run(cur, "push_failed", request_id=p.request_id, epoch=p.epoch, error=error[:2000], now=now)
 
 
-def lost_authority(*, limit: int = 100) -> list[tuple[UUID, str]]:
+def lost_authority(*, limit: int = 100) -> list[tuple[UUID, str, bool, str, bool]]:
     """Started, unfinished requests whose current approval's approver or requester no longer holds
     their permission (`core.authority.may_sql`, read now), with no withdrawal since that approval:
-    (request, why) each, oldest approval first."""
+    (request, approver, approver may, requester, requester may), oldest approval first."""
     approver_may, approver_params = authority.may_sql("a.approved_by_user_id", APPROVE)
     requester_may, requester_params = authority.may_sql("r.requested_by_user_id", SUBMIT)
     with connection.cursor() as cur:
         cur.execute(
-            f"""SELECT r.id, CASE WHEN NOT {approver_may}
-                              THEN 'approver ' || a.approved_by || ' no longer holds ' || %s
-                              ELSE 'requester ' || r.requested_by || ' no longer holds ' || %s END
+            f"""SELECT r.id, a.approved_by, {approver_may}, r.requested_by, {requester_may}
                 FROM entity_deletion_requests r
                 JOIN LATERAL (
                     SELECT * FROM entity_deletion_approvals WHERE request_id = r.id
@@ -68,9 +66,9 @@ def lost_authority(*, limit: int = 100) -> list[tuple[UUID, str]]:
                                   WHERE w.request_id = r.id AND w.created_at >= a.approved_at)
                   AND (NOT {approver_may} OR NOT {requester_may})
                 ORDER BY a.approved_at LIMIT %s""",
-            [*approver_params, APPROVE, SUBMIT, *approver_params, *requester_params, limit],
+            [*approver_params, *requester_params, *approver_params, *requester_params, limit],
         )
-        return [(r[0], r[1]) for r in cur.fetchall()]
+        return [(r[0], r[1], bool(r[2]), r[3], bool(r[4])) for r in cur.fetchall()]
 
 
 def withdraw_locked(request_id: UUID, *, cause: str, now: datetime) -> int:

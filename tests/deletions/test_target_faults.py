@@ -127,3 +127,15 @@ def test_a_statement_timeout_at_the_target_leaves_it_unknown_then_settles(cmd, o
         f"a statement at the target cancelled by its 1 s timeout: effect unknown, owner {case.owner}; "
         f"then {done.status}, {len(effects(req.id))} effects, each once"
     )
+
+
+def test_a_proposal_says_when_the_target_cannot_be_read_now() -> None:
+    from core.authority import named
+    from deletions import proposal
+    from deletions.services import deletion_submit
+
+    req = deletion_submit(actor=named("operator-a"), target="demo:unreadable-preview")
+    with TargetStopped():
+        shown = proposal.of_request(req)
+    assert shown.source.startswith("not readable now: the demo target system did not answer"), shown.source
+    assert {c.name for c in shown.communities} == {"(the target system cannot be read now)"}

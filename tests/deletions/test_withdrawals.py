@@ -135,3 +135,22 @@ def test_an_approver_losing_the_permission_withdraws_authority_at_the_next_tick(
     case = DeletionRequest.objects.get(id=req.id)
     assert case.status == "needs_review" and "approver operator-b is no longer" in case.open_question, err
     observe(f"approver lost the permission while a grant was in flight: {w.cause}; the grant refused at the target")
+
+
+def test_a_withdrawal_is_not_a_grant_and_a_grant_is_not_a_withdrawal() -> None:
+    """The target tells the two signed kinds apart: neither is accepted as the other."""
+    from core import grants
+    from deletions.targets import for_target
+    from deletions.targets.base import TargetRefused
+
+    target = for_target("demo:kinds")
+    req = submit_and_approve("demo:kinds")
+    withdrawal = grants.sign({"kind": "withdrawal", "request_id": str(req.id), "epoch": 5, "issued_at": "x"})
+    with pytest.raises(TargetRefused) as as_grant:
+        target.apply(withdrawal)
+    assert as_grant.value.kind == "tampered" and "not a grant" in as_grant.value.message
+    grant = grants.sign({"kind": "grant", "request_id": str(req.id), "epoch": 5})
+    with pytest.raises(TargetRefused) as as_withdrawal:
+        target.withdraw(grant)
+    assert as_withdrawal.value.kind == "tampered" and "not a withdrawal" in as_withdrawal.value.message
+    assert min_epoch(req.id) is None and effects(req.id) == []
