@@ -255,6 +255,15 @@ Q_CLUSTER = {
     "save_limit": 0,  # keep every result, prune none per task; ops.schedules.prune_results deletes old ones
     "orm": "default",
     "catch_up": False,
+    # The control cluster (`Q_CLUSTER_NAME=control`, started beside the stage cluster by
+    # run_workers): the heartbeat, the dispatcher, the watchers and their notices run there, so
+    # long stages filling every stage worker can never make them wait.
+    "ALT_CLUSTERS": {
+        "control": {
+            "workers": int(os.environ.get("Q_CONTROL_WORKERS", "2")),
+            "queue_limit": int(os.environ.get("Q_CONTROL_WORKERS", "2")),
+        }
+    },
 }
 if os.environ.get("REDIS_URL"):
     Q_CLUSTER.pop("orm")

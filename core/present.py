@@ -45,6 +45,20 @@ def duration(value: timedelta | float | None) -> str:
     return f"{seconds:.1f} s" if seconds < 60 else span(seconds)
 
 
+def worker(owner: str | None) -> str:
+    """An executor id as people read it: 'q:vm:14628' is "worker on host vm (process 14628)"."""
+    if not owner:
+        return "no worker"
+    parts = owner.split(":")
+    kinds = {"q": "worker", "purge": "purge worker", "cli": "run_deletion"}
+    if len(parts) >= 3 and parts[-1].isdigit():
+        kind = kinds.get(parts[0], parts[0])
+        return f"{kind} on host {parts[-2]} (process {parts[-1]})"
+    if len(parts) == 2 and parts[-1].isdigit():
+        return f"run_deletion on host {parts[0]} (process {parts[1]})"
+    return owner
+
+
 def humanize(code: str | None) -> str:
     """`deletion_pending` → "deletion pending"."""
     return "-" if not code else str(code).replace("_", " ")

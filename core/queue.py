@@ -2,6 +2,10 @@
 
 Durable state lives in the database; a lost enqueue is picked up by the
 periodic dispatcher / watcher schedule, so a broker error is only logged.
+
+Two queues: stage runs (deletion stages, purges) go to the site's own queue, served by the
+stage cluster; control work (the schedules, watcher steps and their notices) goes to CONTROL,
+served by a cluster of its own, so a long stage never delays a heartbeat or a notice.
 """
 
 from __future__ import annotations
@@ -11,11 +15,15 @@ from typing import Any
 
 logger = logging.getLogger("core.queue")
 
+CONTROL = "control"  # the control cluster's name (Q_CLUSTER_NAME) and its queue
 
-def enqueue(func: str, *args: Any) -> None:
+
+def enqueue(func: str, *args: Any, control: bool = False) -> None:
     try:
+        from django.conf import settings
         from django_q.tasks import async_task
 
-        async_task(func, *args)
+        # Always named: a process of the control cluster would otherwise put a stage run on its own queue.
+        async_task(func, *args, cluster=CONTROL if control else settings.Q_CLUSTER["name"])
     except Exception:
         logger.exception("enqueue failed func=%s args=%s", func, args)

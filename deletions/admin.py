@@ -234,7 +234,7 @@ class DeletionRequestAdmin(CaseAdmin):
     def responsible(self, req: DeletionRequest) -> str:
         now = clock.now()
         unsettled = bool(getattr(req, "unsettled", False))
-        return case.responsible(req, now, unsettled) + (" · overdue" if case.overdue(req, now) else "")
+        return case.responsible(req, now, unsettled) + (" · overdue" if case.overdue(req, now, unsettled) else "")
 
     @admin.display(description="next check", ordering="next_check_at")
     def next_check(self, req: DeletionRequest) -> str:

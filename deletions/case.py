@@ -36,22 +36,38 @@ def lease_live(req: Any, now: datetime) -> bool:
     return req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
 
 
-def open_question(
-    status: str, stored: str, cancel_requested: bool, lease_expired: bool, unsettled: bool = False
-) -> str:
+def queued(req: Any, now: datetime, unsettled: bool) -> bool:
+    """Waiting for a free worker: approved or running with no worker holding it and no effect left
+    unsettled, or a plain retry that is due. The one rule the panel, the list, the overview, the
+    metrics and health read ("queued" is never "overdue" and never "effect unknown")."""
+    if lease_live(req, now) or unsettled:
+        return False
+    if req.status in ("approved", "running"):
+        return True
+    due = req.next_attempt_at is not None and req.next_attempt_at <= now
+    return req.status == "retry_wait" and not req.open_question and due
+
+
+def queued_since(req: Any) -> datetime:
+    """Since when a queued case has waited: its last move (approval, a released lease) or its retry time."""
+    return max(t for t in (req.updated_at, req.next_attempt_at, req.lease_expires_at) if t is not None)
+
+
+def open_question(req: Any, now: datetime, unsettled: bool = False) -> str:
     """What the case asks now. A running case without a live lease is queued for the next free
     worker, unless its current stage's effect was submitted and not settled: only then is its
     effect unknown."""
-    if stored:
-        return stored
-    if status == "submitted":
+    if req.open_question:
+        return str(req.open_question)
+    if req.status == "submitted":
         return "waiting for a second operator to approve the inventory"
-    if cancel_requested and status not in ("cancelled", "completed"):
+    if req.cancel_requested_at is not None and req.status not in ("cancelled", "completed"):
         return "cancellation recorded; the worker stops at its next transition"
-    if status == "running" and lease_expired and unsettled:
+    if req.status == "running" and not lease_live(req, now) and unsettled:
         return "worker stopped after submitting; its effect is unknown until the next worker looks it up at the target"
-    if status == "running" and lease_expired:
-        return "queued, waiting for a free worker"
+    if queued(req, now, unsettled):
+        waited = int((now - queued_since(req)).total_seconds())
+        return f"queued, waiting for a free worker (for {present.span(max(waited, 0))})"
     return ""
 
 
@@ -64,7 +80,7 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
 
     | state                                          | responsible                                 |
     | submitted, needs_review                        | the approvers                               |
-    | approved / running with a live lease           | the system: executor and generation         |
+    | approved / running with a live lease           | the system: the worker holding it, by host  |
     | approved, no worker yet                        | the system: the dispatcher, next run        |
     | running, no live lease, nothing unsettled      | the system: the next free worker (queued)   |
     | running, no live lease, an effect unsettled    | the operators on call                       |
@@ -76,7 +92,9 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
     if req.status in ("submitted", "needs_review"):
         return APPROVERS
     if req.status in ("approved", "running") and lease_live(req, now):
-        return f"system: {req.lease_owner} (generation {req.lease_generation})"
+        beat = getattr(req, "heartbeat_at", None)
+        since = f", heartbeat {beat:%H:%M:%S}" if beat else ""
+        return f"the system ({present.worker(req.lease_owner)}{since})"
     if req.status == "approved":
         return "system: the next worker (dispatcher)"
     if req.status == "running":
@@ -103,25 +121,25 @@ def next_check(req: Any, now: datetime) -> datetime | None:
     return req.next_check_at or req.next_attempt_at
 
 
-def overdue(req: Any, now: datetime) -> bool:
+def overdue(req: Any, now: datetime, unsettled: bool = False) -> bool:
     """An open case whose next check passed more than the dispatcher's cycle ago; never one a worker
-    holds now (its heartbeat is the check)."""
+    holds now (its heartbeat is the check) nor one queued for a free worker (it shows how long it
+    has waited; the overview shows the saturation and health the oldest wait)."""
     due = next_check(req, now)
-    return not lease_live(req, now) and due is not None and due < now - OVERDUE_GRACE
+    if lease_live(req, now) or queued(req, now, unsettled):
+        return False
+    return due is not None and due < now - OVERDUE_GRACE
 
 
 def panel(req: Any, now: datetime, unsettled: bool = False) -> CasePanel:
-    lease_expired = not lease_live(req, now)
-    attempt = f"{req.lease_owner} (generation {req.lease_generation})" if req.lease_owner else "none"
+    attempt = f"{present.worker(req.lease_owner)}, lease #{req.lease_generation}" if req.lease_owner else "none"
     return CasePanel(
         what=f"Delete the data of user {req.target} ({len(community_ids(req.inventory_json))} communities)",
         status=req.status,
         status_label=req.get_status_display(),
-        open_question=open_question(
-            req.status, req.open_question, req.cancel_requested_at is not None, lease_expired, unsettled
-        ),
+        open_question=open_question(req, now, unsettled),
         next_check_at=next_check(req, now),
-        owner=responsible(req, now, unsettled) + (" (next check overdue)" if overdue(req, now) else ""),
+        owner=responsible(req, now, unsettled) + (" (next check overdue)" if overdue(req, now, unsettled) else ""),
         last_action=req.last_action or "-",
         attempt=attempt,
     )
@@ -132,10 +150,7 @@ def cannot_run_now(req: Any, now: datetime) -> str:
     if req.cancel_requested_at is not None:
         return f"cancellation was recorded by {req.cancel_requested_by}"
     if req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now:
-        return (
-            f"a worker ({req.lease_owner}, generation {req.lease_generation}) holds the lease until "
-            f"{req.lease_expires_at:%H:%M:%S}"
-        )
+        return f"a {present.worker(req.lease_owner)} holds the lease until {present.absolute(req.lease_expires_at)}"
     if req.status == "retry_wait" and req.next_attempt_at is not None and req.next_attempt_at > now:
         return f"the retry is not due for {present.span(int((req.next_attempt_at - now).total_seconds()) + 1)}"
     return ""

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from core.store import parse_id
 from deletions.contract import CancelFacts, StageSnapshot, chain_order
@@ -146,6 +146,17 @@ def effect_unknown(now: datetime, limit: int) -> list[StageHistory]:
     """Submitted but not settled (`UNSETTLED`): nobody may resend until the target system's record
     (or an operator) says what happened."""
     return list(StageHistory.objects.filter(UNSETTLED).select_related("request")[:limit])
+
+
+def in_flight(limit: int) -> list[DeletionRequest]:
+    """The cases a worker holds or may take next (approved, running, retrying), the longest
+    unchanged first, each with `unsettled` (its current stage's effect submitted, not settled)."""
+    unsettled_stage = StageHistory.objects.filter(UNSETTLED, request=OuterRef("pk"))
+    return list(
+        DeletionRequest.objects.filter(status__in=[Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT])
+        .annotate(unsettled=Exists(unsettled_stage))
+        .order_by("updated_at", "id")[:limit]
+    )
 
 
 def needing_attention(limit: int) -> list[DeletionRequest]:

@@ -17,6 +17,7 @@ from django.http import HttpRequest, JsonResponse
 from core import clock
 from deletions.models import AuthorityWithdrawal, DeletionAlarm, DeletionRequest, Status
 from deletions.store.alarms import BOUNDARY_REFUSED
+from ops import saturation
 from ops.models import ClusterHeartbeat
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
 from retirements.selectors import count_stalls
@@ -45,6 +46,14 @@ def report(now: datetime) -> dict[str, Any]:
     checks["cluster"] = {
         "ok": fresh,
         "detail": f"last heartbeat {int((now - last).total_seconds())} s ago" if last else "no cluster heartbeat yet",
+    }
+    full = saturation.read(now)
+    waited = full.waited(now)
+    checks["stage_workers"] = {
+        "ok": waited <= saturation.WAIT_LATE.total_seconds(),
+        "busy": full.busy,
+        "waiting": len(full.waiting),
+        "detail": f"the longest wait for a free worker is {int(waited)} s" if full.waiting else "no case waits",
     }
     stalled = count_stalls(now=now)
     checks["stalled_watchers"] = {"ok": stalled == 0, "count": stalled}

@@ -14,13 +14,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from core import clock
 from deletions.models import DeletionDecision, DeletionRequest, StageAttempt, Status
+from ops import saturation
 from ops.models import ClusterHeartbeat
 from retirements.models import Decision as RetirementDecision
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
@@ -56,18 +57,24 @@ class DatabaseCollector:
             retirements.add_metric([state], counts.get(state, 0))
         yield retirements
 
-        due = DeletionRequest.objects.filter(
-            status__in=[Status.RETRY_WAIT, Status.APPROVED], next_attempt_at__lte=self.now
-        ).aggregate(oldest=Min("next_attempt_at"))["oldest"]
-        unstarted = DeletionRequest.objects.filter(status=Status.APPROVED, lease_owner__isnull=True).aggregate(
-            oldest=Min("updated_at")
-        )["oldest"]
-        oldest = min([t for t in (due, unstarted) if t is not None], default=None)
+        full = saturation.read(self.now)
+        yield GaugeMetricFamily(
+            "backoffice_stage_workers_busy", "Stage workers holding a live lease now", value=full.busy
+        )
+        yield GaugeMetricFamily(
+            "backoffice_cases_waiting_for_worker", "Deletion cases queued for a free worker", value=len(full.waiting)
+        )
         yield GaugeMetricFamily(
             "backoffice_oldest_due_work_seconds",
-            "Age of the oldest deletion work that is due and not running (queue lag)",
-            value=(self.now - oldest).total_seconds() if oldest else 0,
+            "How long the longest-waiting case has waited for a free worker (queue lag)",
+            value=full.waited(self.now),
         )
+        queued = GaugeMetricFamily(
+            "backoffice_queued_runs", "Runs queued at the broker (-1: it did not answer)", labels=["queue"]
+        )
+        queued.add_metric(["stage"], -1 if full.stage_runs_queued is None else full.stage_runs_queued)
+        queued.add_metric(["control"], -1 if full.control_runs_queued is None else full.control_runs_queued)
+        yield queued
         beat = ClusterHeartbeat.objects.aggregate(last=Max("seen_at"))["last"]
         yield GaugeMetricFamily(
             "backoffice_cluster_heartbeat_age_seconds",

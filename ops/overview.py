@@ -18,6 +18,7 @@ from core.store import capped_counts, shown_count
 from deletions import case as deletion_case
 from deletions import selectors as deletion_selectors
 from deletions.models import DeletionRequest, Status
+from ops import saturation
 from retirements import selectors as retirement_selectors
 from retirements.models import RequestStatus, RetirementRequest
 
@@ -33,6 +34,7 @@ def overview(now: datetime) -> dict[str, Any]:
     )
     return {
         "now": now,
+        "saturation": saturation.read(now),
         "deletion_counts": [(s.label, shown_count(deletion_counts[s.value]), s.value) for s in Status],
         "retirement_counts": [(s.label, shown_count(retirement_counts[s.value]), s.value) for s in RequestStatus],
         "needs_attention": with_responsible(deletion_selectors.needing_attention(LIMIT), now),

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db.models import Q
 
+from core.queue import CONTROL
+
 SCHEDULES = {
     "deletions: dispatch due runs": "deletions.tasks.dispatch",
     "retirements: run due watcher steps": "retirements.tasks.run_due",
@@ -14,6 +16,8 @@ SCHEDULES = {
     "ops: prune old task results": "ops.tasks.prune_results",
 }
 MINUTES = {"ops: prune old task results": 60}  # every other schedule runs each minute
+# Every schedule belongs to the control cluster: its scheduler creates the runs and its workers
+# take them, so stages filling the stage workers never delay them.
 
 # django-q2 saves every task's result (save_limit 0: its monitor never counts or prunes them
 # per task, which made it lock and load all saved results for each finished task); old rows
@@ -52,7 +56,14 @@ def ensure_schedules(schedule_model: Any = None) -> list[Any]:
         schedule_model = Schedule
     return [
         schedule_model.objects.update_or_create(
-            name=name, defaults={"func": func, "schedule_type": "I", "minutes": MINUTES.get(name, 1), "repeats": -1}
+            name=name,
+            defaults={
+                "func": func,
+                "schedule_type": "I",
+                "minutes": MINUTES.get(name, 1),
+                "repeats": -1,
+                "cluster": CONTROL,
+            },
         )[0]
         for name, func in SCHEDULES.items()
     ]

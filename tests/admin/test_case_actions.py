@@ -80,11 +80,11 @@ def test_deletion_actions_by_status(status, expected) -> None:
             "you submitted this request: a second operator must approve it",
         ),
         (
-            deletion("running", lease_owner="worker-a", lease_expires_at=NOW + timedelta(minutes=2, seconds=11)),
+            deletion("running", lease_owner="q:vm:14628", lease_expires_at=NOW + timedelta(minutes=2, seconds=11)),
             False,
             False,
             "run",
-            "a worker (worker-a, generation 3) holds the lease until 12:02:11",
+            "a worker on host vm (process 14628) holds the lease until 2026-11-30 12:02:11 UTC",
         ),
         (
             deletion("retry_wait", next_attempt_at=NOW + timedelta(seconds=22, milliseconds=300)),
@@ -162,8 +162,8 @@ def test_resume_watcher_is_disabled_while_the_watcher_beats() -> None:
         # Refused at the boundary: back to the approvers.
         ("needs_review", None, "approval expired", "approvers", "approvers (group)"),
         # A worker holds a live lease: the system, named by executor and generation.
-        ("running", LIVE, "", "approver-1", "system: worker-a (generation 3)"),
-        ("approved", LIVE, "", "approver-1", "system: worker-a (generation 3)"),
+        ("running", LIVE, "", "approver-1", "the system (worker on host vm (process 14628), heartbeat 11:59:50)"),
+        ("approved", LIVE, "", "approver-1", "the system (worker on host vm (process 14628), heartbeat 11:59:50)"),
         ("approved", None, "", "approver-1", "system: the next worker (dispatcher)"),
         # No live lease and nothing submitted unsettled: queued for the next free worker, the system's.
         ("running", GONE, "", "approver-1", "system: the next free worker (queued)"),
@@ -183,8 +183,9 @@ def test_resume_watcher_is_disabled_while_the_watcher_beats() -> None:
 def test_the_responsible_person_follows_the_case(status, lease, open_question, owner, expected) -> None:
     req = SimpleNamespace(
         status=status,
-        lease_owner="worker-a" if lease else None,
+        lease_owner="q:vm:14628" if lease else None,
         lease_expires_at=lease,
+        heartbeat_at=NOW - timedelta(seconds=10),
         lease_generation=3,
         open_question=open_question,
         owner=owner,
@@ -193,29 +194,83 @@ def test_the_responsible_person_follows_the_case(status, lease, open_question, o
     assert deletion_case.responsible(req, NOW) == expected
 
 
+def case_row(status: str, lease=None, **facts) -> SimpleNamespace:
+    return SimpleNamespace(**{
+        "status": status, "lease_owner": "q:vm:14628" if lease else None, "lease_expires_at": lease,
+        "lease_generation": 3, "heartbeat_at": NOW - timedelta(seconds=4), "open_question": "", "owner": "system",
+        "requested_by": "operator-a", "cancel_requested_at": None, "next_check_at": None, "next_attempt_at": None,
+        "updated_at": NOW - timedelta(minutes=3, seconds=5), **facts,
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("row", "unsettled", "question", "overdue"),
+    [
+        # A stage running with a live lease, its saved next check long past: never overdue.
+        (case_row("running", LIVE, next_check_at=NOW - timedelta(minutes=9)), False, "", False),
+        # Between two stages, no worker free yet: queued, with its wait; never "effect unknown".
+        (case_row("running", None), False, "queued, waiting for a free worker (for 3 min 5 s)", False),
+        # Its worker's lease lapsed a second ago (nothing submitted): waiting since the lapse.
+        (case_row("running", GONE), False, "queued, waiting for a free worker (for 1 s)", False),
+        (
+            case_row("approved", None, updated_at=NOW - timedelta(seconds=40)),
+            False,
+            "queued, waiting for a free worker (for 40 s)",
+            False,
+        ),
+        # A plain retry that is due waits for a worker too.
+        (
+            case_row("retry_wait", next_attempt_at=NOW - timedelta(seconds=20), updated_at=NOW - timedelta(minutes=5)),
+            False,
+            "queued, waiting for a free worker (for 20 s)",
+            False,
+        ),
+        # A retry not yet due: nothing asked, the system's time.
+        (case_row("retry_wait", next_attempt_at=LIVE), False, "", False),
+        # Submitted and not settled, its worker gone: effect unknown, and the next check is owed.
+        (
+            case_row("running", GONE, next_check_at=NOW - timedelta(minutes=5)),
+            True,
+            "worker stopped after submitting; its effect is unknown until the next worker looks it up at the target",
+            True,
+        ),
+        # A saved question (effect unknown in retry_wait, needs review) is shown as saved.
+        (
+            case_row("needs_review", open_question="approval revoked", next_check_at=NOW + timedelta(hours=23)),
+            False,
+            "approval revoked",
+            False,
+        ),
+        (
+            case_row("needs_attention", open_question="failed 10 times", next_check_at=NOW - timedelta(minutes=3)),
+            False,
+            "failed 10 times",
+            True,
+        ),
+        (case_row("completed"), False, "", False),
+    ],
+)
+def test_the_state_words_follow_one_rule(row, unsettled, question, overdue) -> None:
+    """The panel's open question and the list's overdue mark, per state, from the same facts."""
+    assert deletion_case.open_question(row, NOW, unsettled) == question
+    assert deletion_case.overdue(row, NOW, unsettled) is overdue
+    assert deletion_case.queued(row, NOW, unsettled) is question.startswith("queued")
+    panel = deletion_case.panel(SimpleNamespace(**vars(row), inventory_json={}, last_action="", target="u",
+                                                get_status_display=lambda: row.status), NOW, unsettled)  # fmt: skip
+    assert panel.open_question == question and panel.owner.endswith("(next check overdue)") is overdue
+
+
 def test_a_worker_lost_after_submitting_is_the_operators_on_call() -> None:
     """Only a submitted, unsettled effect is "effect unknown"; a queued case is not."""
-    req = SimpleNamespace(
-        status="running", lease_owner="worker-a", lease_expires_at=GONE, lease_generation=3, open_question="",
-        owner="system", requested_by="operator-a",
-    )  # fmt: skip
+    req = case_row("running", GONE)
     assert deletion_case.responsible(req, NOW, unsettled=True) == "operators on call (group)"
-    assert "effect is unknown" in deletion_case.open_question("running", "", False, True, unsettled=True)
-    assert deletion_case.open_question("running", "", False, True) == "queued, waiting for a free worker"
-    assert deletion_case.open_question("running", "", False, False) == ""
+    assert deletion_case.responsible(req, NOW) == "system: the next free worker (queued)"
 
 
-def test_a_case_a_worker_holds_is_never_overdue_and_is_next_checked_at_its_lease() -> None:
-    """A 150 s stage advanced its case's next check minutes ago: with a live lease, not overdue."""
-    held = SimpleNamespace(
-        status="running", lease_owner="worker-a", lease_expires_at=LIVE, next_check_at=NOW - timedelta(minutes=9),
-        next_attempt_at=None,
-    )  # fmt: skip
-    assert deletion_case.overdue(held, NOW) is False and deletion_case.next_check(held, NOW) == LIVE
-    queued = SimpleNamespace(**{**vars(held), "lease_owner": None, "lease_expires_at": None})
-    assert deletion_case.overdue(queued, NOW) is True  # queued 9 minutes: nobody picked it up
-    done = SimpleNamespace(**{**vars(held), "status": "completed"})
-    assert deletion_case.next_check(done, NOW) is None and deletion_case.overdue(done, NOW) is False
+def test_a_case_a_worker_holds_is_next_checked_at_its_lease() -> None:
+    held = case_row("running", LIVE, next_check_at=NOW - timedelta(minutes=9))
+    assert deletion_case.next_check(held, NOW) == LIVE
+    assert deletion_case.next_check(case_row("completed"), NOW) is None
 
 
 def test_a_case_back_in_review_gives_the_approvers_a_working_day() -> None:
@@ -230,41 +285,11 @@ def test_a_case_back_in_review_gives_the_approvers_a_working_day() -> None:
 
 
 def test_an_overdue_next_check_is_marked() -> None:
-    late = SimpleNamespace(
-        lease_owner=None,
-        lease_expires_at=None,
-        status="retry_wait",
-        next_check_at=NOW - timedelta(minutes=5),
-        next_attempt_at=None,
-    )
-    assert deletion_case.overdue(late, NOW) is True
-    assert (
-        deletion_case.overdue(
-            SimpleNamespace(
-                lease_owner=None, lease_expires_at=None, status="completed", next_check_at=GONE, next_attempt_at=None
-            ),
-            NOW,
-        )
-        is False
-    )
-    assert (
-        deletion_case.overdue(
-            SimpleNamespace(
-                lease_owner=None, lease_expires_at=None, status="retry_wait", next_check_at=LIVE, next_attempt_at=None
-            ),
-            NOW,
-        )
-        is False
-    )
+    assert deletion_case.overdue(case_row("needs_attention", next_check_at=NOW - timedelta(minutes=5)), NOW) is True
+    assert deletion_case.overdue(case_row("completed", next_check_at=GONE), NOW) is False
+    assert deletion_case.overdue(case_row("needs_attention", next_check_at=LIVE), NOW) is False
     # Within the dispatcher's cycle (one minute, two of grace) a due check is not yet overdue.
-    just_due = SimpleNamespace(
-        lease_owner=None,
-        lease_expires_at=None,
-        status="approved",
-        next_check_at=NOW - timedelta(seconds=90),
-        next_attempt_at=None,
-    )
-    assert deletion_case.overdue(just_due, NOW) is False
+    assert deletion_case.overdue(case_row("needs_review", next_check_at=NOW - timedelta(seconds=90)), NOW) is False
 
 
 @pytest.mark.parametrize(

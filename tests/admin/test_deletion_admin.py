@@ -182,11 +182,11 @@ def test_run_now_that_cannot_run_says_why_and_records_nothing(login, approved, s
 
     from deletions.store import leases
 
-    leases.claim(request_id=approved.id, owner="worker-z", now=timezone.now(), lease_seconds=60)
+    leases.claim(request_id=approved.id, owner="q:host-z:4242", now=timezone.now(), lease_seconds=60)
     before = all_rows()
     response = login("operator").post(url("run", approved), follow=True)
     messages = [str(m) for m in response.context["messages"]]
-    assert any("a worker (worker-z, generation 1) holds the lease until" in m for m in messages), messages
+    assert any("a worker on host host-z (process 4242) holds the lease until" in m for m in messages), messages
     assert all_rows() == before and not OrmQ.objects.exists()
 
 

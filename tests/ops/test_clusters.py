@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psutil
 import pytest
 from django.db import connections
 from django.utils import timezone
@@ -91,7 +92,8 @@ def test_cluster_killed_mid_stage_is_finished_by_the_dispatcher_and_another_clus
     assert killed.lease_owner is not None and killed.status == "running"
     OrmQ.objects.all().delete()  # the killed cluster's task is gone: only the dispatcher can bring the work back
     schedules_due_now()
-    with cluster(DELETION_LEASE_SECONDS="6"):
+    # The dispatcher's schedule runs on the control cluster; the stage runs it enqueues on the stage cluster.
+    with cluster(DELETION_LEASE_SECONDS="6"), cluster(DELETION_LEASE_SECONDS="6", Q_CLUSTER_NAME="control"):
         wait_for(lambda: status(req.id) == "completed", timeout=240, what="completion after takeover")
     resumed = StageHistory.objects.get(id=row.id)
     assert resumed.status == "completed" and resumed.started_at == row.started_at and resumed.attempts == 2
@@ -191,7 +193,7 @@ def test_a_cluster_on_the_redis_broker_runs_the_dispatcher_and_the_deletion() ->
     redis.Redis.from_url(url).flushdb()
     req = submit_and_approve()  # enqueued on the ORM broker of this process: the Redis cluster never sees it
     schedules_due_now()
-    with cluster(REDIS_URL=url):
+    with cluster(REDIS_URL=url), cluster(REDIS_URL=url, Q_CLUSTER_NAME="control"):
         wait_for(lambda: status(req.id) == "completed", timeout=240, what="completion over Redis")
     assert StageHistory.objects.filter(request_id=req.id).count() == 5
 
@@ -221,3 +223,35 @@ def test_run_workers_stops_on_sigterm_within_the_lease_and_releases_it(target: s
     assert after.status in ("running", "approved", "retry_wait"), after.status
     assert not StageHistory.objects.filter(request_id=req.id, status="running").exists()  # a safe point
     observe(f"SIGTERM to the {target}: stopped in {elapsed:.1f} s, lease released, status {after.status}")
+
+
+def test_a_second_ctrl_c_stops_run_workers_at_once_and_leaves_the_lease_to_expire() -> None:
+    """The first Ctrl-C says what it waits for (each worker's current run); the second stops both
+    clusters at once: the stage's lease stays held and expires on its own."""
+    req = submit_and_approve()
+    with cluster(DELETION_DEMO_STAGE_DELAY_MS="120000", command="run_workers") as proc:
+        wait_for(
+            lambda: StageHistory.objects.filter(request_id=req.id, status="running").exists(),
+            timeout=240,
+            what="a running stage",
+        )
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len([c for c in children if "qcluster" in " ".join(c.cmdline())]) >= 2  # the stage and the control
+        proc.send_signal(signal.SIGINT)
+        assert proc.stderr is not None
+        first = ""
+        while "stopping the clusters" not in first:
+            first = proc.stderr.readline()
+            assert first, "run_workers closed its stderr without a word"
+        assert proc.poll() is None, "the first Ctrl-C waits for the running stage (120 s)"
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - started
+    assert elapsed < 15, f"the second Ctrl-C took {elapsed:.0f} s"
+    assert "finishes its current run (at most 150 s)" in first and "a second Ctrl-C stops at once" in first, first
+    assert "stopping at once; the leases held expire on their own" in rest, rest
+    assert not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    held = DeletionRequest.objects.get(id=req.id)
+    assert held.lease_owner is not None and held.lease_expires_at is not None
+    assert held.lease_expires_at > timezone.now()  # left to expire, not released

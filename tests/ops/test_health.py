@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from core.authority import Actor, named
 from deletions.models import DeletionRequest, Status
-from deletions.services import deletion_resume
+from deletions.services import deletion_cancel, deletion_resume
 from ops.models import ClusterHeartbeat
 from retirements.services import retirement_request, retirement_resume
 from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
@@ -44,7 +44,29 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "needs_attention",
         "refused_at_target",
         "withdrawals_unacknowledged",
+        "stage_workers",
     }
+    assert data["checks"]["stage_workers"] == {"ok": True, "busy": 0, "waiting": 0, "detail": "no case waits"}
+
+
+def test_red_when_a_case_waits_half_an_hour_for_a_free_worker(cmd) -> None:
+    """No worker took an approved case (every stage worker busy, or none running): queued, never
+    overdue on its page, and red here once it has waited 30 minutes."""
+    beat()
+    req = submit_and_approve()
+    with time_machine.travel(timezone.now() + timedelta(minutes=29), tick=False):
+        beat()
+        code, data = health(cmd)
+        assert code == 0 and data["checks"]["stage_workers"]["waiting"] == 1
+    with time_machine.travel(timezone.now() + timedelta(minutes=31), tick=False):
+        beat()
+        code, data = health(cmd)
+        assert code == 1
+        assert data["checks"]["stage_workers"] == {
+            "ok": False, "busy": 0, "waiting": 1, "detail": "the longest wait for a free worker is 1860 s",
+        }  # fmt: skip
+        deletion_cancel(request_id=req.id, actor=named("operator-c"), reason="no worker for half an hour")
+        assert health(cmd)[0] == 0
 
 
 def test_red_without_a_recent_cluster_heartbeat(cmd) -> None:

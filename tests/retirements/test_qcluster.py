@@ -1,4 +1,4 @@
-"""A real qcluster process runs a disposable-workspace retirement from request to deleted."""
+"""Real clusters (run_workers: stage and control) run a disposable retirement from request to deleted."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_qcluster_runs_a_disposable_retirement_to_deleted(hq, make_workspace, se
     make_workspace("scratch-ws", is_disposable_test=True)
     request = retirement_request(actor=Actor.of(hq), slug="scratch-ws", reason="test data", confirmation="scratch-ws")
     cluster = subprocess.Popen(
-        manage_argv("qcluster"),
+        manage_argv("run_workers"),
         cwd=ROOT,
         env=subprocess_env(RETIREMENT_DISPOSABLE_WAIT_SECONDS="3"),
         stdout=subprocess.DEVNULL,
@@ -38,7 +38,7 @@ def test_qcluster_runs_a_disposable_retirement_to_deleted(hq, make_workspace, se
         while time.monotonic() < deadline:
             if Workspace.objects.get(slug="scratch-ws").lifecycle == "deleted":
                 break
-            assert cluster.poll() is None, "qcluster exited early"
+            assert cluster.poll() is None, "run_workers exited early"
             time.sleep(1)
     finally:
         cluster.send_signal(signal.SIGTERM)

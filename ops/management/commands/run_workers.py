@@ -1,25 +1,34 @@
-"""The django-q2 cluster as a service runs it: stops cleanly on SIGTERM to this process alone
-or to its whole process group (systemd's KillMode=control-group, Docker, Kubernetes).
+"""The django-q2 clusters as a service runs them: the stage cluster (deletion stages, purges;
+Q_WORKERS workers) and the control cluster (the schedules: heartbeat, dispatcher, watchers and
+their notices; Q_CONTROL_WORKERS workers), so long stages filling every stage worker never delay
+the control work. Both stop cleanly on SIGTERM to this process alone or to its whole process
+group (systemd's KillMode=control-group, Docker, Kubernetes).
 
 qcluster itself does not survive a group SIGTERM: its sentinel and workers die at once (a
-running stage keeps its lease until it expires) and the main process then waits. So the
+running stage keeps its lease until it expires) and the main process then waits. So each
 cluster runs in a session of its own, where a group signal cannot reach it, and this process
-passes one SIGTERM to its main process: the sentinel stops taking tasks, each worker finishes
+passes one SIGTERM to each main process: the sentinel stops taking tasks, each worker finishes
 its current run (bounded by DELETION_TASK_SECONDS plus one stage) and releases its lease.
+A second Ctrl-C (or SIGTERM after the first) stops at once with SIGKILL: every lease a worker
+held then expires and the next worker settles what it left from the target's record.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+from core.queue import CONTROL
 
 PR_SET_PDEATHSIG = 1
 
@@ -31,24 +40,54 @@ def _stop_with_parent() -> None:
 
 
 class Command(BaseCommand):
-    help = "Run the django-q2 cluster; SIGTERM (to this process or its group) stops it cleanly."
+    help = (
+        "Run the stage cluster and the control cluster (django-q2); SIGTERM (to this process or its group) "
+        "stops both cleanly, a second one at once."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         manage = Path(settings.BASE_DIR) / "manage.py"
-        cluster = subprocess.Popen(
-            [sys.executable, str(manage), "qcluster"], start_new_session=True, preexec_fn=_stop_with_parent
-        )
-        stopping = False
+        env = {k: v for k, v in os.environ.items() if k != "Q_CLUSTER_NAME"}
+        clusters = {
+            name: subprocess.Popen(
+                [sys.executable, str(manage), "qcluster"],
+                env=extra,
+                start_new_session=True,
+                preexec_fn=_stop_with_parent,
+            )
+            for name, extra in (("stage", env), (CONTROL, {**env, "Q_CLUSTER_NAME": CONTROL}))
+        }
+        stops = 0
+        lease = settings.DELETION_LEASE_SECONDS
+        longest = settings.DELETION_TASK_SECONDS + settings.DELETION_DEMO_STAGE_DELAY_MS // 1000
 
         def stop(signum: int, frame: Any) -> None:
-            nonlocal stopping
-            if not stopping:  # one stop request: a second SIGTERM from the group changes nothing
-                stopping = True
-                self.stderr.write(f"run_workers: signal {signum}; stopping the cluster (pid {cluster.pid})")
-                cluster.send_signal(signal.SIGTERM)
+            nonlocal stops
+            stops += 1
+            if stops == 1:  # one stop request: the group's copy of the same signal changes nothing
+                self.stderr.write(
+                    f"run_workers: signal {signum}; stopping the clusters. Each worker finishes its current run "
+                    f"(at most {longest} s) and releases its lease; a second Ctrl-C stops at once "
+                    f"(the leases then expire within {lease} s and the next worker takes over)."
+                )
+                for proc in clusters.values():
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.send_signal(signal.SIGTERM)
+            elif signum == signal.SIGINT or stops > 2:  # a person's second Ctrl-C, or a third signal
+                self.stderr.write("run_workers: stopping at once; the leases held expire on their own")
+                for proc in clusters.values():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        code = cluster.wait()
-        if code not in (0, -signal.SIGTERM) and not stopping:
-            raise CommandError(f"the cluster exited with {code}", returncode=1)
+        failed = ""
+        while any(p.poll() is None for p in clusters.values()):
+            for name, proc in clusters.items():
+                code = proc.poll()
+                if code is not None and code not in (0, -signal.SIGTERM) and not stops and not failed:
+                    failed = f"the {name} cluster exited with {code}"
+                    stop(signal.SIGTERM, None)  # never half a service: the other one stops too
+            time.sleep(0.2)
+        if failed:
+            raise CommandError(failed, returncode=1)
