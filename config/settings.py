@@ -314,6 +314,9 @@ RETIREMENT_TICK_SECONDS = float(os.environ.get("RETIREMENT_TICK_SECONDS", "40"))
 RETIREMENT_NOTICE_CLAIM_SECONDS = int(os.environ.get("RETIREMENT_NOTICE_CLAIM_SECONDS", "300"))
 RETIREMENT_PURGE_LEASE_SECONDS = int(os.environ.get("RETIREMENT_PURGE_LEASE_SECONDS", "60"))
 RETIREMENT_DISPOSABLE_WAIT_SECONDS = int(os.environ.get("RETIREMENT_DISPOSABLE_WAIT_SECONDS", "600"))
+# The staff person (a username) who owns a retirement the system stopped: a hold at the point of
+# no return, a refused purge. Unset: the first active staff member allowed to hold retirements.
+RETIREMENT_ON_CALL = os.environ.get("RETIREMENT_ON_CALL", "")
 RETIREMENT_NOTICE_RECIPIENTS = [
     e.strip()
     for e in os.environ.get("RETIREMENT_NOTICE_RECIPIENTS", "" if PRODUCTION else "hq-staff@localhost").split(",")

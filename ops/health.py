@@ -19,7 +19,7 @@ from deletions.models import AuthorityWithdrawal, DeletionAlarm, DeletionRequest
 from deletions.store.alarms import BOUNDARY_REFUSED
 from ops import saturation
 from ops.models import ClusterHeartbeat
-from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
+from retirements.models import NoticeSlot, NoticeStatus, PurgeJob, PurgeStatus, RequestStatus
 from retirements.selectors import count_stalls
 
 CLUSTER_STALE = timedelta(minutes=3)
@@ -69,6 +69,10 @@ def report(now: datetime) -> dict[str, Any]:
         acknowledged_at__isnull=True, created_at__lte=now - WITHDRAWAL_LATE
     ).count()  # the partial index withdrawal_unacknowledged holds only these
     checks["withdrawals_unacknowledged"] = {"ok": late == 0, "count": late}
+    refused_purges = PurgeJob.objects.filter(
+        status=PurgeStatus.REFUSED, request__status=RequestStatus.EXECUTING
+    ).count()
+    checks["purges_refused"] = {"ok": refused_purges == 0, "count": refused_purges}
     status = "green" if all(c["ok"] for c in checks.values()) else "red"
     return {"status": status, "at": now.isoformat(), "checks": checks}
 

@@ -209,11 +209,33 @@ class RetirementRequestAdmin(CaseAdmin):
             ),
         ),
         CaseAction(
+            name="retry-purge",
+            perm=services.RESUME,
+            title="Retry the refused purge",
+            explanation="The purge runs again; its boundary rechecks the requester's authority, the fencing token "
+            "and the operation with the effect. Refused while the requester still lacks request_retirement.",
+            success="Purge queued again.",
+            call=lambda actor, req, data: services.retirement_retry_purge(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
+        ),
+        CaseAction(
+            name="close-refused",
+            perm=services.CANCEL,
+            title="Close without purge",
+            explanation="Nothing was purged: the request closes without purge and the workspace returns to disabled.",
+            success="Request closed without purge; the workspace is disabled again.",
+            call=lambda actor, req, data: services.retirement_close_refused(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
+        ),
+        CaseAction(
             name="resume",
             perm=services.RESUME,
             title="Resume the watcher",
-            explanation="A new watcher replaces the current one. Refused while the current watcher still runs. "
-            "It never releases a hold, shortens eligibility or satisfies a notice.",
+            explanation="A new watcher replaces the current one: only one that missed its wake-up by 15 minutes "
+            "or settled without concluding the request. It never releases a hold, shortens eligibility or "
+            "satisfies a notice.",
             form_class=ConfirmForm,
             success="Watcher replaced.",
             call=lambda actor, req, data: services.retirement_resume(actor=actor, request_id=req.id),
@@ -249,11 +271,15 @@ class RetirementRequestAdmin(CaseAdmin):
         notices = list(req.notices.order_by("due_at", "id"))
         decisions = list(req.decisions.order_by("created_at", "id"))
         stalled = selectors.stall_reason(req, now)
+        job = getattr(req, "purge_job", None)
+        refused = job.refusal if job is not None and job.status == "refused" and req.status == "executing" else ""
         offers = case.actions(
             req,
             request.user.get_all_permissions(),
             failed_notices=any(n.status == "failed" for n in notices),
             now=now,
+            stalled=stalled,
+            purge_refused=bool(refused),
         )
         context = {
             **self.admin_site.each_context(request),
@@ -261,7 +287,7 @@ class RetirementRequestAdmin(CaseAdmin):
             "title": f"Retirement of {req.workspace.slug}",
             "original": req,
             "req": req,
-            "panel": case.panel(req, stalled),
+            "panel": case.panel(req, stalled, refused),
             "timeline": case.timeline(req, notices, decisions, now),
             "timeline_narrow": case.timeline(req, notices, decisions, now, width=360),
             "notices": notices,

@@ -11,7 +11,9 @@ from core.present import CasePanel, Offer, offer
 from retirements import policy
 
 
-def open_question(req: Any, stalled: str | None) -> str:
+def open_question(req: Any, stalled: str | None, purge_refused: str = "") -> str:
+    if purge_refused:
+        return f"the purge was refused ({purge_refused}); nothing was purged: retry it once authority is back, or close"
     if stalled:
         return f"watcher stalled: {stalled}; resume the watcher"
     if req.status == "held":
@@ -21,13 +23,13 @@ def open_question(req: Any, stalled: str | None) -> str:
     return ""
 
 
-def panel(req: Any, stalled: str | None) -> CasePanel:
+def panel(req: Any, stalled: str | None, purge_refused: str = "") -> CasePanel:
     watcher, ws = req.watcher, req.workspace
     return CasePanel(
         what=f"Retire workspace {ws.slug} ({ws.name}); now {ws.get_lifecycle_display().lower()}",
         status=req.status,
         status_label=req.get_status_display(),
-        open_question=open_question(req, stalled),
+        open_question=open_question(req, stalled, purge_refused),
         next_check_at=req.next_wake_at,
         owner=req.owner.get_username() if req.owner else "-",
         last_action=req.last_action or "-",
@@ -35,26 +37,39 @@ def panel(req: Any, stalled: str | None) -> CasePanel:
     )
 
 
-def actions(req: Any, perms: set[str], *, failed_notices: bool, now: datetime) -> list[Offer]:
+def actions(
+    req: Any,
+    perms: set[str],
+    *,
+    failed_notices: bool,
+    now: datetime,
+    stalled: str | None = None,
+    purge_refused: bool = False,
+) -> list[Offer]:
     """The actions that apply to the case's state, each offered or disabled with the reason.
 
     Retry notices appears only where a notice failed all its attempts: its one way forward.
-    Resume watcher is disabled while the current watcher still beats (the service refuses it).
+    Resume watcher is disabled unless the watcher missed its wake-up or settled without
+    concluding the request (`policy.resume_refusal`, the service's own rule).
     """
     out: list[Offer] = []
     if req.status == "waiting":
         out.append(offer("hold", "Hold", perm=HOLD, perms=perms))
     if req.status == "held":
         out.append(offer("release", "Release", perm=HOLD, perms=perms))
+    if req.status == "executing" and purge_refused:
+        out.append(offer("retry-purge", "Retry the purge", perm=RESUME, perms=perms))
+        out.append(offer("close-refused", "Close without purge", perm=CANCEL, perms=perms))
     if failed_notices and req.status in ("waiting", "held", "executing"):
         out.append(offer("retry-notices", "Retry failed notices", perm=RETRY, perms=perms))
     if req.status in ("waiting", "held"):
         w = req.watcher
-        running = (
-            f"the watcher is running (heartbeat {present.relative(w.heartbeat_at, now)}); "
-            "only a stopped or stalled watcher is replaced"
-            if policy.watcher_running(w, now)
-            else ""
+        running = policy.resume_refusal(
+            request_status=req.status,
+            watcher_status=w.status if w is not None else None,
+            stalled=stalled,
+            next_wake_at=req.next_wake_at,
+            now=now,
         )
         out.append(offer("resume", "Resume watcher", perm=RESUME, perms=perms, why_not=running))
         out.append(offer("cancel", "Cancel", perm=CANCEL, perms=perms))

@@ -49,6 +49,10 @@ class Workspace(FSMModelMixin, models.Model):
     def begin_deleting(self) -> None:
         pass
 
+    @transition(field=lifecycle, source=Lifecycle.DELETING, target=Lifecycle.DISABLED)
+    def restore_after_refused_purge(self) -> None:
+        """Staff closed a request whose purge the boundary refused: nothing was purged."""
+
     @transition(field=lifecycle, source=Lifecycle.DELETING, target=Lifecycle.DELETED)
     def mark_deleted(self) -> None:
         pass
@@ -149,6 +153,10 @@ class RetirementRequest(FSMModelMixin, models.Model):
     @transition(field=status, source=RequestStatus.EXECUTING, target=RequestStatus.COMPLETED)
     def complete(self) -> None:
         pass
+
+    @transition(field=status, source=RequestStatus.EXECUTING, target=RequestStatus.CLOSED)
+    def close_refused(self) -> None:
+        """Staff closed it after the boundary refused its purge (nothing was purged)."""
 
     @transition(field=status, source=[RequestStatus.WAITING, RequestStatus.HELD], target=RequestStatus.CLOSED)
     def close(self) -> None:
@@ -288,6 +296,10 @@ class PurgeJob(FSMModelMixin, models.Model):
     @transition(field=status, source=PurgeStatus.QUEUED, target=PurgeStatus.REFUSED)
     def refuse(self) -> None:
         """The receiving boundary refused: nothing was purged."""
+
+    @transition(field=status, source=PurgeStatus.REFUSED, target=PurgeStatus.QUEUED)
+    def retry(self) -> None:
+        """Staff retried it once the requester's authority was back; the boundary rechecks."""
 
 
 class Decision(DecisionRecord):

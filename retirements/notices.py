@@ -52,6 +52,7 @@ class Sent:
     slot_id: int
     claimer: str
     error: str | None
+    kind: str = ""
 
 
 def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str) -> Sent:
@@ -68,9 +69,9 @@ def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str) -> Sent:
     try:
         send_notice(NoticeSlot(id=slot_id, kind=kind, request=request))
     except Exception as exc:
-        return Sent(slot_id, claimer, f"{type(exc).__name__}: {exc}")
+        return Sent(slot_id, claimer, f"{type(exc).__name__}: {exc}", kind)
     crash_point("notice-sent")
-    return Sent(slot_id, claimer, None)
+    return Sent(slot_id, claimer, None, kind)
 
 
 def record(sent: list[Sent], *, request_id: UUID, now: datetime) -> list[SlotView] | None:

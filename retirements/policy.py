@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
 
 from core import backoff, present
 from core.errors import Refused
@@ -42,7 +41,6 @@ STANDARD_WAIT = timedelta(days=30)
 NEVER_ACTIVATED_WAIT = timedelta(days=1)
 BLOCKER_REVISIT = timedelta(hours=6)
 STALL_GRACE = timedelta(minutes=15)
-WATCHER_FRESH = timedelta(minutes=5)  # a watcher that beat this recently still runs: resume is refused
 MAX_NOTICE_ATTEMPTS = 6
 NOTICE_FIRST_RETRY = timedelta(minutes=1)
 NOTICE_MAX_RETRY = timedelta(hours=1)
@@ -73,8 +71,24 @@ def notice_plan(requested_at: datetime, eligible_at: datetime) -> list[PlannedNo
     reminder = eligible_at - timedelta(days=7)
     if reminder > requested_at:
         plan.append(PlannedNotice(REMINDER_7_DAYS, reminder, gating=False))
-    plan.append(PlannedNotice(FINAL_WARNING, max(eligible_at - timedelta(hours=24), requested_at), gating=True))
+    plan.append(PlannedNotice(FINAL_WARNING, max(eligible_at - FINAL_WARNING_LEAD, requested_at), gating=True))
     return plan
+
+
+FINAL_WARNING_LEAD = timedelta(hours=24)  # what the final warning promises: this long before eligibility
+
+
+WARNING_ON_TIME = timedelta(minutes=1)  # the watcher's tick: a warning this late still counts as on time
+
+
+def eligible_after_warning(*, eligible_at: datetime, warned_at: datetime, requested_at: datetime) -> datetime:
+    """Eligibility once the final warning went out at `warned_at`: a warning later than its plan
+    by more than a tick (a failed send re-armed, a stalled watcher) moves eligibility so the lead
+    it promises holds in full. A waiting period shorter than the lead promises its own length."""
+    lead = min(FINAL_WARNING_LEAD, eligible_at - requested_at)
+    if warned_at + lead <= eligible_at + WARNING_ON_TIME:
+        return eligible_at
+    return warned_at + lead
 
 
 def next_wake(*, eligible_at: datetime, pending: Iterable[SlotView], blocked_until: datetime | None) -> datetime:
@@ -197,9 +211,10 @@ def purge_verdict(f: PurgeFacts) -> Verdict:
 def is_stalled(
     *, watcher_status: str, watcher_started: bool, created_at: datetime, next_wake_at: datetime | None, now: datetime
 ) -> str | None:
-    """Why a watcher counts as stalled, or None."""
+    """Why the current watcher of a waiting request counts as stalled, or None. A current watcher
+    that settled (or was superseded) while its request still waits concludes nothing: stalled."""
     if watcher_status in ("settled", "superseded"):
-        return None
+        return f"watcher {watcher_status} without concluding the request"
     if not watcher_started and now - created_at > STALL_GRACE:
         return f"watcher never started (created {present.absolute(created_at)})"
     if next_wake_at is not None and now - next_wake_at > STALL_GRACE:
@@ -207,11 +222,24 @@ def is_stalled(
     return None
 
 
-def watcher_running(watcher: Any, now: datetime) -> bool:
-    """The current watcher still beats: resuming it would race it, so resume is refused."""
-    return (
-        watcher is not None
-        and watcher.status in ("pending", "running")
-        and watcher.heartbeat_at is not None
-        and now - watcher.heartbeat_at < WATCHER_FRESH
-    )
+RESUME_RULE = (
+    "only a watcher that missed its wake-up by 15 minutes or settled without concluding the request is replaced"
+)
+
+
+def resume_refusal(
+    *,
+    request_status: str,
+    watcher_status: str | None,
+    stalled: str | None,
+    next_wake_at: datetime | None,
+    now: datetime,
+) -> str:
+    """Why the watcher must not be replaced now ("" when it may): the seed's recovery refuses while
+    the old execution still runs, and a watcher asleep until a wake-up weeks away still runs."""  # fmt: skip
+    if watcher_status is None or watcher_status in ("settled", "superseded") or stalled:
+        return ""
+    if request_status == "held":
+        return f"the watcher sleeps while the request is on hold (releasing wakes it); {RESUME_RULE}"
+    due = f"its next wake-up is {present.absolute(next_wake_at)} ({present.relative(next_wake_at, now)})"
+    return f"the watcher is healthy: {due if next_wake_at else 'it is starting'}; {RESUME_RULE}"

@@ -157,20 +157,23 @@ STALLED_ALARM = "watcher_stalled"
 
 
 def _stalled_ids(now: datetime, *, unalarmed: bool = False) -> QuerySet[Any]:
-    """Ids of waiting requests the stall rule may match: no watcher, a live watcher that never
-    started, or a wake-up missed by the grace. Three indexed branches (an OR across the join
-    would read every waiting request); the pure policy has the last word on each candidate."""
+    """Ids of waiting requests the stall rule may match: no watcher, a current watcher that
+    settled, a live watcher that never started, or a wake-up missed by the grace. Four indexed
+    branches (an OR across the join would read every waiting request); the pure policy has the
+    last word on each candidate."""
     cutoff = now - policy.STALL_GRACE
     waiting = RetirementRequest.objects.filter(status=RequestStatus.WAITING)
     if unalarmed:
         waiting = waiting.exclude(
             id__in=Alarm.objects.filter(kind=STALLED_ALARM, resolved_at__isnull=True).values("request_id")
         )
-    live = ~Q(watcher__status__in=[WatcherStatus.SETTLED, WatcherStatus.SUPERSEDED])
+    ended = [WatcherStatus.SETTLED, WatcherStatus.SUPERSEDED]
+    live = ~Q(watcher__status__in=ended)
     no_watcher = waiting.filter(watcher__isnull=True).values("id")
+    settled = waiting.filter(watcher__status__in=ended).values("id")  # current, yet concluded nothing
     missed = waiting.filter(live, next_wake_at__lt=cutoff).values("id")
     never_started = waiting.filter(live, watcher__started_at__isnull=True, watcher__created_at__lt=cutoff).values("id")
-    return no_watcher.union(missed, never_started)
+    return no_watcher.union(settled, missed, never_started)
 
 
 def count_stalls(*, now: datetime) -> int:

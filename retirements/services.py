@@ -8,6 +8,7 @@ write and log the decision, and enqueues work on commit.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -19,9 +20,10 @@ from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
 from retirements import jobs, policy, selectors
-from retirements.models import Lifecycle, RequestStatus, RetirementRequest, Workspace
+from retirements.models import Lifecycle, PurgeJob, PurgeStatus, RequestStatus, RetirementRequest, Workspace
 from retirements.store import locks
 from retirements.store import notices as store_notices
+from retirements.store import purge as store_purge
 from retirements.store import requests as store_requests
 
 PAST_PONR = "past the point of no return"
@@ -153,12 +155,26 @@ def retirement_resume(*, actor: Actor, request_id: UUID | str) -> RetirementRequ
     authority.require(actor, RESUME)
     now = clock.now()
     with transaction.atomic():
-        request, workspace = locks.lock_request(request_id)
+        # Never wait behind a watcher mid-step (it holds the request's lock): refuse at once.
+        locked = locks.lock_request(request_id, skip_locked=True)
+        if locked is None:
+            raise Refused(
+                "the watcher (or another decision) holds this request right now, so it is running; "
+                "look again in a minute"
+            )
+        request, workspace = locked
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD):
             raise _closed_refusal(request)
         old = locks.lock_current_watcher(request)
-        if old is not None and policy.watcher_running(old, now):
-            raise Refused(f"watcher still running: {old.id} heartbeat at {old.heartbeat_at}")
+        why_not = policy.resume_refusal(
+            request_status=request.status,
+            watcher_status=old.status if old else None,
+            stalled=selectors.stall_reason(request, now),
+            next_wake_at=request.next_wake_at,
+            now=now,
+        )
+        if why_not:
+            raise Refused(why_not)
         new = store_requests.replace_watcher(request, workspace, actor=actor, old=old, now=now)
         transaction.on_commit(lambda: jobs.enqueue_watcher_step(new.id))
         return request
@@ -182,11 +198,55 @@ def retirement_retry_notices(*, actor: Actor, request_id: UUID | str, reason: st
         return request
 
 
+def _refused_purge(request_id: UUID | str) -> tuple[RetirementRequest, Workspace, Any]:
+    """The locked request, workspace and purge job of a request whose purge the boundary refused."""
+    request, workspace = locks.lock_request(request_id)
+    job = PurgeJob.objects.select_for_update().filter(request=request).first()
+    if request.status != RequestStatus.EXECUTING or job is None or job.status != PurgeStatus.REFUSED:
+        raise Refused(f"request {request.id} has no refused purge (it is {request.status})")
+    return request, workspace, job
+
+
+def retirement_retry_purge(*, actor: Actor, request_id: UUID | str, reason: str) -> RetirementRequest:
+    """A refused purge runs again, once the requester holds request_retirement again; the
+    receiving boundary rechecks everything when it runs."""
+    authority.require(actor, RESUME)
+    reason = _reason(reason, "retry a refused purge")
+    now = clock.now()
+    with transaction.atomic():
+        request, workspace, job = _refused_purge(request_id)
+        requester = type(request.requested_by).objects.get(pk=request.requested_by_id)
+        if not authority.may(requester, REQUEST):
+            raise Refused(
+                f"requester {requester.get_username()} is still not active staff holding request_retirement: "
+                "restore that first, or close the request without purge"
+            )
+        store_purge.retry_refused(request, workspace, job, actor=actor, reason=reason, now=now)
+        transaction.on_commit(lambda: jobs.enqueue_purge(job.id))
+        request.refresh_from_db()
+        return request
+
+
+def retirement_close_refused(*, actor: Actor, request_id: UUID | str, reason: str) -> RetirementRequest:
+    """A staff decision ends a request whose purge was refused: nothing was purged, so it closes
+    without purge and the workspace returns to disabled."""
+    authority.require(actor, CANCEL)
+    reason = _reason(reason, "close a request whose purge was refused")
+    now = clock.now()
+    with transaction.atomic():
+        request, workspace, job = _refused_purge(request_id)
+        store_purge.close_refused(request, workspace, job, actor=actor, reason=reason, now=now)
+        request.refresh_from_db()
+        return request
+
+
 def workspace_create(
     *, slug: str, name: str, disabled: bool, never_activated: bool, disposable: bool, legal_hold: bool
 ) -> Workspace:
     """A new workspace (demo data and scripts): the same limits as the admin's."""
     slug, name, now = valid_slug(slug), workspace_name(name), clock.now()
+    if disposable and settings.PRODUCTION:
+        raise Refused("disposable test workspaces are refused in production: no retirement could ever purge one here")
     try:
         with transaction.atomic():
             return store_requests.create_workspace(

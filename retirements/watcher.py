@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -18,7 +19,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from core import authority, present
+from core import authority, clock, present
 from core.crashpoints import crash_point
 from retirements import jobs, notices, policy, selectors
 from retirements.contract import SlotView
@@ -115,7 +116,24 @@ def boundary(
         if not isinstance(woken, locks.Woken):
             return f"no retirement request {request_id}"
         pending = notices.record(sent or [], request_id=request_id, now=now) if sent else None
+        if any(s.error is None and s.kind == policy.FINAL_WARNING for s in sent or []):
+            woken = _warned(woken, now)
         return _conclude(woken, watcher_id, _first(woken, watcher_id, now), now=now, pending=pending)
+
+
+def _warned(woken: locks.Woken, now: datetime) -> locks.Woken:
+    """The final warning just went out: eligibility moves if it went out late (its lead holds)."""
+    eligible = policy.eligible_after_warning(
+        eligible_at=woken.eligible_at, warned_at=now, requested_at=woken.requested_at
+    )
+    if eligible == woken.eligible_at:
+        return woken
+    reason = (
+        f"the final warning went out at {present.absolute(now)}, later than planned; eligibility moves from "
+        f"{present.absolute(woken.eligible_at)} to {present.absolute(eligible)} so its 24 h notice holds"
+    )
+    steps.move_eligibility(woken.request_id, eligible_at=eligible, reason=reason, now=now)
+    return replace(woken, eligible_at=eligible)
 
 
 def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = False) -> str:
@@ -169,6 +187,11 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
     started = time.monotonic()
     budget = settings.RETIREMENT_TICK_SECONDS if budget is None else budget
     seen: set[UUID] = set()
+
+    def at() -> datetime:
+        """Each decision's own time (the clock as it is reached), never before the tick's `now`."""
+        return max(now, clock.now())
+
     while True:  # batches of due steps, oldest wake-up first, until none is left or the time is used
         batch = [
             (request_id, watcher_id)
@@ -187,7 +210,9 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
                 break
             seen.add(request_id)
             try:
-                summary["steps"][str(request_id)] = step(watcher_id, now=now, request_id=request_id, skip_locked=True)
+                summary["steps"][str(request_id)] = step(
+                    watcher_id, now=at(), request_id=request_id, skip_locked=True
+                )  # each decision carries its own time, not the tick's start
             except Exception:
                 logger.exception("watcher step failed request=%s watcher=%s", request_id, watcher_id)
                 summary["steps"][str(request_id)] = "error"
@@ -202,14 +227,14 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
             summary["more_due"] = True
             break
         try:
-            summary["steps"][str(request_id)] = step(watcher_id, now=now, request_id=request_id)
+            summary["steps"][str(request_id)] = step(watcher_id, now=at(), request_id=request_id)
         except Exception:
             logger.exception("watcher step failed request=%s watcher=%s", request_id, watcher_id)
             summary["steps"][str(request_id)] = "error"
     for job_id in PurgeJob.objects.filter(status=PurgeStatus.QUEUED).values_list("id", flat=True):
-        summary["purges"].append(run_purge(job_id, now=now))
+        summary["purges"].append(run_purge(job_id, now=at()))
     for slot_id in selectors.due_slot_ids_after_ponr(now):
-        summary["notices"] += notices.deliver(slot_id, now=now) == "delivered"
+        summary["notices"] += notices.deliver(slot_id, now=at()) == "delivered"
     for request, why in selectors.detect_stalls(now=now, limit=STALL_ALARMS_PER_TICK, unalarmed=True):
         store_decisions.raise_alarm(kind=selectors.STALLED_ALARM, request=request, message=why, now=now)
         summary["stalled"].append({"request": str(request.id), "why": why})

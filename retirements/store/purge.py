@@ -8,11 +8,13 @@ from uuid import UUID
 from django.db import connection
 
 from core import authority
+from core.authority import Actor
 from core.sql import Statements
 from retirements.contract import PurgeFacts
 from retirements.models import PurgeJob, RetirementRequest, Workspace
-from retirements.store.decisions import log_decision, raise_alarm
+from retirements.store.decisions import log_decision, raise_alarm, resolve_alarms
 from retirements.store.locks import lock_request
+from retirements.store.requests import on_call
 
 SQL = Statements.beside(__file__, "purge.sql")
 
@@ -80,11 +82,36 @@ def refuse_purge(
             now=now,
             rule=rule,
             action=action,
+            on_call=on_call(not_user_id=request.requested_by_id),
         )
     if done is None:
         raise ValueError(f"purge job {job.id} is not the queued job of generation {generation}: nothing refused")
     raise_alarm(kind="purge_refused", request=request, message=rule, now=now)
     _log_purge(request, workspace, "purge_refused", rule, generation, now)
+
+
+def retry_refused(request: RetirementRequest, workspace: Workspace, job: PurgeJob, *, actor: Actor, reason: str,
+                  now: datetime) -> None:  # fmt: skip
+    """The refused job queued again (one statement), its alarm resolved and the decision logged."""
+    with connection.cursor() as cur:
+        done = SQL.one(cur, "retry", job_id=job.id, actor=actor.user.pk, now=now,
+                       action=f"purge retried by {actor.name}: {reason}")  # fmt: skip
+    if done is None:
+        raise ValueError(f"purge job {job.id} is not a refused job of an executing request: nothing retried")
+    resolve_alarms(kind="purge_refused", request=request, now=now)
+    log_decision(request=request, workspace=workspace, actor=actor, action="retry_purge", reason=reason, now=now)
+
+
+def close_refused(request: RetirementRequest, workspace: Workspace, job: PurgeJob, *, actor: Actor, reason: str,
+                  now: datetime) -> None:  # fmt: skip
+    """Request closed without purge and workspace back to disabled (one statement), alarm resolved."""
+    conclusion = f"closed without purge by {actor.name} after the purge was refused: {reason}"
+    with connection.cursor() as cur:
+        done = SQL.one(cur, "close_refused", job_id=job.id, actor=actor.user.pk, now=now, conclusion=conclusion)
+    if done is None:
+        raise ValueError(f"purge job {job.id} is not a refused job of an executing request: nothing closed")
+    resolve_alarms(kind="purge_refused", request=request, now=now)
+    log_decision(request=request, workspace=workspace, actor=actor, action="close_refused", reason=reason, now=now)
 
 
 def log_stale_purge(

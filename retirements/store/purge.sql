@@ -33,6 +33,36 @@ WITH job AS (
     WHERE id = %(job_id)s AND status = 'queued' AND lease_owner = %(owner)s AND lease_generation = %(generation)s
     RETURNING request_id
 )
-UPDATE retirements_retirementrequest r SET last_action = %(action)s, updated_at = %(now)s
+UPDATE retirements_retirementrequest r
+SET last_action = %(action)s, owner_id = COALESCE(%(on_call)s, r.owner_id), updated_at = %(now)s
 FROM job WHERE r.id = job.request_id
 RETURNING r.id
+
+-- name: retry
+-- Staff retry a refused purge (the requester's authority is back): the job is queued again with
+-- no lease; the boundary rechecks everything when it runs.
+WITH job AS (
+    UPDATE retirements_purgejob SET status = 'queued', refusal = '', lease_owner = NULL, lease_expires_at = NULL
+    WHERE id = %(job_id)s AND status = 'refused'
+    RETURNING request_id
+)
+UPDATE retirements_retirementrequest r
+SET last_action = %(action)s, owner_id = %(actor)s, updated_at = %(now)s
+FROM job WHERE r.id = job.request_id AND r.status = 'executing'
+RETURNING r.id
+
+-- name: close_refused
+-- Staff close a request whose purge was refused: nothing was purged, so the request closes
+-- without purge and the workspace returns to disabled, together.
+WITH job AS (
+    SELECT request_id FROM retirements_purgejob WHERE id = %(job_id)s AND status = 'refused'
+), request AS (
+    UPDATE retirements_retirementrequest r
+    SET status = 'closed', concluded_at = %(now)s, conclusion = %(conclusion)s, last_action = %(conclusion)s,
+        owner_id = %(actor)s, updated_at = %(now)s
+    FROM job WHERE r.id = job.request_id AND r.status = 'executing'
+    RETURNING r.workspace_id
+)
+UPDATE retirements_workspace w SET lifecycle = 'disabled'
+FROM request WHERE w.id = request.workspace_id AND w.lifecycle = 'deleting'
+RETURNING w.id

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import connection
+from django.db.models import Q
 
 from core import present
 from core.authority import Actor
@@ -53,6 +56,26 @@ def create_request(
     return request, watcher
 
 
+def on_call(*, not_user_id: int | None) -> int | None:
+    """Who owns a case the system stopped (a boundary hold, a refused purge): the staff person
+    RETIREMENT_ON_CALL names, else the first active staff member (by username) allowed to hold
+    retirements; never `not_user_id` (the requester who lost authority)."""
+    users = User.objects.filter(is_active=True, is_staff=True).exclude(id=not_user_id or 0)
+    if settings.RETIREMENT_ON_CALL:
+        named = users.filter(username=settings.RETIREMENT_ON_CALL).values_list("id", flat=True).first()
+        if named is not None:
+            return named
+    allowed = (
+        Q(is_superuser=True)
+        | Q(groups__permissions__codename=HOLD_CODENAME, groups__permissions__content_type__app_label="retirements")
+        | Q(user_permissions__codename=HOLD_CODENAME, user_permissions__content_type__app_label="retirements")
+    )
+    return users.filter(allowed).order_by("username").values_list("id", flat=True).first()
+
+
+HOLD_CODENAME = "hold_retirementrequest"
+
+
 def hold(
     request: RetirementRequest, workspace: Workspace, *, actor: Actor | None, reason: str, now: datetime, action: str
 ) -> None:
@@ -64,6 +87,7 @@ def hold(
             "hold",
             request_id=request.id,
             held_by=actor.user.pk if actor is not None else None,
+            on_call=None if actor is not None else on_call(not_user_id=request.requested_by_id),
             reason=reason,
             action=by,
             now=now,

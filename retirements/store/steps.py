@@ -52,6 +52,18 @@ def wait(request_id: UUID, *, wake: datetime, verdict: Verdict, now: datetime) -
         raise ValueError(f"request {request_id} is not waiting: it cannot wait until {wake.isoformat()}")
 
 
+def move_eligibility(request_id: UUID, *, eligible_at: datetime, reason: str, now: datetime) -> None:
+    """Eligibility moves later (never earlier) and the move is logged, under the step's locks."""
+    with connection.cursor() as cur:
+        moved = SQL.one(cur, "move_eligibility", request_id=request_id, eligible_at=eligible_at, now=now,
+                        action=f"eligibility moved: {reason}")  # fmt: skip
+    if moved is not None:
+        request = RetirementRequest.objects.get(id=request_id)
+        workspace = Workspace.objects.get(id=moved[0])
+        log_decision(request=request, workspace=workspace, actor=None, action="eligibility_moved", reason=reason,
+                     now=now)  # fmt: skip
+
+
 def apply_verdict(
     verdict: Verdict,
     request: RetirementRequest,

@@ -53,3 +53,10 @@ WITH executing AS (
     FROM executing WHERE t.id = %(watcher_id)s AND t.status IN ('pending', 'running')
 )
 SELECT id FROM job
+
+-- name: move_eligibility
+-- A late gating notice (the final warning) moves eligibility so its promised lead holds.
+UPDATE retirements_retirementrequest
+SET eligible_at = %(eligible_at)s, last_action = %(action)s, updated_at = %(now)s
+WHERE id = %(request_id)s AND status = 'waiting' AND eligible_at < %(eligible_at)s
+RETURNING workspace_id

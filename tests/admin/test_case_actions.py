@@ -9,6 +9,7 @@ import pytest
 
 from deletions import case as deletion_case
 from retirements import case as retirement_case
+from retirements import policy as retirement_policy
 
 ALL_DELETION = {
     "deletions.approve_deletionrequest",
@@ -122,15 +123,21 @@ def test_settling_an_unknown_effect_is_offered_only_while_it_is_unknown() -> Non
     )
 
 
-def watched(status: str, heartbeat=None, watcher_status: str = "running") -> SimpleNamespace:
-    return SimpleNamespace(status=status, watcher=SimpleNamespace(status=watcher_status, heartbeat_at=heartbeat))
+def watched(status: str, watcher_status: str = "running", next_wake=None) -> SimpleNamespace:
+    return SimpleNamespace(
+        status=status, next_wake_at=next_wake, watcher=SimpleNamespace(status=watcher_status, heartbeat_at=None)
+    )
+
+
+HEALTHY = "the watcher is healthy: it is starting; " + retirement_policy.RESUME_RULE
+ASLEEP = "the watcher sleeps while the request is on hold (releasing wakes it); " + retirement_policy.RESUME_RULE
 
 
 @pytest.mark.parametrize(
     ("status", "expected"),
     [
-        ("waiting", {"hold": "", "cancel": "", "resume": ""}),
-        ("held", {"release": "", "cancel": "", "resume": ""}),
+        ("waiting", {"hold": "", "cancel": "", "resume": HEALTHY}),
+        ("held", {"release": "", "cancel": "", "resume": ASLEEP}),
         ("executing", {}),
         ("completed", {}),
         ("cancelled", {}),
@@ -144,14 +151,19 @@ def test_retirement_actions_by_status(status, expected) -> None:
     assert set(bare) == set(expected) and all(why.startswith("only staff allowed to ") for why in bare.values())
 
 
-def test_resume_watcher_is_disabled_while_the_watcher_beats() -> None:
-    beating = watched("waiting", heartbeat=NOW - timedelta(seconds=12))
-    got = shown(retirement_case.actions(beating, ALL_RETIREMENT, failed_notices=False, now=NOW))
+def test_resume_watcher_is_offered_only_for_a_stalled_or_settled_watcher() -> None:
+    """A watcher asleep until a wake-up weeks away still runs: resume is disabled with its next wake-up."""
+    weeks = watched("waiting", next_wake=NOW + timedelta(days=20))
+    got = shown(retirement_case.actions(weeks, ALL_RETIREMENT, failed_notices=False, now=NOW))
     assert got["resume"] == (
-        "the watcher is running (heartbeat 12 s ago); only a stopped or stalled watcher is replaced"
+        "the watcher is healthy: its next wake-up is 2026-12-20 12:00:00 UTC (in 20 d); "
+        + retirement_policy.RESUME_RULE
     )
-    silent = watched("waiting", heartbeat=NOW - timedelta(minutes=6))
-    assert shown(retirement_case.actions(silent, ALL_RETIREMENT, failed_notices=False, now=NOW))["resume"] == ""
+    missed = "watcher missed its wake-up at 2026-11-30 11:40:00 UTC by more than 15 minutes"
+    late = shown(retirement_case.actions(weeks, ALL_RETIREMENT, failed_notices=False, now=NOW, stalled=missed))
+    assert late["resume"] == ""
+    settled = watched("held", watcher_status="settled")
+    assert shown(retirement_case.actions(settled, ALL_RETIREMENT, failed_notices=False, now=NOW))["resume"] == ""
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,7 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "refused_at_target",
         "withdrawals_unacknowledged",
         "stage_workers",
+        "purges_refused",
     }
     assert data["checks"]["stage_workers"] == {"ok": True, "busy": 0, "waiting": 0, "detail": "no case waits"}
 

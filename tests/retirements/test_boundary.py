@@ -53,7 +53,15 @@ def test_undelivered_gating_notice_blocks_then_the_retry_lets_it_proceed(waiting
     assert req.next_wake_at == ELIGIBLE + timedelta(minutes=1)  # the notice retry comes first
     assert attempts == ["final_warning"]
     monkeypatch.undo()
+    # The retry delivers the final warning a day late: eligibility moves so its 24 h lead holds,
+    # never a destruction in the same tick as the warning.
     run_at(ELIGIBLE + timedelta(minutes=1))
+    warned = fresh(waiting)
+    moved = ELIGIBLE + timedelta(minutes=1, hours=24)
+    assert warned.workspace.lifecycle == "deletion_pending" and not PurgeJob.objects.exists()
+    assert (warned.status, warned.eligible_at, warned.next_wake_at) == ("waiting", moved, moved)
+    assert warned.decisions.filter(action="eligibility_moved").count() == 1
+    run_at(moved)
     assert fresh(waiting).workspace.lifecycle == "deleted"
     assert "boundary_wait" in fresh(waiting).decisions.values_list("action", flat=True)
 
@@ -123,6 +131,7 @@ def test_notice_failing_six_times_raises_the_alarm_and_blocks(hq, make_workspace
     alarm = req.alarms.get(kind="notice_failed")
     assert "request_received notice failed 6 times" in alarm.message
     assert any("alarm kind=notice_failed" in r.getMessage() for r in caplog.records)
+    run_at(ELIGIBLE - timedelta(hours=24))  # the final warning goes out on time
     run_at(ELIGIBLE)
     assert not PurgeJob.objects.exists() and fresh(req).blocker.startswith("gating notice(s) not delivered")
     observe(

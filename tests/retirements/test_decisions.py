@@ -102,6 +102,7 @@ def test_decisions_after_the_point_of_no_return_are_refused(hq, make_workspace, 
     make_workspace()
     req = request_at(T, hq)
     run_at(T)
+    run_at(T + 29 * DAY)  # the final warning, on time
     with time_machine.travel(T + 30 * DAY, tick=False):
         from retirements.watcher import step
 

@@ -182,7 +182,9 @@ def test_gating_blocker_is_revisited_after_six_hours() -> None:
         ("running", True, DAY, timedelta(minutes=16), "missed its wake-up"),
         ("running", True, DAY, timedelta(minutes=14), None),
         ("running", True, DAY, -DAY, None),  # waiting for a wake-up in the future
-        ("superseded", True, DAY, timedelta(days=3), None),
+        # The request's current watcher concluded nothing while the request waits: stalled.
+        ("superseded", True, DAY, timedelta(days=3), "superseded without concluding the request"),
+        ("settled", True, DAY, -DAY, "settled without concluding the request"),
     ],
 )
 def test_stall_detection(status, started, created_ago, wake_ago, stalled) -> None:
@@ -225,3 +227,25 @@ def test_the_first_rules_read_from_the_request_alone_are_the_verdict_whenever_th
                         assert verdict.reason != policy.NOT_YET_ELIGIBLE, f
                     seen.add(first.action if first else None)
     assert seen == {None, policy.SUPERSEDED, policy.SLEEP, policy.CONCLUDE, policy.WAIT}
+
+
+@pytest.mark.parametrize(
+    ("wait", "warned_late_by", "moved_by"),
+    [
+        (timedelta(days=30), timedelta(0), timedelta(0)),  # on time: nothing moves
+        (timedelta(days=30), timedelta(seconds=50), timedelta(0)),  # within the watcher's tick
+        (timedelta(days=30), timedelta(hours=3), timedelta(hours=3)),  # 3 h late: eligibility 3 h later
+        (timedelta(days=30), timedelta(days=2), timedelta(days=2)),  # sent after eligibility: 24 h from then
+        (timedelta(days=1), timedelta(hours=5), timedelta(hours=5)),  # never activated: the day holds in full
+        (timedelta(minutes=10), timedelta(minutes=30), timedelta(minutes=30)),  # disposable: its 10 min hold
+    ],
+)
+def test_a_late_final_warning_moves_eligibility_so_its_lead_holds(wait, warned_late_by, moved_by) -> None:
+    requested = NOW - 40 * DAY
+    eligible = requested + wait
+    planned = next(p.due_at for p in policy.notice_plan(requested, eligible) if p.kind == policy.FINAL_WARNING)
+    got = policy.eligible_after_warning(
+        eligible_at=eligible, warned_at=planned + warned_late_by, requested_at=requested
+    )
+    assert got == eligible + moved_by
+    assert got - (planned + warned_late_by) >= min(policy.FINAL_WARNING_LEAD, wait) - policy.WARNING_ON_TIME

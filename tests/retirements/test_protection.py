@@ -45,6 +45,7 @@ def test_a_legal_hold_set_during_the_wait_closes_the_retirement_without_purge(hq
     decision = Decision.objects.get(action="legal_hold_set")
     assert (decision.actor_label, decision.reason, decision.request_id) == ("lee-legal", "litigation 2026-114", req.id)
     assert fresh(req).last_action == "legal hold set by lee-legal"
+    run_at(T + 29 * DAY)  # the final warning, on time
     run_at(T + 30 * DAY)
     after = fresh(req)
     assert after.status == "closed" and "legal hold" in after.conclusion

@@ -10,6 +10,7 @@ import pytest
 import time_machine
 
 from core.authority import Actor
+from core.errors import Refused
 from retirements import watcher as watcher_module
 from retirements.models import NoticeSlot, PurgeJob, RetirementWatcher
 from retirements.selectors import detect_stalls
@@ -29,7 +30,7 @@ def test_resume_is_refused_while_the_watcher_runs(hq, make_workspace, cmd, obser
     run_at(T)  # the watcher starts and heartbeats
     with time_machine.travel(T + timedelta(minutes=1), tick=False):
         ran = cmd("resume_retirement", str(req.id), "--by", "hq-alice")
-    assert ran.code == 1 and "watcher still running" in ran.err
+    assert ran.code == 1 and "the watcher is healthy: its next wake-up is" in ran.err, ran.err
     assert RetirementWatcher.objects.filter(request=req).count() == 1
     observe(f"resume 1 min after the heartbeat: exit {ran.code}, '{ran.err.strip()[:40]}...', 1 watcher")
 
@@ -59,6 +60,9 @@ def test_resume_keeps_holds_eligibility_and_gating_notices(hq, make_workspace) -
         retirement_hold(actor=Actor.of(hq), request_id=req.id, reason="legal review")
     slots_before = list(NoticeSlot.objects.filter(request=req).values_list("kind", "status", "due_at"))
     with time_machine.travel(T + 40 * DAY, tick=False):
+        with pytest.raises(Refused, match="the watcher sleeps while the request is on hold"):
+            retirement_resume(actor=Actor.of(hq), request_id=req.id)
+        force(RetirementWatcher.objects.filter(request=req), status="settled")  # a crash or a hand fix
         retirement_resume(actor=Actor.of(hq), request_id=req.id)
     after = fresh(req)
     assert after.status == "held" and after.hold_reason == "legal review"
@@ -83,7 +87,8 @@ def test_superseded_watcher_woken_later_does_nothing_destructive(hq, make_worksp
     assert step(old, now=T + 31 * DAY) == "superseded"
     assert not PurgeJob.objects.exists()
     assert RetirementWatcher.objects.get(id=old).conclusion == "superseded watcher woke; no action taken"
-    # The authoritative watcher proceeds.
+    # The authoritative watcher proceeds (its final warning on time, a day before eligibility).
+    run_at(T + 29 * DAY)
     run_at(T + 31 * DAY)
     assert fresh(req).watcher_id == new and fresh(req).workspace.lifecycle == "deleted"
     observe(

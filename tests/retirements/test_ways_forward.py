@@ -1,0 +1,228 @@
+"""Retirement ways forward (issue 20, item 7): each test shows the rows before and after.
+
+A refused purge is retried once authority is back or closed by a staff decision, red in
+health and owned by a person until then (a boundary hold too). Resume replaces only a watcher
+that missed its wake-up or settled without concluding the request; three concurrent resumes
+give one winner; a resume never waits behind a watcher mid-step; a current-but-settled watcher
+counts as stalled; each audit row carries the time of its own decision; production refuses a
+disposable test workspace at creation.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import psutil
+import pytest
+import time_machine
+from django.db import connection
+
+from core import clock
+from core.authority import Actor
+from core.errors import BadInput, Refused
+from ops.health import report
+from retirements import purge, watcher
+from retirements.models import Alarm, Decision, PurgeJob, RetirementWatcher, Workspace
+from retirements.selectors import count_stalls, detect_stalls
+from retirements.services import (
+    retirement_close_refused,
+    retirement_resume,
+    retirement_retry_purge,
+    workspace_create,
+)
+from retirements.watcher import run_due
+from tests.conftest import manage_argv, subprocess_env
+from tests.retirements.helpers import fresh, request_at, run_at
+from tests.support import force, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def watchers(req) -> list[tuple[str, bool]]:
+    current = fresh(req).watcher_id
+    return [(w.status, w.id == current) for w in RetirementWatcher.objects.filter(request=req).order_by("created_at")]
+
+
+def test_resume_is_refused_for_a_watcher_asleep_until_a_wake_up_weeks_away(hq, make_workspace) -> None:
+    """Seed 002: recovery refuses while the old execution is still running. A watcher waiting
+    for a wake-up 23 days away last beat long ago and still runs."""
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)  # notices sent; the watcher sleeps until the 7-day reminder
+    before = watchers(req)
+    assert before == [("running", True)] and fresh(req).next_wake_at == T + 23 * DAY
+    with time_machine.travel(T + 6 * DAY, tick=False), pytest.raises(Refused) as refused:
+        retirement_resume(actor=Actor.of(hq), request_id=req.id)
+    assert "the watcher is healthy: its next wake-up is 2026-12-24 09:00:00 UTC (in 17 d)" in str(refused.value)
+    assert watchers(req) == before and not Decision.objects.filter(request=req, action="resume").exists()
+
+
+def test_three_concurrent_resumes_of_a_stalled_watcher_give_one_winner(hq, make_workspace) -> None:
+    make_workspace()
+    req = request_at(T, hq)  # its push was lost: the watcher never starts
+    assert watchers(req) == [("pending", True)]
+    later = T + timedelta(minutes=16)
+    assert [r.id for r, _ in detect_stalls(now=later)] == [req.id]
+    start = threading.Barrier(3)
+    results: list[str] = []
+
+    def resume() -> None:
+        try:
+            start.wait()
+            with time_machine.travel(later, tick=False):
+                retirement_resume(actor=Actor.of(hq), request_id=req.id)
+            results.append("replaced")
+        except Refused as exc:
+            results.append(f"refused: {exc}")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=resume) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(r.split(":")[0] for r in results) == ["refused", "refused", "replaced"], results
+    assert watchers(req) == [("superseded", False), ("pending", True)]
+    assert Decision.objects.filter(request=req, action="resume").count() == 1
+
+
+@pytest.mark.slow
+def test_a_resume_while_the_watcher_is_mid_step_is_refused_at_once(hq, make_workspace) -> None:
+    """Not a 30-second lock timeout and a traceback: one line, at once, nothing written."""
+    make_workspace()
+    req = request_at(clock.now() - timedelta(minutes=20), hq)  # stalled: never started
+    stepping = subprocess.Popen(manage_argv("run_watchers"), env=subprocess_env(PAUSE_AT="watcher-woke"))
+    try:
+        proc = psutil.Process(stepping.pid)
+        wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="the watcher paused mid-step, holding its lock")
+        before = watchers(req)
+        started = time.monotonic()
+        with pytest.raises(Refused, match="holds this request right now, so it is running"):
+            retirement_resume(actor=Actor.of(hq), request_id=req.id)
+        assert time.monotonic() - started < 5
+        assert watchers(req) == before
+    finally:
+        stepping.send_signal(signal.SIGCONT)
+        stepping.communicate(timeout=120)
+    assert stepping.returncode == 0
+    assert RetirementWatcher.objects.get(request=req).status == "running"  # the step went on
+
+
+def test_a_current_watcher_that_settled_while_the_request_waits_counts_as_stalled(hq, make_workspace) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)
+    assert count_stalls(now=T + DAY) == 0
+    force(RetirementWatcher.objects.filter(request=req), status="settled")  # a crash or a hand fix
+    stalled = detect_stalls(now=T + DAY)
+    assert [(r.id, why) for r, why in stalled] == [(req.id, "watcher settled without concluding the request")]
+    assert count_stalls(now=T + DAY) == 1
+    with time_machine.travel(T + DAY, tick=False):
+        assert report(clock.now())["checks"]["stalled_watchers"] == {"ok": False, "count": 1}
+        retirement_resume(actor=Actor.of(hq), request_id=req.id)  # offered, and it replaces it
+    assert watchers(req) == [("settled", False), ("pending", True)]
+    assert count_stalls(now=T + DAY) == 0
+
+
+def test_each_audit_row_carries_the_time_of_its_own_decision(hq, make_workspace) -> None:
+    """One tick takes the point of no return and then purges: the purge is logged after it."""
+    make_workspace()
+    req = request_at(clock.now() - 31 * DAY, hq)
+    run_at(req.eligible_at - DAY)  # the notices, on time
+    tick_started = clock.now()
+    run_due(now=tick_started)
+    rows = list(Decision.objects.filter(request=req).order_by("id").values_list("action", "created_at"))
+    assert [a for a, _ in rows] == ["request", "point_of_no_return", "purged"]
+    assert rows[1][1] >= tick_started and rows[2][1] > rows[1][1], rows
+
+
+def test_production_refuses_a_disposable_test_workspace_at_creation(settings) -> None:
+    settings.PRODUCTION = True
+    with pytest.raises(Refused, match="disposable test workspaces are refused in production"):
+        workspace_create(
+            slug="scratch", name="Scratch", disabled=True, never_activated=False, disposable=True, legal_hold=False
+        )
+    assert not Workspace.objects.exists()
+    settings.PRODUCTION = False
+    workspace_create(slug="scratch", name="Scratch", disabled=True, never_activated=False, disposable=True,
+                     legal_hold=False)  # fmt: skip
+    assert Workspace.objects.get(slug="scratch").is_disposable_test
+
+
+def refused_purge(hq, make_workspace):
+    """A retirement past its point of no return whose requester then lost authority: the
+    purge's boundary refused it and nothing was purged."""
+    make_workspace(activated=False)
+    start = clock.now() - 2 * DAY
+    req = request_at(start, hq)
+    run_at(start)
+    with time_machine.travel(req.eligible_at + timedelta(minutes=1), tick=False):
+        watcher_id = fresh(req).watcher_id
+        assert watcher_id is not None and watcher.step(watcher_id, now=clock.now()) == "proceed"
+    job = PurgeJob.objects.get(request=req)
+    hq.groups.clear()
+    assert "refused" in purge.run_purge(job.id, now=clock.now())
+    return fresh(req), PurgeJob.objects.get(id=job.id)
+
+
+def test_a_refused_purge_is_red_in_health_owned_by_a_person_and_retried_once_authority_is_back(
+    hq, make_workspace, other_staff
+) -> None:
+    req, job = refused_purge(hq, make_workspace)
+    # Before: executing, deleting, refused; owned by a staff person (not the requester who lost authority).
+    assert (req.status, req.workspace.lifecycle, job.status) == ("executing", "deleting", "refused")
+    assert req.owner_id == other_staff.id
+    assert report(clock.now())["checks"]["purges_refused"] == {"ok": False, "count": 1}
+    with pytest.raises(Refused, match="requester hq-alice is still not active staff holding request_retirement"):
+        retirement_retry_purge(actor=Actor.of(other_staff), request_id=req.id, reason="try again")
+    assert PurgeJob.objects.get(id=job.id).status == "refused"
+    hq.groups.add(*other_staff.groups.all())  # authority is back
+    retirement_retry_purge(actor=Actor.of(other_staff), request_id=req.id, reason="permission restored (IT-77)")
+    queued = PurgeJob.objects.get(id=job.id)
+    assert (queued.status, queued.lease_owner, queued.refusal) == ("queued", None, "")
+    assert not Alarm.objects.filter(request=req, kind="purge_refused", resolved_at__isnull=True).exists()
+    assert report(clock.now())["checks"]["purges_refused"]["ok"] is True
+    assert purge.run_purge(job.id, now=clock.now()).endswith("done")
+    after = fresh(req)
+    assert (after.status, after.workspace.lifecycle) == ("completed", "deleted")
+    assert list(Decision.objects.filter(request=req).order_by("id").values_list("action", flat=True))[-3:] == [
+        "purge_refused", "retry_purge", "purged",
+    ]  # fmt: skip
+
+
+def test_a_refused_purge_is_closed_by_a_staff_decision_with_a_reason(hq, make_workspace, other_staff) -> None:
+    req, job = refused_purge(hq, make_workspace)
+    with pytest.raises(BadInput):
+        retirement_close_refused(actor=Actor.of(other_staff), request_id=req.id, reason=" ")
+    assert fresh(req).status == "executing"
+    retirement_close_refused(actor=Actor.of(other_staff), request_id=req.id, reason="requester left; keep the data")
+    after = fresh(req)
+    assert (after.status, after.workspace.lifecycle) == ("closed", "disabled")
+    assert after.conclusion == (
+        "closed without purge by hq-bob after the purge was refused: requester left; keep the data"
+    )
+    assert PurgeJob.objects.get(id=job.id).status == "refused"  # the evidence stays
+    assert report(clock.now())["checks"]["purges_refused"]["ok"] is True
+    with pytest.raises(Refused, match="has no refused purge"):
+        retirement_retry_purge(actor=Actor.of(other_staff), request_id=req.id, reason="again")
+
+
+def test_a_boundary_hold_is_owned_by_a_named_staff_person_not_the_requester(hq, make_workspace, other_staff) -> None:
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)
+    assert fresh(req).owner_id == hq.id
+    run_at(req.eligible_at - DAY)  # the final warning, on time
+    hq.groups.clear()
+    run_at(req.eligible_at)
+    held = fresh(req)
+    assert held.status == "held" and held.held_by_id is None
+    assert held.owner_id == other_staff.id  # the first active staff member allowed to hold retirements
