@@ -20,7 +20,6 @@ from core.admin import (
     CaseAction,
     CaseActionsMixin,
     CaseAdmin,
-    ConfirmForm,
     EstimatedCountPaginator,
     date_filter,
     humanized_filter,
@@ -236,9 +235,10 @@ class RetirementRequestAdmin(CaseAdmin):
             explanation="A new watcher replaces the current one: only one that missed its wake-up by 15 minutes "
             "or settled without concluding the request. It never releases a hold, shortens eligibility or "
             "satisfies a notice.",
-            form_class=ConfirmForm,
             success="Watcher replaced.",
-            call=lambda actor, req, data: services.retirement_resume(actor=actor, request_id=req.id),
+            call=lambda actor, req, data: services.retirement_resume(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
         ),
     )
 

@@ -114,9 +114,10 @@ def retirement_hold(*, actor: Actor, request_id: UUID | str, reason: str) -> Ret
         return request
 
 
-def retirement_release(*, actor: Actor, request_id: UUID | str, reason: str = "") -> RetirementRequest:
+def retirement_release(*, actor: Actor, request_id: UUID | str, reason: str) -> RetirementRequest:
     """Eligibility moves by the time on hold; pending notices are re-planned."""
     authority.require(actor, HOLD)
+    reason = _reason(reason, "release a hold")
     now = clock.now()
     with transaction.atomic():
         request, workspace = locks.lock_request(request_id)
@@ -150,9 +151,10 @@ def retirement_cancel(*, actor: Actor, request_id: UUID | str, reason: str) -> R
         return request
 
 
-def retirement_resume(*, actor: Actor, request_id: UUID | str) -> RetirementRequest:
+def retirement_resume(*, actor: Actor, request_id: UUID | str, reason: str) -> RetirementRequest:
     """Replace the watcher. Never releases a hold, shortens eligibility or satisfies a notice."""
     authority.require(actor, RESUME)
+    reason = _reason(reason, "resume a watcher")
     now = clock.now()
     with transaction.atomic():
         # Never wait behind a watcher mid-step (it holds the request's lock): refuse at once.
@@ -175,7 +177,7 @@ def retirement_resume(*, actor: Actor, request_id: UUID | str) -> RetirementRequ
         )
         if why_not:
             raise Refused(why_not)
-        new = store_requests.replace_watcher(request, workspace, actor=actor, old=old, now=now)
+        new = store_requests.replace_watcher(request, workspace, actor=actor, old=old, reason=reason, now=now)
         transaction.on_commit(lambda: jobs.enqueue_watcher_step(new.id))
         return request
 

@@ -183,7 +183,13 @@ def end_without_purge(
 
 
 def replace_watcher(
-    request: RetirementRequest, workspace: Workspace, *, actor: Actor, old: RetirementWatcher | None, now: datetime
+    request: RetirementRequest,
+    workspace: Workspace,
+    *,
+    actor: Actor,
+    old: RetirementWatcher | None,
+    reason: str,
+    now: datetime,
 ) -> RetirementWatcher:
     new = RetirementWatcher.objects.create(request=request, created_at=now, replaces=old)
     if old is not None and old.status in ACTIVE_WATCHER:
@@ -200,7 +206,7 @@ def replace_watcher(
         workspace=workspace,
         actor=actor,
         action="resume",
-        reason=f"watcher {new.id} replaces {old.id if old else 'none'}",
+        reason=f"{reason} (watcher {new.id} replaces {old.id if old else 'none'})",
         now=now,
     )
     return new

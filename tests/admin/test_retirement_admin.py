@@ -79,7 +79,7 @@ def test_hold_and_release_from_the_case_page(login, waiting) -> None:
 def test_cancel_and_resume_from_the_case_page(login, waiting) -> None:
     client = login("operator")
     with time_machine.travel(clock.now() + timedelta(minutes=20), tick=False):
-        client.post(url("resume", waiting), {})
+        client.post(url("resume", waiting), {"reason": "watcher never started"})
     assert RetirementRequest.objects.get(id=waiting.id).watcher_id != waiting.watcher_id
     client.post(url("cancel", waiting), {"reason": "sold instead"})
     req = RetirementRequest.objects.get(id=waiting.id)

@@ -280,5 +280,5 @@ def test_only_a_submitted_unsettled_stage_reads_as_effect_unknown(cmd) -> None:
         if unknown:
             assert "effect is unknown" in shown.open_question and shown.owner.startswith("operators on call")
         else:
-            assert shown.open_question == "queued, waiting for a free worker"
+            assert shown.open_question.startswith("queued, waiting for a free worker (for ")
             assert shown.owner.startswith("system: the next free worker")

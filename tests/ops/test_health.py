@@ -105,7 +105,7 @@ def test_red_for_a_stalled_watcher_and_green_after_resume(cmd) -> None:
         beat()
         code, data = health(cmd)
         assert code == 1 and data["checks"]["stalled_watchers"] == {"ok": False, "count": 1}
-        retirement_resume(actor=Actor.of(staff), request_id=req.id)
+        retirement_resume(actor=Actor.of(staff), request_id=req.id, reason="watcher stalled")
         assert health(cmd)[0] == 0
 
 

@@ -253,9 +253,9 @@ MORE_SLOTS = [
         ("resume_deletion", "{id}", "--by", "operator-b", "--reason", "{v}"),
         frozenset({"empty", "newline", "SQL-ish", "negative", "huge number"}),  # refused for its state instead
     ),
-    Slot("release id", ("release_retirement", "{v}", "--by", "operator-a")),
+    Slot("release id", ("release_retirement", "{v}", "--by", "operator-a", "--reason", "r")),
     Slot("cancel_retirement --by", ("cancel_retirement", "{rid}", "--by", "{v}", "--reason", "r")),
-    Slot("resume_retirement id", ("resume_retirement", "{v}", "--by", "operator-a")),
+    Slot("resume_retirement id", ("resume_retirement", "{v}", "--by", "operator-a", "--reason", "r")),
     Slot(
         "retry_notices --reason",
         ("retry_notices", "{rid}", "--by", "operator-a", "--reason", "{v}"),

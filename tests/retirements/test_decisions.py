@@ -37,7 +37,7 @@ def test_hold_stops_destruction_and_release_extends_eligibility(hq, other_staff,
     assert not PurgeJob.objects.exists() and fresh(req).status == "held"
     assert len(mail.outbox) == 1  # the reminder is not sent while held
 
-    at(T + 31 * DAY, retirement_release, actor=Actor.of(other_staff), request_id=req.id)
+    at(T + 31 * DAY, retirement_release, actor=Actor.of(other_staff), request_id=req.id, reason="owner confirmed")
     released = fresh(req)
     assert released.status == "waiting"
     assert released.eligible_at == T + 51 * DAY  # extended by the 21 days on hold
@@ -89,13 +89,13 @@ def test_inapplicable_repeats_are_refused_and_change_nothing(hq, make_workspace,
         assert message in ran.err
         assert retirement_rows() == before
 
-    refused("not held: request", "release_retirement", rid, "--by", "hq-alice")
+    refused("not held: request", "release_retirement", rid, "--by", "hq-alice", "--reason", "r")
     assert cmd("hold_retirement", rid, "--by", "hq-alice", "--reason", "check contract").code == 0
     refused("already held by hq-alice", "hold_retirement", rid, "--by", "hq-alice", "--reason", "again")
     assert cmd("cancel_retirement", rid, "--by", "hq-alice", "--reason", "not needed").code == 0
     refused("is already cancelled", "cancel_retirement", rid, "--by", "hq-alice", "--reason", "again")
     refused("is already cancelled", "hold_retirement", rid, "--by", "hq-alice", "--reason", "again")
-    refused("is already cancelled", "release_retirement", rid, "--by", "hq-alice")
+    refused("is already cancelled", "release_retirement", rid, "--by", "hq-alice", "--reason", "r")
 
 
 def test_decisions_after_the_point_of_no_return_are_refused(hq, make_workspace, cmd) -> None:
@@ -123,9 +123,9 @@ def test_decisions_need_their_permission_and_a_reason(hq, make_workspace, cmd) -
     make_staff("hq-reader")
     for args, perm in (
         (("hold_retirement", str(req.id), "--by", "hq-reader", "--reason", "x"), "hold_retirementrequest"),
-        (("release_retirement", str(req.id), "--by", "hq-reader"), "hold_retirementrequest"),
+        (("release_retirement", str(req.id), "--by", "hq-reader", "--reason", "r"), "hold_retirementrequest"),
         (("cancel_retirement", str(req.id), "--by", "hq-reader", "--reason", "x"), "cancel_retirementrequest"),
-        (("resume_retirement", str(req.id), "--by", "hq-reader"), "resume_retirementrequest"),
+        (("resume_retirement", str(req.id), "--by", "hq-reader", "--reason", "r"), "resume_retirementrequest"),
     ):
         ran = cmd(*args)
         assert ran.code == 1 and f"hq-reader lacks permission retirements.{perm}" in ran.err
@@ -139,7 +139,7 @@ def test_service_refusal_types(hq, make_workspace) -> None:
     make_workspace()
     req = request_at(T, hq)
     with pytest.raises(Refused, match="not held"):
-        retirement_release(actor=Actor.of(hq), request_id=req.id)
+        retirement_release(actor=Actor.of(hq), request_id=req.id, reason="owner confirmed")
     retirement_cancel(actor=Actor.of(hq), request_id=req.id, reason="x")
     with pytest.raises(Refused, match="already cancelled"):
         retirement_cancel(actor=Actor.of(hq), request_id=req.id, reason="x")

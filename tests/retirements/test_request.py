@@ -102,9 +102,9 @@ def test_inactive_or_non_staff_user_is_refused(cmd, hq, make_workspace) -> None:
     ("command", "extra"),
     [
         ("hold_retirement", ["--by", "hq-alice", "--reason", "r"]),
-        ("release_retirement", ["--by", "hq-alice"]),
+        ("release_retirement", ["--by", "hq-alice", "--reason", "r"]),
         ("cancel_retirement", ["--by", "hq-alice", "--reason", "r"]),
-        ("resume_retirement", ["--by", "hq-alice"]),
+        ("resume_retirement", ["--by", "hq-alice", "--reason", "r"]),
         ("show_retirement", []),
     ],
 )

@@ -29,7 +29,7 @@ def test_resume_is_refused_while_the_watcher_runs(hq, make_workspace, cmd, obser
     req = request_at(T, hq)
     run_at(T)  # the watcher starts and heartbeats
     with time_machine.travel(T + timedelta(minutes=1), tick=False):
-        ran = cmd("resume_retirement", str(req.id), "--by", "hq-alice")
+        ran = cmd("resume_retirement", str(req.id), "--by", "hq-alice", "--reason", "watcher stalled")
     assert ran.code == 1 and "the watcher is healthy: its next wake-up is" in ran.err, ran.err
     assert RetirementWatcher.objects.filter(request=req).count() == 1
     observe(f"resume 1 min after the heartbeat: exit {ran.code}, '{ran.err.strip()[:40]}...', 1 watcher")
@@ -44,7 +44,7 @@ def test_never_started_watcher_is_stalled_and_resume_replaces_it(hq, make_worksp
 
     old = req.watcher_id
     with time_machine.travel(T + timedelta(minutes=16), tick=False):
-        ran = cmd("resume_retirement", str(req.id), "--by", "hq-alice")
+        ran = cmd("resume_retirement", str(req.id), "--by", "hq-alice", "--reason", "watcher stalled")
     assert ran.code == 0, ran.err
     watchers = json.loads(ran.out)["watchers"]
     assert [(w["status"], w["authoritative"]) for w in watchers] == [("superseded", False), ("pending", True)]
@@ -61,9 +61,9 @@ def test_resume_keeps_holds_eligibility_and_gating_notices(hq, make_workspace) -
     slots_before = list(NoticeSlot.objects.filter(request=req).values_list("kind", "status", "due_at"))
     with time_machine.travel(T + 40 * DAY, tick=False):
         with pytest.raises(Refused, match="the watcher sleeps while the request is on hold"):
-            retirement_resume(actor=Actor.of(hq), request_id=req.id)
+            retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
         force(RetirementWatcher.objects.filter(request=req), status="settled")  # a crash or a hand fix
-        retirement_resume(actor=Actor.of(hq), request_id=req.id)
+        retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
     after = fresh(req)
     assert after.status == "held" and after.hold_reason == "legal review"
     assert after.eligible_at == req.eligible_at
@@ -78,7 +78,7 @@ def test_superseded_watcher_woken_later_does_nothing_destructive(hq, make_worksp
     old = req.watcher_id
     assert old is not None
     with time_machine.travel(T + timedelta(minutes=20), tick=False):
-        retirement_resume(actor=Actor.of(hq), request_id=req.id)
+        retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
     new = fresh(req).watcher_id
     assert step(old, now=T + 31 * DAY) == "watcher superseded"
     assert not PurgeJob.objects.exists() and fresh(req).workspace.lifecycle == "deletion_pending"

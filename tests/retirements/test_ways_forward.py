@@ -59,7 +59,7 @@ def test_resume_is_refused_for_a_watcher_asleep_until_a_wake_up_weeks_away(hq, m
     before = watchers(req)
     assert before == [("running", True)] and fresh(req).next_wake_at == T + 23 * DAY
     with time_machine.travel(T + 6 * DAY, tick=False), pytest.raises(Refused) as refused:
-        retirement_resume(actor=Actor.of(hq), request_id=req.id)
+        retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
     assert "the watcher is healthy: its next wake-up is 2026-12-24 09:00:00 UTC (in 17 d)" in str(refused.value)
     assert watchers(req) == before and not Decision.objects.filter(request=req, action="resume").exists()
 
@@ -77,7 +77,7 @@ def test_three_concurrent_resumes_of_a_stalled_watcher_give_one_winner(hq, make_
         try:
             start.wait()
             with time_machine.travel(later, tick=False):
-                retirement_resume(actor=Actor.of(hq), request_id=req.id)
+                retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
             results.append("replaced")
         except Refused as exc:
             results.append(f"refused: {exc}")
@@ -106,7 +106,7 @@ def test_a_resume_while_the_watcher_is_mid_step_is_refused_at_once(hq, make_work
         before = watchers(req)
         started = time.monotonic()
         with pytest.raises(Refused, match="holds this request right now, so it is running"):
-            retirement_resume(actor=Actor.of(hq), request_id=req.id)
+            retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
         assert time.monotonic() - started < 5
         assert watchers(req) == before
     finally:
@@ -127,7 +127,9 @@ def test_a_current_watcher_that_settled_while_the_request_waits_counts_as_stalle
     assert count_stalls(now=T + DAY) == 1
     with time_machine.travel(T + DAY, tick=False):
         assert report(clock.now())["checks"]["stalled_watchers"] == {"ok": False, "count": 1}
-        retirement_resume(actor=Actor.of(hq), request_id=req.id)  # offered, and it replaces it
+        retirement_resume(
+            actor=Actor.of(hq), request_id=req.id, reason="watcher stalled"
+        )  # offered, and it replaces it
     assert watchers(req) == [("settled", False), ("pending", True)]
     assert count_stalls(now=T + DAY) == 0
 
@@ -226,3 +228,14 @@ def test_a_boundary_hold_is_owned_by_a_named_staff_person_not_the_requester(hq, 
     held = fresh(req)
     assert held.status == "held" and held.held_by_id is None
     assert held.owner_id == other_staff.id  # the first active staff member allowed to hold retirements
+
+
+def test_the_command_line_retries_or_closes_a_refused_purge(hq, make_workspace, other_staff, cmd) -> None:
+    req, _ = refused_purge(hq, make_workspace)
+    ran = cmd("retry_purge", str(req.id), "--by", "hq-bob", "--reason", "try")
+    assert ran.code == 1 and "requester hq-alice is still not active staff" in ran.err
+    ran = cmd("close_retirement", str(req.id), "--by", "hq-bob")
+    assert ran.code != 0 and fresh(req).status == "executing"  # a reason is required
+    ran = cmd("close_retirement", str(req.id), "--by", "hq-bob", "--reason", "keep the data")
+    assert ran.code == 0, ran.err
+    assert '"status": "closed"' in ran.out and fresh(req).workspace.lifecycle == "disabled"
