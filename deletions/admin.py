@@ -80,7 +80,9 @@ class BulkCancelForm(forms.Form):
 
 
 def _proposal(req: DeletionRequest) -> dict[str, Any]:
-    return {"proposal": proposal.of_request(req)}
+    """The inventory proposed, and why it was submitted (the submitter's own words)."""
+    submitted = req.decisions.filter(action="submit").values_list("reason", flat=True).first()
+    return {"proposal": proposal.of_request(req), "submit_reason": submitted or ""}
 
 
 def _operation_in_question(req: DeletionRequest, heading: str) -> dict[str, Any]:
@@ -344,6 +346,7 @@ class DeletionRequestAdmin(CaseAdmin):
         decisions = list(req.decisions.order_by("created_at", "id"))
         context = {
             **self.admin_site.each_context(request),
+            **_proposal(req),
             "opts": self.model._meta,
             "title": f"Deletion of {req.target}",
             "original": req,
@@ -356,8 +359,9 @@ class DeletionRequestAdmin(CaseAdmin):
             ),
             "chain": case.shown_chain(stages, request_status=req.status, effect_unknown=effect_unknown),
             "attempts": case.attempts_by_stage(list(req.attempts.order_by("started_at", "attempt"))),
-            "proposal": proposal.of_request(req),
-            "approvals": list(req.approvals.order_by("approved_at")),
+            "approvals": case.with_revocations(
+                list(req.approvals.order_by("approved_at")), [d for d in decisions if d.action == "revoke_approval"]
+            ),
             "withdrawals": list(req.withdrawals.order_by("epoch")),
             "timeline": case.timeline(decisions, events),
             "alarms": open_alarms,

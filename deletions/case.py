@@ -285,6 +285,13 @@ def timeline(decisions: list[Any], events: list[Any]) -> list[Moment]:
     return sorted(out, key=lambda m: m.at)
 
 
+def with_revocations(approvals: list[Any], revokes: list[Any]) -> list[tuple[Any, Any]]:
+    """Each approval with the decision that revoked it (who and why), or None: the revoker's reason
+    stays on the case after a new approval."""
+    by_approval = {d.approval_id: d for d in revokes}
+    return [(a, by_approval.get(a.id)) for a in approvals]
+
+
 def attempts_by_stage(rows: list[Any]) -> dict[Any, list[Any]]:
     """Attempt rows keyed by their stage id, in order."""
     out: dict[Any, list[Any]] = {}

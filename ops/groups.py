@@ -21,6 +21,7 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
     "approvers": [
         ("deletions", "view_deletionrequest"),
         ("deletions", "approve_deletionrequest"),
+        ("deletions", "cancel_deletionrequest"),  # a case back in review is theirs: approve again or cancel
         ("retirements", "view_workspace"),
         ("retirements", "view_retirementrequest"),
     ],
