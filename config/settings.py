@@ -183,6 +183,7 @@ AUTH_PASSWORD_VALIDATORS = [
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+FORMAT_MODULE_PATH = ["config.formats"]  # times Django renders itself: to the second, as our presenter
 USE_I18N = True
 USE_TZ = True
 
@@ -276,7 +277,10 @@ LOGGING = {
         "plain": {"()": "core.logs.ReadableFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "core.logs.JsonFormatter"},
     },
-    "filters": {"http_request_id": {"()": "core.logs.HttpRequestIdFilter"}},
+    "filters": {
+        "http_request_id": {"()": "core.logs.HttpRequestIdFilter"},
+        "expected_failures": {"()": "core.logs.ExpectedFailureFilter"},
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
@@ -298,6 +302,7 @@ LOGGING = {
         "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         "django-q": {
             "handlers": ["console"],
+            "filters": ["expected_failures"],
             "level": os.environ.get("Q_LOG_LEVEL", "INFO" if PRODUCTION else "WARNING"),
             "propagate": False,
         },

@@ -51,6 +51,20 @@ class HttpRequestIdFilter(logging.Filter):
         return True
 
 
+class ExpectedFailureFilter(logging.Filter):
+    """django-q2 logs a failed task with its whole traceback. A stage that failed and was saved
+    for a retry (`deletions.tasks.StageFailed`) is expected: one line, its saved reason, no
+    traceback (the case page and the failed-task list keep the rest). Other failures keep theirs."""
+
+    MARK = "deletions.tasks.StageFailed"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "Traceback (most recent call last)" in message and self.MARK in message:
+            record.msg, record.args = message.split(" : Traceback", 1)[0], ()
+        return True
+
+
 class RequestIdMiddleware:
     """An id per HTTP request: the proxy's `X-Request-ID` when it is a plain token, else a new
     one; echoed in the response so a user's report can be matched to the log lines."""

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import clock
+from core import clock, present
 from core.crashpoints import crash_point
 from core.logs import event
 from deletions import receiver, retry
@@ -223,7 +223,7 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnaps
             request_id=ctx.lease.request_id,
             stage_id=row.id,
             reason=f"{where} has no record of operation {row.operation_id} as of a watermark past its submission at "
-            f"{row.submitted_at.isoformat()}: not applied; sending it again",
+            f"{present.absolute(row.submitted_at)}: not applied; sending it again",
         )
         return _effect(ctx, row)
     _fail(

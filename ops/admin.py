@@ -13,8 +13,10 @@ from django.utils.html import format_html
 from django_q import admin as q_admin
 from django_q.models import Failure, OrmQ, Schedule, Success
 
+from core import present
 from core.errors import DomainError
 from core.store import parse_id
+from core.templatetags.present import when
 from ops.schedules import SCHEDULES
 
 CASE_URLS = {
@@ -61,14 +63,26 @@ class CaseColumn:
         return case_link(task.func, task.args)
 
 
+class TimeColumns:
+    """A task's start and its duration as every product page shows them (to the second, no microseconds)."""
+
+    @admin.display(description="started", ordering="started")
+    def started_at(self, task: Any) -> str:
+        return when(task.started)
+
+    @admin.display(description="took")
+    def took(self, task: Any) -> str:
+        return present.duration(task.stopped - task.started) if task.stopped and task.started else "-"
+
+
 @admin.register(Success)
-class SuccessAdmin(CaseColumn, q_admin.TaskAdmin):
-    list_display = ("func", "case", "started", "time_taken")
+class SuccessAdmin(CaseColumn, TimeColumns, q_admin.TaskAdmin):
+    list_display = ("func", "case", "started_at", "took")
 
 
 @admin.register(Failure)
-class FailureAdmin(CaseColumn, q_admin.FailAdmin):
-    list_display = ("func", "case", "started", "result")
+class FailureAdmin(CaseColumn, TimeColumns, q_admin.FailAdmin):
+    list_display = ("func", "case", "started_at", "took", "result")
 
 
 @admin.register(Schedule)

@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
 
+from core import present
 from core.crashpoints import crash_point
 from retirements import policy
 from retirements.contract import SlotView
@@ -123,12 +124,12 @@ def send_notice(slot: NoticeSlot) -> None:
     recipients = [e for e in [request.requested_by.email, *settings.RETIREMENT_NOTICE_RECIPIENTS] if e]
     if not recipients:
         raise ValueError("no recipients: the requester has no email and RETIREMENT_NOTICE_RECIPIENTS is empty")
-    subject = SUBJECTS[slot.kind].format(slug=request.workspace.slug, eligible=request.eligible_at.isoformat())
+    subject = SUBJECTS[slot.kind].format(slug=request.workspace.slug, eligible=present.absolute(request.eligible_at))
     body = (
         f"Workspace: {request.workspace.slug} ({request.workspace.name})\n"
         f"Retirement request: {request.id}\n"
-        f"Requested by {request.requested_by.get_username()} at {request.requested_at.isoformat()}\n"
-        f"Eligible for deletion at: {request.eligible_at.isoformat()}\n"
-        f"Notice: {slot.kind}\n"
+        f"Requested by {request.requested_by.get_username()} at {present.absolute(request.requested_at)}\n"
+        f"Eligible for deletion at: {present.absolute(request.eligible_at)}\n"
+        f"Notice: {present.humanize(slot.kind)}\n"
     )
     send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)

@@ -21,7 +21,7 @@ def when(at: datetime | None) -> SafeString | str:
         return "-"
     return format_html(
         '<time datetime="{}" title="{}">{}</time>',
-        at.isoformat(),
+        at.isoformat(timespec="seconds"),  # no microseconds, even for machines
         present.absolute(at),
         present.relative(at, clock.now()),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -82,6 +83,7 @@ def test_an_admin_decision_is_written_to_django_history(login, staff) -> None:
     assert entry.user.username == "operator-1" and "customer withdrew" in entry.get_change_message()
     history = client.get(url("history", req))
     assert history.status_code == 200 and "customer withdrew" in history.content.decode()
+    assert f"{entry.action_time:%Y-%m-%d %H:%M:%S} UTC" in history.content.decode()  # to the second
     assert "demo:alice" in client.get(reverse("admin:index")).content.decode()  # Recent actions
 
 
@@ -220,7 +222,7 @@ def test_the_products_schedules_cannot_be_deleted_from_the_admin(client, staff) 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_stage_failure_is_a_failed_task_linked_to_its_case(client, staff, monkeypatch) -> None:
+def test_a_stage_failure_is_a_failed_task_linked_to_its_case(client, staff, monkeypatch, caplog) -> None:
     """django-q2 records the run as failed (not under successful tasks), and its admin links the case."""
     from django.contrib.auth.models import User
     from django_q.models import Failure, Success
@@ -240,10 +242,17 @@ def test_a_stage_failure_is_a_failed_task_linked_to_its_case(client, staff, monk
     assert DeletionRequest.objects.get(id=req.id).status == Status.RETRY_WAIT
     failed = Failure.objects.get(func="deletions.tasks.run_deletion")
     assert "stage failed; retry not before" in str(failed.result)
+    # The console (django-q2's own log line): one line for an expected retry, no traceback.
+    said = [r.getMessage() for r in caplog.records if "Failed 'deletions.tasks.run_deletion'" in r.getMessage()]
+    assert len(said) == 1 and "stage failed; retry not before" in said[0], said
+    assert "Traceback" not in said[0] and "Traceback" in str(failed.result)  # the task list keeps it
     assert not Success.objects.filter(func="deletions.tasks.run_deletion").exists()
     client.force_login(User.objects.create_superuser("root-1", "root@hq.example", "pw"))
     listing = client.get(reverse("admin:django_q_failure_changelist")).content.decode()
     assert url("change", req) in listing
+    assert f'title="{failed.started:%Y-%m-%d %H:%M:%S} UTC"' in listing  # to the second, relative beside it
+    found = re.search(r"\d:\d\d:\d\d\.\d{6}", listing)
+    assert not found, listing[found.start() - 300 : found.end() + 50] if found else ""  # no microsecond time
 
 
 def through_django_q(func: str, *args: str) -> None:

@@ -239,3 +239,14 @@ def test_the_command_line_retries_or_closes_a_refused_purge(hq, make_workspace, 
     ran = cmd("close_retirement", str(req.id), "--by", "hq-bob", "--reason", "keep the data")
     assert ran.code == 0, ran.err
     assert '"status": "closed"' in ran.out and fresh(req).workspace.lifecycle == "disabled"
+
+
+def test_notice_emails_give_times_to_the_second_in_utc(hq, make_workspace) -> None:
+    from django.core import mail
+
+    make_workspace()
+    request_at(T, hq)
+    run_at(T)
+    body = mail.outbox[0].body
+    assert "Requested by hq-alice at 2026-12-01 09:00:00 UTC" in body
+    assert "Eligible for deletion at: 2026-12-31 09:00:00 UTC" in body and "+00:00" not in body
