@@ -8,6 +8,19 @@ admin.site.site_header = "Deletion back-office"
 admin.site.enable_nav_sidebar = False  # the lists need the width at 1280 px; the index lists every model
 admin.site.site_title = "Back-office"
 admin.site.index_title = "Cases"
+admin.site.site_url = None  # no public site: no "View site" link leading to a 404
+
+# The product first on the index, then operations, then the libraries' own pages.
+INDEX_ORDER = ["deletions", "retirements", "ops", "django_q", "axes", "auth"]
+_app_list = admin.site.get_app_list
+
+
+def _product_first(request, app_label=None):  # type: ignore[no-untyped-def]
+    apps = _app_list(request, app_label)
+    return sorted(apps, key=lambda a: INDEX_ORDER.index(a["app_label"]) if a["app_label"] in INDEX_ORDER else 99)
+
+
+admin.site.get_app_list = _product_first  # type: ignore[method-assign]
 
 # Refusals keep the admin's look and say what was missing (permission or object).
 handler403 = "core.admin.forbidden"

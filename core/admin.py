@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +23,7 @@ from django.contrib.admin import DateFieldListFilter
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Page, Paginator
-from django.db import DataError, connection
+from django.db import DataError, connection, models
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -245,11 +246,22 @@ class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
     ) -> tuple[QuerySet[Any], bool]:
-        """An id pasted into the search box finds its case; anything else searches the usual fields."""
+        """An id pasted into the search box finds its case, and so does its first 4 to 31 hex digits
+        (a range on the primary key: indexed); anything else searches the usual fields."""
+        term = search_term.strip().lower()
         try:
-            return queryset.filter(id=parse_id(search_term.strip())), False
+            return queryset.filter(id=parse_id(term)), False
         except DomainError:
-            return super().get_search_results(request, queryset, search_term)
+            pass
+        digits = term.replace("-", "")
+        uuid_keys = isinstance(queryset.model._meta.pk, models.UUIDField)
+        if uuid_keys and 4 <= len(digits) < 32 and all(c in "0123456789abcdef" for c in digits):
+            low = uuid.UUID(digits.ljust(32, "0"))
+            high = uuid.UUID(digits.ljust(32, "f"))
+            by_prefix = queryset.filter(id__gte=low, id__lte=high)
+            matches, distinct = super().get_search_results(request, queryset, search_term)
+            return by_prefix | matches, distinct
+        return super().get_search_results(request, queryset, search_term)
 
 
 def _csv_safe(value: Any) -> str:

@@ -7,12 +7,13 @@ permission again and everything else.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -24,7 +25,7 @@ from core.admin import CaseAction, CaseAdmin, ConfirmForm, ReasonForm, actor, da
 from core.errors import DomainError
 from core.templatetags.present import when
 from deletions import case, proposal, selectors, services, targets
-from deletions.models import DeletionRequest, LeaseEvent, StageHistory
+from deletions.models import DeletionRequest, LeaseEvent, StageAttempt, StageHistory, Status
 from deletions.rules.inventory import community_ids, validate_target
 from deletions.rules.workflow import stage_count
 from deletions.selectors import UNSETTLED, stage_snapshot
@@ -94,13 +95,50 @@ def _operation_in_question(req: DeletionRequest, heading: str) -> dict[str, Any]
     }
 
 
+class SavedViews(admin.SimpleListFilter):
+    """Shareable links (`?view=…`) for the three questions staff ask first. "Overdue" is the case
+    panel's own rule (`case.overdue`) over the open cases whose saved check passed."""
+
+    title = "saved views"
+    parameter_name = "view"
+    OVERDUE_CANDIDATES = 1000
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("mine", "waiting for me"), ("overdue", "overdue"), ("failed-week", "failed this week")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        now = clock.now()
+        user = request.user
+        if self.value() == "mine":
+            review = Q(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW]) & ~Q(requested_by=user.get_username())
+            mine = Q(owner=user.get_username())
+            return queryset.filter(mine | review) if user.has_perm(services.APPROVE) else queryset.filter(mine)
+        if self.value() == "overdue":
+            unsettled = StageHistory.objects.filter(UNSETTLED, request=OuterRef("pk"))
+            due = (
+                DeletionRequest.objects.exclude(status__in=[Status.COMPLETED, Status.CANCELLED])
+                .filter(Q(next_check_at__lt=now - case.OVERDUE_GRACE) | Q(next_attempt_at__lt=now - case.OVERDUE_GRACE))
+                .annotate(unsettled=Exists(unsettled))
+                .order_by("next_check_at")[: self.OVERDUE_CANDIDATES]
+            )
+            return queryset.filter(id__in=[r.id for r in due if case.overdue(r, now, bool(r.unsettled))])
+        if self.value() == "failed-week":
+            failed = StageAttempt.objects.filter(
+                request=OuterRef("pk"),
+                outcome__in=["failed", "effect_unknown"],
+                started_at__gte=now - timedelta(days=7),
+            )
+            return queryset.filter(Exists(failed))
+        return queryset
+
+
 @admin.register(DeletionRequest)
 class DeletionRequestAdmin(CaseAdmin):
     list_display = ("target", "state", "progress", "responsible", "next_check", "requested_by", "created")
     # Submitted today / in the past 7 days / this month / this year: index ranges, where a date
     # hierarchy would first scan every row for its distinct dates.
-    list_filter = ("status", ("created_at", date_filter("submitted")))
-    search_fields = ("target",)
+    list_filter = (SavedViews, "status", ("created_at", date_filter("submitted")))
+    search_fields = ("target", "=requested_by")  # and an id or its first hex digits (CaseActionsMixin)
     ordering = ("-created_at",)
     list_per_page = 50  # 100 rows took the page past 50 ms in cell rendering alone (bench/README.md)
     actions = ("cancel_selected",)

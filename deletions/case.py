@@ -166,29 +166,54 @@ APPROVE, CANCEL, RUN = (
 def actions(
     req: Any, perms: set[str], *, now: datetime, submitter: bool, effect_unknown: bool, by_hand: bool = False
 ) -> list[Offer]:
-    """The actions that apply to the case's state, each offered or disabled with the reason.
-    The services re-check everything on POST; this only keeps the page honest."""
-    out: list[Offer] = []
-    status = req.status
-    if status in ("submitted", "needs_review"):
-        own = "you submitted this request: a second operator must approve it" if submitter else ""
-        out.append(offer("approve", "Approve", perm=APPROVE, perms=perms, why_not=own))
-    if effect_unknown and status == "retry_wait":
-        out.append(offer("settle", "Confirm not applied", perm=RUN, perms=perms))
-    if status == "needs_attention" and by_hand:
-        out.append(offer("record", "Record effect applied by hand", perm=RUN, perms=perms))
-    elif status == "needs_attention":
-        out.append(offer("resume", "Resume", perm=RUN, perms=perms))
-    if status in ("approved", "running", "retry_wait"):
-        out.append(offer("run", "Run now", perm=RUN, perms=perms, why_not=cannot_run_now(req, now)))
-    if status in ("approved", "running", "retry_wait", "needs_attention"):
-        out.append(offer("revoke", "Revoke approval", perm=APPROVE, perms=perms))
-    if status not in ("completed", "cancelled"):
-        recorded = (
-            f"cancellation already recorded by {req.cancel_requested_by}" if req.cancel_requested_at is not None else ""
-        )
-        out.append(offer("cancel", "Cancel", perm=CANCEL, perms=perms, why_not=recorded))
-    return out
+    """Every action of a deletion case, each a link when it can act now, otherwise disabled with
+    the reason: none is hidden. The services re-check everything on POST; this only keeps the
+    page honest. A `manual:` target's case offers Record effect applied by hand where others
+    offer Resume (it is how such a case goes on)."""
+    status, label = req.status, STATUS_WORDS.get(req.status, req.status)
+    ended = status in ("completed", "cancelled")
+    in_review = status in ("submitted", "needs_review")
+    approve_why = (
+        ("you submitted this request: a second operator must approve it" if submitter else "")
+        if in_review
+        else f"the request is {label}: only a request waiting for approval is approved"
+    )
+    settle_why = (
+        "" if effect_unknown and status == "retry_wait" else "no stage's effect is in question: nothing to confirm"
+    )
+    on_hold_why = "" if status == "needs_attention" else "only a request that needs attention is taken up again"
+    running = status in ("approved", "running", "retry_wait")
+    run_why = cannot_run_now(req, now) if running else f"the request is {label}: nothing to run"
+    approved = status in ("approved", "running", "retry_wait", "needs_attention")
+    revoke_why = "" if approved else f"the request is {label}: no current approval to revoke"
+    if ended:
+        cancel_why = f"the request is already {label}"
+    elif req.cancel_requested_at is not None:
+        cancel_why = f"cancellation already recorded by {req.cancel_requested_by}"
+    else:
+        cancel_why = ""
+    return [
+        offer("approve", "Approve", perm=APPROVE, perms=perms, why_not=approve_why),
+        offer("settle", "Confirm not applied", perm=RUN, perms=perms, why_not=settle_why),
+        offer("record", "Record effect applied by hand", perm=RUN, perms=perms, why_not=on_hold_why)
+        if by_hand
+        else offer("resume", "Resume", perm=RUN, perms=perms, why_not=on_hold_why),
+        offer("run", "Run now", perm=RUN, perms=perms, why_not=run_why),
+        offer("revoke", "Revoke approval", perm=APPROVE, perms=perms, why_not=revoke_why),
+        offer("cancel", "Cancel", perm=CANCEL, perms=perms, why_not=cancel_why),
+    ]
+
+
+STATUS_WORDS = {
+    "submitted": "waiting for approval",
+    "needs_review": "back in review",
+    "approved": "approved",
+    "running": "running",
+    "retry_wait": "waiting to retry",
+    "needs_attention": "needing attention",
+    "completed": "completed",
+    "cancelled": "cancelled",
+}
 
 
 def progress(stages: list[StageSnapshot], inventory: dict[str, Any]) -> str:

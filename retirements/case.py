@@ -46,34 +46,51 @@ def actions(
     stalled: str | None = None,
     purge_refused: bool = False,
 ) -> list[Offer]:
-    """The actions that apply to the case's state, each offered or disabled with the reason.
-
-    Retry notices appears only where a notice failed all its attempts: its one way forward.
-    Resume watcher is disabled unless the watcher missed its wake-up or settled without
-    concluding the request (`policy.resume_refusal`, the service's own rule).
-    """
-    out: list[Offer] = []
-    if req.status == "waiting":
-        out.append(offer("hold", "Hold", perm=HOLD, perms=perms))
-    if req.status == "held":
-        out.append(offer("release", "Release", perm=HOLD, perms=perms))
-    if req.status == "executing" and purge_refused:
-        out.append(offer("retry-purge", "Retry the purge", perm=RESUME, perms=perms))
-        out.append(offer("close-refused", "Close without purge", perm=CANCEL, perms=perms))
-    if failed_notices and req.status in ("waiting", "held", "executing"):
-        out.append(offer("retry-notices", "Retry failed notices", perm=RETRY, perms=perms))
-    if req.status in ("waiting", "held"):
+    """Every action of a retirement case, each a link when it can act now, otherwise disabled with
+    the reason: none is hidden. Resume watcher is disabled unless the watcher missed its wake-up or
+    settled without concluding the request (`policy.resume_refusal`, the service's own rule)."""
+    status = req.status
+    open_ = status in ("waiting", "held")
+    label = STATUS_WORDS.get(status, status)
+    past = "past the point of no return" if status in ("executing", "completed") else f"the request is {label}"
+    hold_why = "" if status == "waiting" else ("already on hold" if status == "held" else past)
+    release_why = "" if status == "held" else ("not on hold" if status == "waiting" else past)
+    retry_notices_why = (
+        ""
+        if failed_notices and status in ("waiting", "held", "executing")
+        else "no notice failed all its attempts: nothing to retry"
+    )
+    refused_why = "" if status == "executing" and purge_refused else "no purge was refused: nothing to retry or close"
+    if open_:
         w = req.watcher
-        running = policy.resume_refusal(
-            request_status=req.status,
+        resume_why = policy.resume_refusal(
+            request_status=status,
             watcher_status=w.status if w is not None else None,
             stalled=stalled,
             next_wake_at=req.next_wake_at,
             now=now,
         )
-        out.append(offer("resume", "Resume watcher", perm=RESUME, perms=perms, why_not=running))
-        out.append(offer("cancel", "Cancel", perm=CANCEL, perms=perms))
-    return out
+    else:
+        resume_why = f"{past}: no watcher is needed any more"
+    return [
+        offer("hold", "Hold", perm=HOLD, perms=perms, why_not=hold_why),
+        offer("release", "Release", perm=HOLD, perms=perms, why_not=release_why),
+        offer("retry-notices", "Retry failed notices", perm=RETRY, perms=perms, why_not=retry_notices_why),
+        offer("retry-purge", "Retry the purge", perm=RESUME, perms=perms, why_not=refused_why),
+        offer("close-refused", "Close without purge", perm=CANCEL, perms=perms, why_not=refused_why),
+        offer("resume", "Resume watcher", perm=RESUME, perms=perms, why_not=resume_why),
+        offer("cancel", "Cancel", perm=CANCEL, perms=perms, why_not="" if open_ else past),
+    ]
+
+
+STATUS_WORDS = {
+    "waiting": "in its waiting period",
+    "held": "on hold",
+    "executing": "executing its purge",
+    "completed": "completed",
+    "cancelled": "cancelled",
+    "closed": "closed without purge",
+}
 
 
 HOLD, CANCEL, RESUME, RETRY = (

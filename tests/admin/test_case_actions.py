@@ -47,27 +47,45 @@ def shown(offers) -> dict[str, str]:
     return {o.name: o.why_not for o in offers}
 
 
+DELETION_ACTIONS = {"approve", "settle", "resume", "run", "revoke", "cancel"}
+
+
 @pytest.mark.parametrize(
-    ("status", "expected"),
+    ("status", "enabled"),
     [
-        ("submitted", {"approve": "", "cancel": ""}),
-        ("approved", {"run": "", "revoke": "", "cancel": ""}),
-        ("running", {"run": "", "revoke": "", "cancel": ""}),
-        ("retry_wait", {"run": "", "revoke": "", "cancel": ""}),
-        ("needs_attention", {"resume": "", "revoke": "", "cancel": ""}),
-        ("needs_review", {"approve": "", "cancel": ""}),  # refused at the boundary: approve again or cancel
-        ("completed", {}),
-        ("cancelled", {}),
+        ("submitted", {"approve", "cancel"}),
+        ("approved", {"run", "revoke", "cancel"}),
+        ("running", {"run", "revoke", "cancel"}),
+        ("retry_wait", {"run", "revoke", "cancel"}),
+        ("needs_attention", {"resume", "revoke", "cancel"}),
+        ("needs_review", {"approve", "cancel"}),  # refused at the boundary: approve again or cancel
+        ("completed", set()),
+        ("cancelled", set()),
     ],
 )
-def test_deletion_actions_by_status(status, expected) -> None:
-    got = deletion_case.actions(deletion(status), ALL_DELETION, now=NOW, submitter=False, effect_unknown=False)
-    assert shown(got) == expected
+def test_every_deletion_action_shows_offered_or_disabled_with_the_reason(status, enabled) -> None:
+    got = shown(deletion_case.actions(deletion(status), ALL_DELETION, now=NOW, submitter=False, effect_unknown=False))
+    assert set(got) == DELETION_ACTIONS  # none hidden
+    assert {name for name, why in got.items() if not why} == enabled
+    assert all(why for name, why in got.items() if name not in enabled)
     # Without permissions the same actions show, each disabled with the permission it needs.
     bare = shown(deletion_case.actions(deletion(status), set(), now=NOW, submitter=False, effect_unknown=False))
-    assert set(bare) == set(expected) and all(
+    assert set(bare) == DELETION_ACTIONS and all(
         why.startswith("only staff allowed to ") and "deletion" in why for why in bare.values()
     )
+
+
+def test_a_closed_deletion_says_why_each_action_is_disabled() -> None:
+    got = shown(deletion_case.actions(deletion("completed"), ALL_DELETION, now=NOW, submitter=False,
+                                      effect_unknown=False))  # fmt: skip
+    assert got == {
+        "approve": "the request is completed: only a request waiting for approval is approved",
+        "settle": "no stage's effect is in question: nothing to confirm",
+        "resume": "only a request that needs attention is taken up again",
+        "run": "the request is completed: nothing to run",
+        "revoke": "the request is completed: no current approval to revoke",
+        "cancel": "the request is already completed",
+    }
 
 
 @pytest.mark.parametrize(
@@ -118,8 +136,11 @@ def test_deletion_action_disabled_with_the_reason(req, submitter, effect_unknown
 
 
 def test_settling_an_unknown_effect_is_offered_only_while_it_is_unknown() -> None:
-    assert "settle" not in shown(
-        deletion_case.actions(deletion("retry_wait"), ALL_DELETION, now=NOW, submitter=False, effect_unknown=False)
+    assert (
+        shown(
+            deletion_case.actions(deletion("retry_wait"), ALL_DELETION, now=NOW, submitter=False, effect_unknown=False)
+        )["settle"]
+        == "no stage's effect is in question: nothing to confirm"
     )
 
 
@@ -133,22 +154,35 @@ HEALTHY = "the watcher is healthy: it is starting; " + retirement_policy.RESUME_
 ASLEEP = "the watcher sleeps while the request is on hold (releasing wakes it); " + retirement_policy.RESUME_RULE
 
 
+RETIREMENT_ACTIONS = {"hold", "release", "retry-notices", "retry-purge", "close-refused", "resume", "cancel"}
+
+
 @pytest.mark.parametrize(
-    ("status", "expected"),
+    ("status", "enabled"),
     [
-        ("waiting", {"hold": "", "cancel": "", "resume": HEALTHY}),
-        ("held", {"release": "", "cancel": "", "resume": ASLEEP}),
-        ("executing", {}),
-        ("completed", {}),
-        ("cancelled", {}),
-        ("closed", {}),
+        ("waiting", {"hold", "cancel"}),
+        ("held", {"release", "cancel"}),
+        ("executing", set()),
+        ("completed", set()),
+        ("cancelled", set()),
+        ("closed", set()),
     ],
 )
-def test_retirement_actions_by_status(status, expected) -> None:
+def test_every_retirement_action_shows_offered_or_disabled_with_the_reason(status, enabled) -> None:
     got = shown(retirement_case.actions(watched(status), ALL_RETIREMENT, failed_notices=False, now=NOW))
-    assert got == expected
+    assert set(got) == RETIREMENT_ACTIONS and {n for n, why in got.items() if not why} == enabled
+    assert all(why for n, why in got.items() if n not in enabled)
+    if status in ("waiting", "held"):
+        assert got["resume"] == (HEALTHY if status == "waiting" else ASLEEP)
     bare = shown(retirement_case.actions(watched(status), set(), failed_notices=False, now=NOW))
-    assert set(bare) == set(expected) and all(why.startswith("only staff allowed to ") for why in bare.values())
+    assert set(bare) == RETIREMENT_ACTIONS and all(why.startswith("only staff allowed to ") for why in bare.values())
+
+
+def test_a_refused_purge_offers_retry_and_close_and_nothing_else() -> None:
+    got = shown(retirement_case.actions(watched("executing"), ALL_RETIREMENT, failed_notices=False, now=NOW,
+                                        purge_refused=True))  # fmt: skip
+    assert {n for n, why in got.items() if not why} == {"retry-purge", "close-refused"}
+    assert got["cancel"] == got["hold"] == "past the point of no return"
 
 
 def test_resume_watcher_is_offered_only_for_a_stalled_or_settled_watcher() -> None:

@@ -273,3 +273,48 @@ def through_django_q(func: str, *args: str) -> None:
     worker(tasks, results, Value("f", -1))
     results.put("STOP")
     monitor(results)
+
+
+def test_search_finds_a_case_by_its_id_prefix_or_its_requester(login, staff) -> None:
+    mine = deletion_submit(target="demo:zed", actor=named("operator-1"), reason="ticket DSR-7")
+    other = approved()
+    client = login("operator")
+    listing = reverse("admin:deletions_deletionrequest_changelist")
+    page = client.get(listing, {"q": str(mine.id)[:8]}).content.decode()
+    assert url("change", mine) in page and url("change", other) not in page
+    page = client.get(listing, {"q": str(mine.id).upper()[:13]}).content.decode()  # with its dash, any case
+    assert url("change", mine) in page and url("change", other) not in page
+    page = client.get(listing, {"q": "Operator-1"}).content.decode()  # the requester
+    assert url("change", mine) in page
+    page = client.get(listing, {"q": str(other.id)[:6]}).content.decode()
+    assert url("change", other) in page and (url("change", mine) not in page or str(mine.id)[:6] == str(other.id)[:6])
+
+
+def test_the_index_puts_the_product_first_and_links_no_public_site(login, staff) -> None:
+    page = login("operator").get(reverse("admin:index")).content.decode()
+    assert "View site" not in page
+    deletions, retirements = page.index("Deletion requests"), page.index("Retirement requests")
+    assert deletions < retirements
+    if "Django Q" in page:
+        assert retirements < page.index("Django Q")
+
+
+def test_saved_views_are_shareable_links_for_the_questions_staff_ask_first(login, staff) -> None:
+    from tests.support import force
+
+    waiting = deletion_submit(target="demo:yan", actor=named("operator-1"))  # waits on the approvers
+    late = approved()
+    force(DeletionRequest.objects.filter(id=late.id), status=Status.NEEDS_ATTENTION, owner="operator-1",
+          next_check_at=clock.now() - timedelta(minutes=10))  # fmt: skip
+    listing = reverse("admin:deletions_deletionrequest_changelist")
+
+    def ids(who: str, view: str) -> set[str]:
+        page = login(who).get(listing, {"view": view}).content.decode()
+        return {str(r.id) for r in (waiting, late) if url("change", r) in page}
+
+    assert ids("approver", "mine") == {str(waiting.id)}  # an approval waits for them
+    assert ids("operator", "mine") == {str(late.id)}  # they own the case that needs attention
+    assert ids("operator", "overdue") == {str(late.id)}  # its check is 10 min past
+    assert ids("operator", "failed-week") == set()
+    page = login("operator").get(listing).content.decode()
+    assert "?view=mine" in page and "waiting for me" in page and "failed this week" in page

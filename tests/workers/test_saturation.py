@@ -61,6 +61,11 @@ def test_two_workers_busy_with_120_s_stages_for_4_minutes_delay_no_control_work(
         start = timezone.now()
         # A retirement whose watcher step is pushed on commit (to the control queue) ...
         pushed = retirement_request(actor=Actor.of(hq), slug="ws-pushed", reason="merged", confirmation="ws-pushed")
+        wait_for(
+            lambda: NoticeSlot.objects.filter(request_id=pushed.id, status="delivered").exists(),
+            timeout=60,
+            what="the pushed retirement's first notice",
+        )
         # ... and one whose push is lost: only the scheduled watcher tick (each minute) can find it.
         scheduled = retirement_request(
             actor=Actor.of(hq), slug="ws-scheduled", reason="merged", confirmation="ws-scheduled"
