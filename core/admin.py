@@ -56,28 +56,6 @@ def actor(request: HttpRequest) -> Actor:
     return Actor.of(request.user)
 
 
-def perform(
-    request: HttpRequest,
-    model_admin: admin.ModelAdmin,  # type: ignore[type-arg]
-    obj: Any,
-    call: Callable[[], Any],
-    *,
-    success: str,
-    back: str,
-    log: str,
-) -> HttpResponse:
-    """Call one service; a refusal becomes an error message, never a 500. A decision taken
-    is also written to Django's LogEntry, so Recent actions and the object's History show it."""
-    try:
-        call()
-    except DomainError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, success)
-        model_admin.log_change(request, obj, log)
-    return HttpResponseRedirect(back)
-
-
 @dataclass(frozen=True)
 class CaseAction:
     """One staff decision on a case page: its URL, permission, confirmation page and service call.
@@ -96,6 +74,7 @@ class CaseAction:
     details_template: str = ""
     initial: Callable[[Any], dict[str, Any]] | None = None
     context: Callable[[Any], dict[str, Any]] | None = None
+    lands_on: Callable[[Any], str] | None = None  # where a success goes, from the service's result
 
 
 class CaseActionsMixin:
@@ -147,6 +126,7 @@ class CaseActionsMixin:
                 extra=action.context(obj) if action.context else None,
                 call=lambda form: action.call(actor(request), obj, form.cleaned_data),
                 success=action.success.format(obj=obj),
+                lands_on=action.lands_on,
             )
 
         view.__name__ = f"{action.name}_view"
@@ -300,15 +280,25 @@ def action_view(
     details_template: str = "",
     initial: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
+    lands_on: Callable[[Any], str] | None = None,
 ) -> HttpResponse:
-    """GET shows the confirmation form; POST validates it and calls the service."""
+    """GET shows the confirmation form; POST validates it and calls the service. A refusal shows
+    the same form again, with what was typed and the refusal's reason (nothing written); a
+    success goes back to the case (or where `lands_on` says, from the service's result)."""
     require(request, perm)
     if request.method == "POST":
         form = form_class(request.POST)
         if form.is_valid():
             reason = str(form.cleaned_data.get("reason", "") or "")
-            log = f"{title}" + (f": {reason}" if reason else "")
-            return perform(request, model_admin, obj, lambda: call(form), success=success, back=back, log=log)
+            try:
+                result = call(form)
+            except DomainError as exc:
+                messages.error(request, exc.message)
+                form.add_error(None, exc.message)
+            else:
+                messages.success(request, success)
+                model_admin.log_change(request, obj, f"{title}" + (f": {reason}" if reason else ""))
+                return HttpResponseRedirect(lands_on(result) if lands_on else back)
     else:
         form = form_class(initial=initial)
     context = {

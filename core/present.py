@@ -4,7 +4,7 @@ durations, humanized codes and labelled values instead of dict reprs. Pure."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 
@@ -77,9 +77,22 @@ def labelled(value: Any) -> list[tuple[str, str]]:
         elif isinstance(item, list):
             shown = ", ".join(str(i) for i in item) or "none"
         else:
-            shown = str(item)
+            shown = _time_or_text(item)
         out.append((humanize(key), shown))
     return out
+
+
+def _time_or_text(item: Any) -> str:
+    """A value as text; an ISO time (evidence saved by a target) to the second, in UTC."""
+    text = str(item)
+    if len(text) >= 19 and text[4:5] == "-" and text[10:11] == "T":
+        try:
+            at = datetime.fromisoformat(text)
+        except ValueError:
+            return text
+        if at.tzinfo is not None:
+            return absolute(at.astimezone(UTC))
+    return text
 
 
 @dataclass(frozen=True)

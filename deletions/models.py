@@ -102,7 +102,7 @@ class DeletionRequest(FSMModelMixin, models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.target} ({self.status})"
+        return f"{self.target} ({self.get_status_display().lower()})"  # as breadcrumbs and messages read
 
     # Lifecycle: transitions change only the row; callers lock it first.
     @transition(field=status, source=[Status.SUBMITTED, Status.NEEDS_REVIEW], target=Status.APPROVED)

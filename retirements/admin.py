@@ -10,6 +10,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -27,7 +28,7 @@ from core.admin import (
 from core.errors import DomainError
 from core.templatetags.present import when
 from retirements import case, policy, selectors, services
-from retirements.models import RetirementRequest, Workspace
+from retirements.models import RequestStatus, RetirementRequest, Workspace
 
 
 class RequestRetirementForm(forms.Form):
@@ -75,6 +76,7 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
                 actor=actor, slug=ws.slug, reason=data["reason"], confirmation=data["confirmation"]
             ),
             success="Retirement of {obj.slug} requested.",
+            lands_on=lambda request: reverse("admin:retirements_retirementrequest_change", args=[request.pk]),
         ),
         CaseAction(
             name="protect",
@@ -133,8 +135,25 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
         url = reverse("admin:retirements_workspace_protect", args=[ws.pk])
         return format_html('<a href="{}">set or lift the legal hold or protection</a>', url)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Workspace]:
+        # The workspace's latest retirement, for the rows on the page only (correlated subqueries).
+        latest = RetirementRequest.objects.filter(workspace=OuterRef("pk")).order_by("-requested_at", "-id")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                retirement_id=Subquery(latest.values("id")[:1]), retirement_status=Subquery(latest.values("status")[:1])
+            )
+        )
+
     @admin.display(description="retirement")
     def retire(self, ws: Workspace) -> str:
+        """Its retirement, linked, when it has one; else the way to request one (a disabled workspace)."""
+        rid = getattr(ws, "retirement_id", None)
+        status = getattr(ws, "retirement_status", None)
+        if rid is not None and (status in ("waiting", "held", "executing", "completed") or ws.lifecycle != "disabled"):
+            url = reverse("admin:retirements_retirementrequest_change", args=[rid])
+            return format_html('<a href="{}">retirement ({})</a>', url, RequestStatus(str(status)).label.lower())
         if ws.lifecycle != "disabled":
             return "-"
         url = reverse("admin:retirements_workspace_request_retirement", args=[ws.pk])

@@ -132,7 +132,7 @@ class RetirementRequest(FSMModelMixin, models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"retire {self.workspace_id} ({self.status})"
+        return f"retirement of {self.workspace.slug} ({self.get_status_display().lower()})"
 
     @transition(field=status, source=RequestStatus.WAITING, target=RequestStatus.HELD)
     def hold(self) -> None:

@@ -40,12 +40,20 @@ def test_operator_requests_retirement_through_the_form(login, workspace) -> None
     listing = client.get(reverse("admin:retirements_workspace_changelist"))
     assert b"request retirement" in listing.content
     target = reverse("admin:retirements_workspace_request_retirement", args=[workspace.pk])
-    wrong = client.post(target, {"reason": "old", "confirmation": "globex"}, follow=True)
+    wrong = client.post(target, {"reason": "merged into acme (OPS-12)", "confirmation": "globex"}, follow=True)
     assert any("confirmation does not match slug" in str(m) for m in wrong.context["messages"])
     assert not RetirementRequest.objects.exists()
-    client.post(target, {"reason": "contract ended", "confirmation": "globex-old"})
+    # The form comes back with what was typed and the refusal beside it: nothing to type again.
+    page = wrong.content.decode()
+    assert wrong.status_code == 200 and "merged into acme (OPS-12)" in page and 'value="globex"' in page
+    assert "confirmation does not match slug" in page
+    done = client.post(target, {"reason": "contract ended", "confirmation": "globex-old"})
     req = RetirementRequest.objects.get()
     assert req.requested_by.username == "operator-1" and req.workspace.lifecycle == "deletion_pending"
+    assert done.status_code == 302 and done["Location"] == url("change", req)  # lands on the new case
+    # The workspace list links to it.
+    listing = client.get(reverse("admin:retirements_workspace_changelist")).content.decode()
+    assert f'<a href="{url("change", req)}">retirement (waiting period)</a>' in listing
 
 
 @pytest.mark.parametrize("who", ["support", "approver", "plain"])
