@@ -322,6 +322,10 @@ RETIREMENT_DISPOSABLE_WAIT_SECONDS = int(os.environ.get("RETIREMENT_DISPOSABLE_W
 # The staff person (a username) who owns a retirement the system stopped: a hold at the point of
 # no return, a refused purge. Unset: the first active staff member allowed to hold retirements.
 RETIREMENT_ON_CALL = os.environ.get("RETIREMENT_ON_CALL", "")
+# A watcher may run a year (seed 002): an alarm comes 30 days before a request reaches this age,
+# and when a hold lasts longer than the hold limit.
+RETIREMENT_WATCHER_LIFETIME_DAYS = int(os.environ.get("RETIREMENT_WATCHER_LIFETIME_DAYS", "365"))
+RETIREMENT_HOLD_ALARM_DAYS = int(os.environ.get("RETIREMENT_HOLD_ALARM_DAYS", "90"))
 RETIREMENT_NOTICE_RECIPIENTS = [
     e.strip()
     for e in os.environ.get("RETIREMENT_NOTICE_RECIPIENTS", "" if PRODUCTION else "hq-staff@localhost").split(",")

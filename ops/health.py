@@ -19,7 +19,9 @@ from deletions.models import AuthorityWithdrawal, DeletionAlarm, DeletionRequest
 from deletions.store.alarms import BOUNDARY_REFUSED
 from ops import saturation
 from ops.models import ClusterHeartbeat
+from retirements.models import Alarm as RetirementAlarm
 from retirements.models import NoticeSlot, NoticeStatus, PurgeJob, PurgeStatus, RequestStatus
+from retirements.policy import HOLD_AGE, WATCHER_AGE
 from retirements.selectors import count_stalls
 
 CLUSTER_STALE = timedelta(minutes=3)
@@ -73,6 +75,8 @@ def report(now: datetime) -> dict[str, Any]:
         status=PurgeStatus.REFUSED, request__status=RequestStatus.EXECUTING
     ).count()
     checks["purges_refused"] = {"ok": refused_purges == 0, "count": refused_purges}
+    aged = RetirementAlarm.objects.filter(kind__in=[WATCHER_AGE, HOLD_AGE], resolved_at__isnull=True).count()
+    checks["aged_retirements"] = {"ok": aged == 0, "count": aged}  # near the watcher's lifetime, or held too long
     status = "green" if all(c["ok"] for c in checks.values()) else "red"
     return {"status": status, "at": now.isoformat(), "checks": checks}
 

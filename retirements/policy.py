@@ -243,3 +243,36 @@ def resume_refusal(
         return f"the watcher sleeps while the request is on hold (releasing wakes it); {RESUME_RULE}"
     due = f"its next wake-up is {present.absolute(next_wake_at)} ({present.relative(next_wake_at, now)})"
     return f"the watcher is healthy: {due if next_wake_at else 'it is starting'}; {RESUME_RULE}"
+
+
+AGE_WARNING = timedelta(days=30)  # a watcher's lifetime alarm comes this long before the lifetime ends
+WATCHER_AGE, HOLD_AGE = "watcher_lifetime", "hold_too_long"
+
+
+def age_alarms(
+    *,
+    status: str,
+    requested_at: datetime,
+    held_at: datetime | None,
+    lifetime: timedelta,
+    hold_limit: timedelta,
+    now: datetime,
+) -> list[tuple[str, str]]:
+    """Alarms an open request's age raises (kind, message), ahead of time: seed 002's watcher may
+    run a year, so a request nearing the watcher's lifetime, or held past the hold limit, asks
+    a person to conclude it before anything runs out."""  # fmt: skip
+    out: list[tuple[str, str]] = []
+    if status not in ("waiting", "held"):
+        return out
+    ends = requested_at + lifetime
+    if now >= ends - AGE_WARNING:
+        out.append((WATCHER_AGE, (
+            f"open for {present.span((now - requested_at).total_seconds())}: its watcher reaches its lifetime of "
+            f"{present.span(lifetime.total_seconds())} at {present.absolute(ends)}; release, cancel or conclude it"
+        )))  # fmt: skip
+    if status == "held" and held_at is not None and now - held_at >= hold_limit:
+        out.append((HOLD_AGE, (
+            f"on hold for {present.span((now - held_at).total_seconds())}, past the limit of "
+            f"{present.span(hold_limit.total_seconds())}; release or cancel it"
+        )))  # fmt: skip
+    return out

@@ -194,6 +194,22 @@ def detect_stalls(*, now: datetime, limit: int = 50, unalarmed: bool = False) ->
     return stalled[:limit]
 
 
+def aged(*, now: datetime, lifetime: Any, hold_limit: Any, limit: int) -> list[RetirementRequest]:
+    """Open requests whose age may raise an alarm (`policy.age_alarms` decides), without an open
+    alarm of that kind yet: requested before the lifetime warning, or held past the hold limit."""
+
+    def open_alarm(kind: str) -> Any:
+        return Alarm.objects.filter(kind=kind, resolved_at__isnull=True).values("request_id")
+
+    old = Q(requested_at__lte=now - lifetime + policy.AGE_WARNING) & ~Q(id__in=open_alarm(policy.WATCHER_AGE))
+    long_held = Q(status=RequestStatus.HELD, held_at__lte=now - hold_limit) & ~Q(id__in=open_alarm(policy.HOLD_AGE))
+    return list(
+        RetirementRequest.objects.filter(status__in=[RequestStatus.WAITING, RequestStatus.HELD])
+        .filter(old | long_held)
+        .order_by("requested_at", "id")[:limit]
+    )
+
+
 # The operations overview's lists (each one bounded query).
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from core import decisions
 from core.authority import Actor
@@ -54,6 +55,16 @@ def raise_alarm(
             return Alarm.objects.create(kind=kind, request=request, slot=slot, message=message, created_at=now)
     except IntegrityError:
         return open_.first()
+
+
+def resolve_age_alarms(*, watcher_age: str, hold_age: str, now: datetime) -> int:
+    """An age alarm ends with what it asked for: its request concluded, or (a long hold) released."""
+    concluded = ["executing", "completed", "cancelled", "closed"]
+    return (
+        Alarm.objects.filter(resolved_at__isnull=True)
+        .filter(Q(kind=watcher_age, request__status__in=concluded) | (Q(kind=hold_age) & ~Q(request__status="held")))
+        .update(resolved_at=now)
+    )
 
 
 def resolve_alarms(*, kind: str, request: RetirementRequest, now: datetime, slot_ids: Iterable[int] = ()) -> None:

@@ -46,6 +46,7 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "withdrawals_unacknowledged",
         "stage_workers",
         "purges_refused",
+        "aged_retirements",
     }
     assert data["checks"]["stage_workers"] == {"ok": True, "busy": 0, "waiting": 0, "detail": "no case waits"}
 

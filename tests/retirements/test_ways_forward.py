@@ -250,3 +250,32 @@ def test_notice_emails_give_times_to_the_second_in_utc(hq, make_workspace) -> No
     body = mail.outbox[0].body
     assert "Requested by hq-alice at 2026-12-01 09:00:00 UTC" in body
     assert "Eligible for deletion at: 2026-12-31 09:00:00 UTC" in body and "+00:00" not in body
+
+
+def test_a_watcher_nearing_its_lifetime_and_a_long_hold_raise_alarms_ahead_of_time(hq, make_workspace) -> None:
+    """Seed 002: a watcher execution can last a year. Held 400 days, a request would carry on
+    silently; instead the hold alarms at 90 days and the lifetime 30 days before the year ends."""
+    from retirements.services import retirement_hold, retirement_release
+
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)
+    with time_machine.travel(T + DAY, tick=False):
+        retirement_hold(actor=Actor.of(hq), request_id=req.id, reason="legal review")
+    run_at(T + 90 * DAY)
+    assert not Alarm.objects.filter(request=req).exists()  # 89 days on hold: not yet
+    run_at(T + 91 * DAY)
+    hold_alarm = Alarm.objects.get(request=req, kind="hold_too_long", resolved_at__isnull=True)
+    assert hold_alarm.message.startswith("on hold for 90 d, past the limit of 90 d; release or cancel it")
+    run_at(T + 92 * DAY)
+    assert Alarm.objects.filter(request=req, kind="hold_too_long").count() == 1  # raised once
+    run_at(T + 335 * DAY)
+    life = Alarm.objects.get(request=req, kind="watcher_lifetime", resolved_at__isnull=True)
+    assert "its watcher reaches its lifetime of 365 d at 2027-12-01 09:00:00 UTC" in life.message
+    with time_machine.travel(T + 336 * DAY, tick=False):
+        retirement_release(actor=Actor.of(hq), request_id=req.id, reason="review done")
+    run_at(T + 336 * DAY)
+    assert Alarm.objects.get(id=hold_alarm.id).resolved_at is not None  # released: that alarm ends
+    assert Alarm.objects.get(id=life.id).resolved_at is None  # still open until the request concludes
+    with time_machine.travel(T + 336 * DAY, tick=False):
+        assert report(clock.now())["checks"]["aged_retirements"] == {"ok": False, "count": 1}
