@@ -10,6 +10,16 @@ REQUEST_RECEIVED = "request_received"
 REMINDER_7_DAYS = "reminder_7_days"
 FINAL_WARNING = "final_warning"
 DESTRUCTION_STARTED = "destruction_started"
+PLANNED_NOTICES = (REQUEST_RECEIVED, REMINDER_7_DAYS, FINAL_WARNING)  # the waiting period's plan
+# A staff notice for each decision that changes a retirement's course (seed 002: the retained
+# notices are how hops 5 and 6 are observed), due when it is taken, never gating.
+DECISION_NOTICES = {
+    "hold": "held",
+    "release": "released",
+    "cancel": "cancelled",
+    "boundary_hold": "held_at_point_of_no_return",
+    "boundary_close": "closed_at_point_of_no_return",
+}
 
 
 @dataclass(frozen=True)

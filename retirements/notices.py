@@ -25,7 +25,7 @@ from django.db import transaction
 from core import present
 from core.crashpoints import crash_point
 from retirements import policy
-from retirements.contract import SlotView
+from retirements.contract import DECISION_NOTICES, SlotView
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest, Workspace
 from retirements.store import locks
 from retirements.store import notices as store_notices
@@ -35,14 +35,22 @@ SUBJECTS = {
     policy.REMINDER_7_DAYS: "Workspace {slug} becomes eligible for deletion in 7 days",
     policy.FINAL_WARNING: "Final warning: workspace {slug} is deleted after {eligible}",
     policy.DESTRUCTION_STARTED: "Deletion of workspace {slug} has started",
+    "held": "Retirement of workspace {slug} is on hold",
+    "released": "Retirement of workspace {slug} is released; eligible after {eligible}",
+    "cancelled": "Retirement of workspace {slug} is cancelled; the workspace is disabled again",
+    "held_at_point_of_no_return": "Retirement of workspace {slug} was held at the point of no return",
+    "closed_at_point_of_no_return": "Retirement of workspace {slug} was closed without purge at the point of no return",
 }
 DELIVERABLE = (RequestStatus.WAITING, RequestStatus.EXECUTING)
 
 
 def deliverable(kind: str, request_status: str) -> bool:
-    """Notices of an open request; `destruction_started` also once the purge finished first."""
-    return request_status in DELIVERABLE or (
-        kind == policy.DESTRUCTION_STARTED and request_status == RequestStatus.COMPLETED
+    """Notices of an open request; `destruction_started` also once the purge finished first; a
+    decision's notice always (it reports what happened)."""
+    return (
+        request_status in DELIVERABLE
+        or kind in DECISION_NOTICES.values()
+        or (kind == policy.DESTRUCTION_STARTED and request_status == RequestStatus.COMPLETED)
     )
 
 

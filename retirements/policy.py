@@ -19,6 +19,7 @@ from retirements.contract import (  # noqa: F401  (the policy's vocabulary, also
     FINAL_WARNING,
     HOLD,
     NOT_YET_ELIGIBLE,
+    PLANNED_NOTICES,
     PROCEED,
     REFUSE,
     REMINDER_7_DAYS,
@@ -112,7 +113,7 @@ def replan_on_release(
     present = set()
     for slot in slots:
         present.add(slot.kind)
-        if slot.status != "pending":
+        if slot.status != "pending" or slot.kind not in PLANNED_NOTICES:  # a decision's notice stays as it is
             continue
         target = plan.get(slot.kind)
         if target is None:

@@ -11,7 +11,7 @@ from django.db.models import F, Q, QuerySet
 from core.errors import NotFound, shown
 from core.store import get_or_not_found, parse_id
 from retirements import policy
-from retirements.contract import SlotView
+from retirements.contract import DECISION_NOTICES, SlotView
 from retirements.models import (
     OPEN_REQUEST_STATUSES,
     Alarm,
@@ -64,9 +64,14 @@ def _due(now: datetime) -> Q:
 
 
 def due_slot_ids_after_ponr(now: datetime) -> list[int]:
-    """Due notices of requests past the point of no return (destruction_started), even once purged."""
+    """Due notices no watcher step sends: those of requests past the point of no return
+    (destruction_started, even once purged), and the decisions' notices (held, released,
+    cancelled, closed at the point of no return), which no wake-up plans."""
+    past = Q(request__status__in=[RequestStatus.EXECUTING, RequestStatus.COMPLETED])
+    decided = Q(kind__in=list(DECISION_NOTICES.values()))  # a watcher step may claim one first: never both
     return list(
-        NoticeSlot.objects.filter(_due(now), request__status__in=[RequestStatus.EXECUTING, RequestStatus.COMPLETED])
+        NoticeSlot.objects.filter(_due(now))
+        .filter(past | decided)
         .order_by("due_at", "id")
         .values_list("id", flat=True)
     )

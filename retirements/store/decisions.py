@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from core import decisions
 from core.authority import Actor
+from retirements.contract import DECISION_NOTICES
 from retirements.models import Alarm, Decision, NoticeSlot, RetirementRequest, Workspace
 
 logger = logging.getLogger("retirements")
@@ -27,7 +28,11 @@ def log_decision(
     system: str = "watcher",
     generation: int | None = None,
 ) -> Decision:
-    """`actor` None: the system component `system` decided; `generation`: the lease it acted under."""
+    """`actor` None: the system component `system` decided; `generation`: the lease it acted under.
+    A decision that changes the retirement's course also queues its staff notice (due now)."""
+    kind = DECISION_NOTICES.get(action)
+    if kind is not None and request is not None:
+        NoticeSlot.objects.create(request=request, kind=kind, due_at=now, gating=False)
     return decisions.record(
         Decision,
         actor=actor,

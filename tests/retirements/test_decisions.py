@@ -35,7 +35,11 @@ def test_hold_stops_destruction_and_release_extends_eligibility(hq, other_staff,
 
     run_at(T + 31 * DAY)  # well past the original eligibility: nothing happens
     assert not PurgeJob.objects.exists() and fresh(req).status == "held"
-    assert len(mail.outbox) == 1  # the reminder is not sent while held
+    # The reminder is not sent while held; the hold's own staff notice is.
+    assert [m.subject for m in mail.outbox] == [
+        "Retirement requested for workspace acme-old",
+        "Retirement of workspace acme-old is on hold",
+    ]
 
     at(T + 31 * DAY, retirement_release, actor=Actor.of(other_staff), request_id=req.id, reason="owner confirmed")
     released = fresh(req)
@@ -44,6 +48,9 @@ def test_hold_stops_destruction_and_release_extends_eligibility(hq, other_staff,
     due = dict(req.notices.values_list("kind", "due_at"))
     assert due["reminder_7_days"] == T + 44 * DAY and due["final_warning"] == T + 50 * DAY
     assert released.next_wake_at == T + 44 * DAY
+    run_at(T + 31 * DAY)  # the release's own staff notice goes at once
+    assert mail.outbox[-1].subject.startswith("Retirement of workspace acme-old is released; eligible after")
+    assert fresh(req).next_wake_at == T + 44 * DAY
 
     run_at(T + 50 * DAY)
     assert not PurgeJob.objects.exists()
@@ -71,10 +78,14 @@ def test_cancel_restores_disabled_and_suppresses_notices(hq, make_workspace, cmd
         "request_received": "delivered",
         "reminder_7_days": "suppressed",
         "final_warning": "suppressed",
+        "cancelled": "pending",  # the cancellation's own staff notice, sent by the next tick
     }
+    run_at(T + 2 * DAY)
+    assert notice_states(req)["cancelled"] == "delivered"
+    assert mail.outbox[-1].subject == "Retirement of workspace acme-old is cancelled; the workspace is disabled again"
     assert after.watchers.get().status == "settled"
     run_at(T + 40 * DAY)
-    assert len(mail.outbox) == 1 and not PurgeJob.objects.exists()
+    assert len(mail.outbox) == 2 and not PurgeJob.objects.exists()  # nothing more after the cancellation
 
 
 def test_inapplicable_repeats_are_refused_and_change_nothing(hq, make_workspace, cmd) -> None:

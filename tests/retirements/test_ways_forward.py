@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 import psutil
 import pytest
 import time_machine
+from django.core import mail
 from django.db import connection
 
 from core import clock
@@ -26,7 +27,7 @@ from core.authority import Actor
 from core.errors import BadInput, Refused
 from ops.health import report
 from retirements import purge, watcher
-from retirements.models import Alarm, Decision, PurgeJob, RetirementWatcher, Workspace
+from retirements.models import Alarm, Decision, NoticeSlot, PurgeJob, RetirementWatcher, Workspace
 from retirements.selectors import count_stalls, detect_stalls
 from retirements.services import (
     retirement_close_refused,
@@ -228,6 +229,26 @@ def test_a_boundary_hold_is_owned_by_a_named_staff_person_not_the_requester(hq, 
     held = fresh(req)
     assert held.status == "held" and held.held_by_id is None
     assert held.owner_id == other_staff.id  # the first active staff member allowed to hold retirements
+    # Its staff notice: how the boundary's hold is observed (seed 002, hop 6).
+    run_at(req.eligible_at + timedelta(minutes=1))
+    slot = NoticeSlot.objects.get(request=req, kind="held_at_point_of_no_return")
+    assert slot.status == "delivered" and not slot.gating
+    assert mail.outbox[-1].subject == "Retirement of workspace acme-old was held at the point of no return"
+
+
+def test_a_close_at_the_point_of_no_return_sends_its_staff_notice(hq, make_workspace) -> None:
+    ws = make_workspace()
+    req = request_at(T, hq)
+    run_at(T)
+    run_at(req.eligible_at - DAY)
+    Workspace.objects.filter(id=ws.id).update(protected_reason="customer's auditors")  # changed by hand
+    run_at(req.eligible_at)
+    assert fresh(req).status == "closed"
+    run_at(req.eligible_at + timedelta(minutes=1))
+    assert NoticeSlot.objects.get(request=req, kind="closed_at_point_of_no_return").status == "delivered"
+    assert mail.outbox[-1].subject == (
+        "Retirement of workspace acme-old was closed without purge at the point of no return"
+    )
 
 
 def test_the_command_line_retries_or_closes_a_refused_purge(hq, make_workspace, other_staff, cmd) -> None:
