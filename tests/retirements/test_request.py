@@ -53,7 +53,7 @@ def test_request_commits_request_slots_watcher_and_pending_lifecycle(cmd, hq, ma
     [
         ({}, request_args(slug="nope", confirm="nope"), 2, "no workspace with slug 'nope'"),
         ({}, request_args(user="ghost"), 1, "--requested-by 'ghost': no such user"),
-        ({}, request_args(user="hq-nobody"), 1, "hq-nobody lacks permission retirements.request_retirement"),
+        ({}, request_args(user="hq-nobody"), 1, "(only active staff holding retirements.request_retirement)"),
         ({}, request_args(reason="  "), 2, "a reason is required"),
         ({}, request_args(confirm="acme-olde"), 1, "confirmation does not match slug: typed 'acme-olde'"),
         ({"lifecycle": "active"}, request_args(), 1, "workspace acme-old is active; only a disabled workspace"),
@@ -95,7 +95,7 @@ def test_inactive_or_non_staff_user_is_refused(cmd, hq, make_workspace) -> None:
     hq.is_staff = False
     hq.save()
     ran = cmd(*request_args())
-    assert ran.code == 1 and "lacks permission retirements.request_retirement (active staff only)" in ran.err
+    assert ran.code == 1 and "(only active staff holding retirements.request_retirement)" in ran.err
 
 
 @pytest.mark.parametrize(
