@@ -381,6 +381,7 @@ class DeletionRequestAdmin(CaseAdmin):
             by_hand=supervised(targets.for_target(req.target).capabilities),
         )
         events = list(LeaseEvent.objects.filter(request=req).order_by("at", "id"))
+        attempt_rows = list(req.attempts.select_related("stage").order_by("started_at", "attempt"))
         decisions = list(req.decisions.order_by("created_at", "id"))
         context = {
             **self.admin_site.each_context(request),
@@ -396,12 +397,12 @@ class DeletionRequestAdmin(CaseAdmin):
                 req.inventory_json, stages, request_status=req.status, effect_unknown=effect_unknown
             ),
             "chain": case.shown_chain(stages, request_status=req.status, effect_unknown=effect_unknown),
-            "attempts": case.attempts_by_stage(list(req.attempts.order_by("started_at", "attempt"))),
+            "attempts": case.attempts_by_stage(attempt_rows),
             "approvals": case.with_revocations(
                 list(req.approvals.order_by("approved_at")), [d for d in decisions if d.action == "revoke_approval"]
             ),
             "withdrawals": list(req.withdrawals.order_by("epoch")),
-            "timeline": case.timeline(decisions, events),
+            "timeline": case.timeline(decisions, events, attempt_rows),
             "alarms": open_alarms,
             "offers": self.offers(offers, req.pk),
             "live": req.status in ("approved", "running", "retry_wait"),

@@ -290,8 +290,10 @@ EVENT_WORDS = {
 }
 
 
-def timeline(decisions: list[Any], events: list[Any]) -> list[Moment]:
-    """Decisions and lease events in one list, oldest first."""
+def timeline(decisions: list[Any], events: list[Any], attempts: list[Any] | None = None) -> list[Moment]:
+    """Decisions, lease events and the attempts that failed, in one list, oldest first. A run of
+    plain claims and releases (the workers' routine) reads as one line; a takeover, a failure or
+    a decision always stands on its own."""
     out = [
         Moment(
             d.created_at,
@@ -302,12 +304,46 @@ def timeline(decisions: list[Any], events: list[Any]) -> list[Moment]:
         )
         for d in decisions
     ]
+    for a in attempts or []:
+        if a.outcome in ("failed", "effect_unknown"):
+            what = "stage failed" if a.outcome == "failed" else "stage effect unknown"
+            stage = present.humanize(getattr(getattr(a, "stage", None), "stage", ""))
+            out.append(Moment(a.finished_at or a.started_at, present.worker(a.executor), f"{what}: {stage}",
+                              a.error, "failure"))  # fmt: skip
     for e in events:
-        why = f"generation {e.generation}"
+        why = f"lease #{e.generation}"
         if e.event == "takeover" and e.previous_owner:
-            why += f"; {e.previous_owner}'s lease had expired"
-        out.append(Moment(e.at, e.owner, EVENT_WORDS.get(e.event, e.event), why, "worker"))
-    return sorted(out, key=lambda m: m.at)
+            why += f"; {present.worker(e.previous_owner)}'s lease had expired"
+        out.append(Moment(e.at, present.worker(e.owner), EVENT_WORDS.get(e.event, e.event), why, "worker"))
+    return _grouped(sorted(out, key=lambda m: m.at))
+
+
+ROUTINE = ("claimed the lease", "released the lease")
+
+
+def _grouped(moments: list[Moment]) -> list[Moment]:
+    """Consecutive routine lease lines folded into one: "claimed and released the lease 6 times"."""
+    out: list[Moment] = []
+    run: list[Moment] = []
+
+    def flush() -> None:
+        if len(run) > 2:
+            claims = sum(1 for m in run if m.what == ROUTINE[0])
+            first, last = run[0].why, run[-1].why
+            out.append(Moment(run[0].at, "workers", f"claimed and released the lease {claims} times",
+                              f"{first} to {last}, until {present.absolute(run[-1].at)}", "routine"))  # fmt: skip
+        else:
+            out.extend(run)
+        run.clear()
+
+    for m in moments:
+        if m.kind == "worker" and m.what in ROUTINE:
+            run.append(m)
+            continue
+        flush()
+        out.append(m)
+    flush()
+    return out
 
 
 def with_revocations(approvals: list[Any], revokes: list[Any]) -> list[tuple[Any, Any]]:

@@ -350,3 +350,29 @@ def test_an_overdue_next_check_is_marked() -> None:
 def test_retry_notices_is_offered_only_where_a_notice_failed(status, failed_notices, offered) -> None:
     got = shown(retirement_case.actions(watched(status), ALL_RETIREMENT, failed_notices=failed_notices, now=NOW))
     assert (got.get("retry-notices") == "") is offered
+
+
+def test_the_timeline_folds_routine_lease_lines_and_shows_failures() -> None:
+    def event(minute: int, kind: str, generation: int, previous: str = "") -> SimpleNamespace:
+        return SimpleNamespace(at=NOW + timedelta(minutes=minute), event=kind, owner="q:vm:7", generation=generation,
+                               previous_owner=previous)  # fmt: skip
+
+    events = [event(1, "claim", 1), event(2, "release", 1), event(3, "claim", 2), event(4, "release", 2),
+              event(6, "takeover", 3, previous="q:vm:6"), event(7, "release", 3)]  # fmt: skip
+    failed = SimpleNamespace(
+        outcome="failed",
+        finished_at=NOW + timedelta(minutes=5),
+        started_at=NOW,
+        executor="q:vm:7",
+        error="RuntimeError: disk full",
+        stage=SimpleNamespace(stage="purge_db"),
+    )
+    decision = SimpleNamespace(created_at=NOW, actor_label="approver-1", action="approve", reason="", actor_id=3)
+    lines = [(m.who, m.what, m.kind) for m in deletion_case.timeline([decision], events, [failed])]
+    assert lines == [
+        ("approver-1", "approve", "staff"),
+        ("workers", "claimed and released the lease 2 times", "routine"),
+        ("worker on host vm (process 7)", "stage failed: purge db", "failure"),
+        ("worker on host vm (process 7)", "took over an expired lease", "worker"),
+        ("worker on host vm (process 7)", "released the lease", "worker"),
+    ]

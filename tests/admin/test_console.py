@@ -150,7 +150,8 @@ def test_a_failed_then_successful_stage_keeps_both_attempts(login, staff) -> Non
     assert [(a.attempt, a.executor, a.outcome) for a in rows] == [(1, "w1", "failed"), (2, "w2", "completed")]
     assert "injected failure in purge_db" in rows[0].error and rows[0].finished_at is not None
     page = login("support").get(url("change", req)).content.decode()
-    assert "injected failure in purge_db" in page and "claimed the lease" in page
+    assert "injected failure in purge_db" in page and "claimed" in page
+    assert "stage failed: purge db" in page  # the timeline shows the failure, not only lease lines
 
 
 # -- bulk cancel and CSV export -------------------------------------------------------------------------
