@@ -41,10 +41,6 @@ class ReasonForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
 
 
-class ConfirmForm(forms.Form):
-    pass
-
-
 def require(request: HttpRequest, perm: str) -> None:
     """Every state change is checked on the server, whatever the page showed."""
     if not request.user.has_perm(perm):

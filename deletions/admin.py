@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from core import clock, present
-from core.admin import CaseAction, CaseAdmin, ConfirmForm, ReasonForm, actor, date_filter, require
+from core.admin import CaseAction, CaseAdmin, ReasonForm, actor, date_filter, require
 from core.errors import DomainError
 from core.templatetags.present import when
 from deletions import case, proposal, selectors, services, targets
@@ -231,8 +231,9 @@ class DeletionRequestAdmin(CaseAdmin):
             title="Run deletion of {obj.target} now",
             explanation="Enqueues a worker run. Refused while a worker holds the lease, a retry is not due, "
             "or a cancellation is recorded.",
-            form_class=ConfirmForm,
-            call=lambda actor, req, data: services.deletion_run_now(actor=actor, request_id=req.id),
+            call=lambda actor, req, data: services.deletion_run_now(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
             success="Run of {obj.target} enqueued.",
         ),
     )

@@ -300,10 +300,11 @@ def _withdraw(request_id: UUID, *, cause: str, now: datetime) -> None:
     transaction.on_commit(lambda: withdrawals.push(now=clock.now(), request_id=request_id))
 
 
-def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest:
+def deletion_run_now(*, actor: Actor, request_id: str | UUID, reason: str) -> DeletionRequest:
     """Enqueue a worker run on commit; the lease, not the queue, decides who executes."""
     rid = parse_request_id(request_id)
     authority.require(actor, RUN)
+    reason = required_reason(reason, "run a deletion now")
     now = clock.now()
     with transaction.atomic():
         req = lock_request(rid)
@@ -313,7 +314,7 @@ def deletion_run_now(*, actor: Actor, request_id: str | UUID) -> DeletionRequest
         if why_not:
             raise Refused(f"nothing to run now: {why_not}; nothing was enqueued or recorded")
         decisions.record(
-            request_id=req.id, actor=actor, action="run_now", reason="", now=now, approval=approvals.latest(req)
+            request_id=req.id, actor=actor, action="run_now", reason=reason, now=now, approval=approvals.latest(req)
         )
         transaction.on_commit(lambda: jobs.enqueue_run(rid))
         return req

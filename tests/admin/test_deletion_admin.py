@@ -127,8 +127,8 @@ def test_the_approval_page_shows_the_submitters_reason(login, submitted) -> None
         ("operator", "approve", {"confirm": "on"}),  # operators cannot approve
         ("support", "approve", {"confirm": "on"}),
         ("support", "cancel", {"reason": "x"}),
-        ("support", "run", {}),
-        ("approver", "run", {}),
+        ("support", "run", {"reason": "x"}),
+        ("approver", "run", {"reason": "x"}),
         ("support", "resume", {"reason": "x"}),
         ("plain", "cancel", {"reason": "x"}),
     ],
@@ -159,9 +159,10 @@ def test_operator_runs_now_and_the_run_is_enqueued_on_commit(
     login, approved, django_capture_on_commit_callbacks
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        response = login("operator").post(url("run", approved), follow=True)
+        response = login("operator").post(url("run", approved), {"reason": "the target is back"}, follow=True)
     assert "Run of demo:alice enqueued." in [str(m) for m in response.context["messages"]]
     assert OrmQ.objects.count() == 1
+    assert approved.decisions.get(action="run_now").reason == "the target is back"
     refused = login("operator").post(
         url(
             "run",
@@ -175,6 +176,7 @@ def test_operator_runs_now_and_the_run_is_enqueued_on_commit(
                 updated_at=approved.created_at,
             ),
         ),
+        {"reason": "try it"},
         follow=True,
     )
     assert any("only an approved, running or retrying request can run" in str(m) for m in refused.context["messages"])
@@ -197,7 +199,7 @@ def test_run_now_that_cannot_run_says_why_and_records_nothing(login, approved, s
 
     leases.claim(request_id=approved.id, owner="q:host-z:4242", now=timezone.now(), lease_seconds=60)
     before = all_rows()
-    response = login("operator").post(url("run", approved), follow=True)
+    response = login("operator").post(url("run", approved), {"reason": "the target is back"}, follow=True)
     messages = [str(m) for m in response.context["messages"]]
     assert any("a worker on host host-z (process 4242) holds the lease until" in m for m in messages), messages
     assert all_rows() == before and not OrmQ.objects.exists()
