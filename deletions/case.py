@@ -94,6 +94,9 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
     if req.status in ("approved", "running") and lease_live(req, now):
         beat = getattr(req, "heartbeat_at", None)
         since = f", heartbeat {beat:%H:%M:%S}" if beat else ""
+        if beat is not None and heartbeat_late(req, now):
+            since += f": late, {present.span((now - beat).total_seconds())} without one (the lease lapses at "
+            since += f"{req.lease_expires_at:%H:%M:%S} unless it beats)"
         return f"the system ({present.worker(req.lease_owner)}{since})"
     if req.status == "approved":
         return "system: the next worker (dispatcher)"
@@ -106,6 +109,16 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
         person = req.owner if req.owner and req.owner not in (req.requested_by, *GROUP_OWNERS) else ""
         return person or ON_CALL
     return "-"
+
+
+def heartbeat_late(req: Any, now: datetime) -> bool:
+    """A worker holds the lease but has not beaten for half of it (it beats every sixth): stuck or
+    paused, and the next worker takes over when the lease lapses. Each beat sets the lease one
+    lease length ahead, so the lease length is read from the row itself."""
+    beat = getattr(req, "heartbeat_at", None)
+    if not lease_live(req, now) or beat is None:
+        return False
+    return now - beat > (req.lease_expires_at - beat) / 2
 
 
 OVERDUE_GRACE = timedelta(minutes=2)  # the dispatcher looks every minute

@@ -376,3 +376,16 @@ def test_the_timeline_folds_routine_lease_lines_and_shows_failures() -> None:
         ("worker on host vm (process 7)", "took over an expired lease", "worker"),
         ("worker on host vm (process 7)", "released the lease", "worker"),
     ]
+
+
+def test_a_live_lease_whose_heartbeat_is_late_says_so() -> None:
+    """A 60 s lease beats every 10 s; 40 s without a beat (a paused or stuck worker) reads late."""
+    beat = NOW - timedelta(seconds=40)
+    late = case_row("running", beat + timedelta(seconds=60), heartbeat_at=beat)
+    assert deletion_case.heartbeat_late(late, NOW) is True
+    assert deletion_case.responsible(late, NOW) == (
+        "the system (worker on host vm (process 14628), heartbeat 11:59:20: late, 40 s without one "
+        "(the lease lapses at 12:00:20 unless it beats))"
+    )
+    fresh = case_row("running", NOW + timedelta(seconds=55), heartbeat_at=NOW - timedelta(seconds=5))
+    assert deletion_case.heartbeat_late(fresh, NOW) is False and "late" not in deletion_case.responsible(fresh, NOW)
