@@ -80,6 +80,13 @@ class BulkCancelForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
 
 
+class RevokeForm(ReasonForm):
+    withdrawn = forms.BooleanField(
+        label="The requester withdrew the request (the case then advises cancelling it, not approving again)",
+        required=False,
+    )
+
+
 def _proposal(req: DeletionRequest) -> dict[str, Any]:
     """The inventory proposed, and why it was submitted (the submitter's own words)."""
     submitted = req.decisions.filter(action="submit").values_list("reason", flat=True).first()
@@ -220,8 +227,9 @@ class DeletionRequestAdmin(CaseAdmin):
             title="Revoke the approval of {obj.target}",
             explanation="Nothing more is applied under the current approval; the receiver refuses the next stage "
             "and the case goes back to the approvers.",
+            form_class=RevokeForm,
             call=lambda actor, req, data: services.deletion_revoke_approval(
-                actor=actor, request_id=req.id, reason=data["reason"]
+                actor=actor, request_id=req.id, reason=data["reason"], withdrawn=data["withdrawn"]
             ),
             success="Approval of {obj.target} revoked.",
         ),

@@ -268,7 +268,9 @@ def deletion_record_effect(
         return req
 
 
-def deletion_revoke_approval(*, actor: Actor, request_id: str | UUID, reason: str) -> DeletionRequest:
+def deletion_revoke_approval(
+    *, actor: Actor, request_id: str | UUID, reason: str, withdrawn: bool = False
+) -> DeletionRequest:
     """Withdraw the current approval: nothing more is applied under it (investigation continues)."""
     rid = parse_request_id(request_id)
     authority.require(actor, APPROVE)
@@ -284,7 +286,9 @@ def deletion_revoke_approval(*, actor: Actor, request_id: str | UUID, reason: st
             approval,
             by=actor.name,
             now=now,
-            custody=custody.revoked(approver=approval.approved_by, by=actor.name, reason=reason, now=now),
+            custody=custody.revoked(
+                approver=approval.approved_by, by=actor.name, reason=reason, now=now, withdrawn=withdrawn
+            ),
         )
         _withdraw(req.id, cause=f"approval revoked by {actor.name}", now=now)
         decisions.record(

@@ -20,10 +20,11 @@ def approved(now: datetime) -> Custody:
     return Custody(SYSTEM, "", now)
 
 
-def revoked(*, approver: str, by: str, reason: str, now: datetime) -> Custody:
-    return Custody(
-        APPROVERS, f"approval by {approver} revoked by {by}: {reason}; approve again or cancel", now + REVIEW_WINDOW
-    )
+def revoked(*, approver: str, by: str, reason: str, now: datetime, withdrawn: bool = False) -> Custody:
+    """Back to the approvers, with advice worded by why: a request its requester withdrew is
+    cancelled, never approved again; anything else is approved again once resolved, or cancelled."""
+    advice = "the requester withdrew it: cancel it" if withdrawn else "approve again once that is resolved, or cancel"
+    return Custody(APPROVERS, f"approval by {approver} revoked by {by}: {reason}; {advice}", now + REVIEW_WINDOW)
 
 
 def expired(*, approver: str, expires_at: datetime, now: datetime) -> Custody:

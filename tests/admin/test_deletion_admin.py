@@ -212,3 +212,17 @@ def test_an_approver_revokes_an_approval_through_the_admin(login, approved) -> N
     after = DeletionRequest.objects.get(id=approved.id)
     assert after.status == Status.SUBMITTED and after.approvals.get().revoked_at is not None
     assert after.decisions.filter(action="revoke_approval", reason="the ticket was reopened").exists()
+
+
+def test_a_revoke_keeps_its_reason_on_the_case_and_words_its_advice_by_why(login, approved) -> None:
+    client = login("approver")
+    client.post(url("revoke", approved), {"reason": "wrong community listed"})
+    req = DeletionRequest.objects.get(id=approved.id)
+    assert req.open_question.endswith("wrong community listed; approve again once that is resolved, or cancel")
+    # Approved again: the revoker and the reason stay beside the approval they revoked.
+    deletion_approve(request_id=req.id, actor=named("approver-1"), digest=req.inventory_digest)
+    page = client.get(url("change", req)).content.decode()
+    assert "approver-1: wrong community listed" in page
+    client.post(url("revoke", req), {"reason": "customer withdrew (DSR-9)", "withdrawn": "on"})
+    withdrawn = DeletionRequest.objects.get(id=approved.id)
+    assert withdrawn.open_question.endswith("customer withdrew (DSR-9); the requester withdrew it: cancel it")
