@@ -101,24 +101,38 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
     search_fields = ("slug", "name")
     readonly_fields = (
         "slug",
-        "lifecycle",
-        "activated_at",
+        "state",
+        "activated",
         "created_at",
-        "is_disposable_test",
-        "legal_hold",
+        "kind",
+        "legal_hold_words",
         "protected_reason",
         "protections",
+        "retire",
     )
     fields = (
         "slug",
         "name",
-        "lifecycle",
-        "activated_at",
-        "legal_hold",
+        "state",
+        "activated",
+        "legal_hold_words",
         "protected_reason",
         "protections",
-        "is_disposable_test",
+        "kind",
+        "retire",
     )
+
+    @admin.display(description="activated")
+    def activated(self, ws: Workspace) -> str:
+        return when(ws.activated_at) if ws.activated_at else "never activated (a retirement waits 1 day)"
+
+    @admin.display(description="legal hold")
+    def legal_hold_words(self, ws: Workspace) -> str:
+        return "yes: a retirement closes without purge while it stands" if ws.legal_hold else "no legal hold"
+
+    @admin.display(description="kind")
+    def kind(self, ws: Workspace) -> str:
+        return "disposable test workspace (short wait, never in production)" if ws.is_disposable_test else "regular"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

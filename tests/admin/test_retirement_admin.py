@@ -54,6 +54,9 @@ def test_operator_requests_retirement_through_the_form(login, workspace) -> None
     # The workspace list links to it.
     listing = client.get(reverse("admin:retirements_workspace_changelist")).content.decode()
     assert f'<a href="{url("change", req)}">retirement (waiting period)</a>' in listing
+    page = client.get(reverse("admin:retirements_workspace_change", args=[workspace.pk])).content.decode()
+    assert f'<a href="{url("change", req)}">retirement (waiting period)</a>' in page  # and so does its page
+    assert "no legal hold" in page and "regular" in page
 
 
 @pytest.mark.parametrize("who", ["support", "approver", "plain"])
