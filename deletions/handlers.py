@@ -204,7 +204,9 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnaps
         stage=row.stage,
         executor=ctx.lease.owner,
         generation=ctx.lease.generation,
-        reason=f"operation {row.operation_id} submitted at {row.submitted_at}; looking it up in {where}",
+        reason=(
+            f"operation {row.operation_id} submitted at {present.absolute(row.submitted_at)}; looking it up in {where}"
+        ),
     )
     try:
         answer = ctx.target.lookup(row.operation_id)

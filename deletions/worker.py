@@ -93,7 +93,9 @@ def run(
     stop = stop or threading.Event()
     req = get_request(request_id)
     if req.status == Status.COMPLETED:
-        return RunOutcome(0, f"request {req.id} already completed at {req.completed_at}; nothing changed", 0)
+        return RunOutcome(
+            0, f"request {req.id} already completed at {present.absolute(req.completed_at)}; nothing changed", 0
+        )
     if req.status == Status.APPROVED:
         now = clock.now()
         expired = approvals.expire_if_due(

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
-from core import authority, clock
+from core import authority, clock, present
 from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
@@ -105,7 +105,8 @@ def retirement_hold(*, actor: Actor, request_id: UUID | str, reason: str) -> Ret
         request, workspace = locks.lock_request(request_id)
         if request.status == RequestStatus.HELD:
             raise Refused(
-                f"already held by {request.held_by or 'the watcher'} since {request.held_at}: {request.hold_reason}"
+                f"already held by {request.held_by or 'the watcher'} since {present.absolute(request.held_at)}: "
+                f"{request.hold_reason}"
             )
         if request.status != RequestStatus.WAITING:
             raise _closed_refusal(request)

@@ -112,7 +112,10 @@ def release(
     request.held_at, request.held_by = None, None
     request.blocker, request.blocked_until = "", None
     request.next_wake_at = plan.next_wake_at
-    request.last_action = f"released by {actor.name} after {held_for}; eligible at {plan.eligible_at}"
+    request.last_action = (
+        f"released by {actor.name} after {present.span(held_for.total_seconds())} on hold; "
+        f"eligible at {present.absolute(plan.eligible_at)}"
+    )
     request.updated_at = now
     request.save(
         update_fields=[
@@ -132,7 +135,9 @@ def release(
         workspace=workspace,
         actor=actor,
         action="release",
-        reason=reason or f"held for {held_for}; eligibility extended to {present.absolute(plan.eligible_at)}",
+        reason=reason
+        or f"held for {present.span(held_for.total_seconds())}; eligibility extended to "
+        f"{present.absolute(plan.eligible_at)}",
         now=now,
     )
 

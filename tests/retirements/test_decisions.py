@@ -45,6 +45,7 @@ def test_hold_stops_destruction_and_release_extends_eligibility(hq, other_staff,
     released = fresh(req)
     assert released.status == "waiting"
     assert released.eligible_at == T + 51 * DAY  # extended by the 21 days on hold
+    assert released.last_action == "released by hq-bob after 21 d on hold; eligible at 2027-01-21 09:00:00 UTC"
     due = dict(req.notices.values_list("kind", "due_at"))
     assert due["reminder_7_days"] == T + 44 * DAY and due["final_warning"] == T + 50 * DAY
     assert released.next_wake_at == T + 44 * DAY
