@@ -38,6 +38,11 @@ def duration(value: timedelta | float | None) -> str:
 
 
 @register.filter
+def worker(owner: str | None) -> str:
+    return present.worker(owner)
+
+
+@register.filter
 def human(code: str | None) -> str:
     return present.humanize(code)
 
