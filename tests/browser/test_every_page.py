@@ -89,6 +89,7 @@ def pages() -> list[Shot]:
     for target, state in (
         ("demo:alice", "submitted"),
         ("demo:bob", "approved"),
+        ("demo:quinn", "queued"),
         ("demo:carol", "completed"),
         ("demo:dave", "retry-wait"),
         ("demo:erin", "cancelled"),
@@ -144,6 +145,9 @@ def seeded(db) -> Iterator[User]:
     force(
         DeletionRequest.objects.filter(id=bob.id), status="running", next_check_at=timezone.now() - timedelta(minutes=9)
     )
+    # And one approved with no worker free yet: queued, never "effect unknown".
+    quinn = deletion_submit(actor=named("operator-1"), target="demo:quinn")
+    deletion_approve(actor=named("approver-1"), request_id=quinn.id, digest=quinn.inventory_digest)
     yield root
 
 
@@ -198,6 +202,8 @@ def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> N
         for pattern, what in WORDS_NEVER_SHOWN:
             for found in re.findall(pattern, text)[:3]:
                 problems.append(f"{name}@{width}: {what}: {found!r}")
+        if name == "deletion-case-queued" and ("effect is unknown" in text or "queued, waiting for a free" not in text):
+            problems.append(f"{name}@{width}: a queued case must read as queued, never as effect unknown")
         if name == "deletion-case-approved" and "overdue" in text:
             problems.append(f"{name}@{width}: 'overdue' on a case a worker holds now")
         if name == "deletions-list" and "overdue" in page.locator("tr", has_text="demo:bob").first.inner_text():
