@@ -27,6 +27,7 @@ from django.test import Client
 
 BIG_TABLES = (
     "entity_deletion_requests",
+    "entity_deletion_decisions",
     "entity_deletion_stage_history",
     "retirements_retirementrequest",
     "retirements_workspace",
@@ -113,6 +114,17 @@ def build(n: int) -> dict[str, Any]:
                 "operation_id": "md5(g::text || 'op' || t.operation_id::text)::uuid",
             },
             [rid],
+        )
+        _clone(  # each copy's decisions, the submitter's reason naming its own ticket
+            "entity_deletion_decisions",
+            "t.request_id = %s",
+            n,
+            {
+                "request_id": f"md5(g::text || 'req' || '{rid}')::uuid",
+                "reason": "CASE WHEN t.action = 'submit' THEN 'erasure request, ticket DSR-' || g ELSE t.reason END",
+            },
+            [rid],
+            skip=("id",),
         )
         _clone(
             "retirements_workspace",
@@ -227,6 +239,8 @@ def pages(built: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         ("deletions: status filter", deletions + "?status__exact=needs_attention"),
         ("deletions: submitted this month", deletions + "?created_at__gte=" + _month_start()),
         ("deletions: search", deletions + "?q=4567"),
+        ("deletions: search by ticket", deletions + "?q=DSR-45678"),
+        ("deletions: search by id prefix", deletions + "?q=" + built["deletion"][:6]),
         (f"deletions: page {deep}", deletions + f"?p={deep}"),
         ("deletions: case page", f"{deletions}{built['deletion']}/change/"),
         ("retirements: first page", retirements),

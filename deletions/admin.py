@@ -25,7 +25,7 @@ from core.admin import CaseAction, CaseAdmin, ReasonForm, actor, date_filter, re
 from core.errors import DomainError
 from core.templatetags.present import when
 from deletions import case, proposal, selectors, services, targets
-from deletions.models import DeletionRequest, LeaseEvent, StageAttempt, StageHistory, Status
+from deletions.models import DeletionDecision, DeletionRequest, LeaseEvent, StageAttempt, StageHistory, Status
 from deletions.rules.inventory import community_ids, validate_target
 from deletions.rules.workflow import stage_count
 from deletions.selectors import UNSETTLED, stage_snapshot
@@ -145,7 +145,8 @@ class DeletionRequestAdmin(CaseAdmin):
     # Submitted today / in the past 7 days / this month / this year: index ranges, where a date
     # hierarchy would first scan every row for its distinct dates.
     list_filter = (SavedViews, "status", ("created_at", date_filter("submitted")))
-    search_fields = ("target", "=requested_by")  # and an id or its first hex digits (CaseActionsMixin)
+    # and an id or its first hex digits (CaseActionsMixin), and any decision's reason (below)
+    search_fields = ("target", "=requested_by")
     ordering = ("-created_at",)
     list_per_page = 50  # 100 rows took the page past 50 ms in cell rendering alone (bench/README.md)
     actions = ("cancel_selected",)
@@ -247,6 +248,18 @@ class DeletionRequestAdmin(CaseAdmin):
     )
 
     # -- list -------------------------------------------------------------------------------
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[DeletionRequest], search_term: str
+    ) -> tuple[QuerySet[DeletionRequest], bool]:
+        """Also the words of any decision on the case (the submitter's reason and ticket, a
+        revoke's or a cancel's reason): trigram-indexed, as the target is."""
+        found, distinct = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if len(term) >= 3:
+            said = DeletionDecision.objects.filter(request_id=OuterRef("pk"), reason__icontains=term)
+            found = found | queryset.filter(Exists(said))
+        return found, distinct
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[DeletionRequest]:
         # Correlated subqueries: computed for the rows on the page only (a join with GROUP BY

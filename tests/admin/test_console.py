@@ -287,6 +287,8 @@ def test_search_finds_a_case_by_its_id_prefix_or_its_requester(login, staff) -> 
     assert url("change", mine) in page and url("change", other) not in page
     page = client.get(listing, {"q": "Operator-1"}).content.decode()  # the requester
     assert url("change", mine) in page
+    page = client.get(listing, {"q": "dsr-7"}).content.decode()  # the submitter's reason, its ticket
+    assert url("change", mine) in page and url("change", other) not in page
     page = client.get(listing, {"q": str(other.id)[:6]}).content.decode()
     assert url("change", other) in page and (url("change", mine) not in page or str(mine.id)[:6] == str(other.id)[:6])
 
