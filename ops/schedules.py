@@ -12,10 +12,11 @@ from core.queue import CONTROL
 SCHEDULES = {
     "deletions: dispatch due runs": "deletions.tasks.dispatch",
     "retirements: run due watcher steps": "retirements.tasks.run_due",
+    "retirements: age alarms": "retirements.tasks.age_alarms",
     "ops: cluster heartbeat": "ops.tasks.beat",
     "ops: prune old task results": "ops.tasks.prune_results",
 }
-MINUTES = {"ops: prune old task results": 60}  # every other schedule runs each minute
+MINUTES = {"ops: prune old task results": 60, "retirements: age alarms": 60}  # every other schedule runs each minute
 # Every schedule belongs to the control cluster: its scheduler creates the runs and its workers
 # take them, so stages filling the stage workers never delay them.
 

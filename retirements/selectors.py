@@ -162,23 +162,23 @@ STALLED_ALARM = "watcher_stalled"
 
 
 def _stalled_ids(now: datetime, *, unalarmed: bool = False) -> QuerySet[Any]:
-    """Ids of waiting requests the stall rule may match: no watcher, a current watcher that
-    settled, a live watcher that never started, or a wake-up missed by the grace. Four indexed
-    branches (an OR across the join would read every waiting request); the pure policy has the
-    last word on each candidate."""
+    """Ids of waiting requests the stall rule may match: no watcher, a live watcher that never
+    started, or a wake-up missed by the grace. Three indexed branches (an OR across the join would
+    read every waiting request); the pure policy has the last word on each candidate."""
     cutoff = now - policy.STALL_GRACE
     waiting = RetirementRequest.objects.filter(status=RequestStatus.WAITING)
     if unalarmed:
         waiting = waiting.exclude(
             id__in=Alarm.objects.filter(kind=STALLED_ALARM, resolved_at__isnull=True).values("request_id")
         )
-    ended = [WatcherStatus.SETTLED, WatcherStatus.SUPERSEDED]
-    live = ~Q(watcher__status__in=ended)
+    live = ~Q(watcher__status__in=[WatcherStatus.SETTLED, WatcherStatus.SUPERSEDED])
     no_watcher = waiting.filter(watcher__isnull=True).values("id")
-    settled = waiting.filter(watcher__status__in=ended).values("id")  # current, yet concluded nothing
-    missed = waiting.filter(live, next_wake_at__lt=cutoff).values("id")
+    # A missed wake-up, whatever the watcher's state: a current watcher that settled without
+    # concluding the request is never stepped, so it shows here once its wake-up passes the grace
+    # (its own case page says so at once); no scan of the watchers for it.
+    missed = waiting.filter(next_wake_at__lt=cutoff).values("id")
     never_started = waiting.filter(live, watcher__started_at__isnull=True, watcher__created_at__lt=cutoff).values("id")
-    return no_watcher.union(settled, missed, never_started)
+    return no_watcher.union(missed, never_started)
 
 
 def count_stalls(*, now: datetime) -> int:
@@ -206,13 +206,15 @@ def aged(*, now: datetime, lifetime: Any, hold_limit: Any, limit: int) -> list[R
     def open_alarm(kind: str) -> Any:
         return Alarm.objects.filter(kind=kind, resolved_at__isnull=True).values("request_id")
 
-    old = Q(requested_at__lte=now - lifetime + policy.AGE_WARNING) & ~Q(id__in=open_alarm(policy.WATCHER_AGE))
-    long_held = Q(status=RequestStatus.HELD, held_at__lte=now - hold_limit) & ~Q(id__in=open_alarm(policy.HOLD_AGE))
-    return list(
-        RetirementRequest.objects.filter(status__in=[RequestStatus.WAITING, RequestStatus.HELD])
-        .filter(old | long_held)
-        .order_by("requested_at", "id")[:limit]
+    open_ = RetirementRequest.objects.filter(status__in=[RequestStatus.WAITING, RequestStatus.HELD])
+    old = open_.filter(requested_at__lte=now - lifetime + policy.AGE_WARNING).exclude(
+        id__in=open_alarm(policy.WATCHER_AGE)
     )
+    held = RetirementRequest.objects.filter(status=RequestStatus.HELD, held_at__lte=now - hold_limit).exclude(
+        id__in=open_alarm(policy.HOLD_AGE)
+    )  # (status, next_wake_at) narrows to the few on hold
+    found = {r.id: r for r in [*old.order_by("requested_at", "id")[:limit], *held.order_by("held_at", "id")[:limit]]}
+    return list(found.values())[:limit]
 
 
 # The operations overview's lists (each one bounded query).

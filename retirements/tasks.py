@@ -20,3 +20,7 @@ def purge(job_id: int) -> str:
 
 def run_due() -> dict[str, Any]:
     return watcher.run_due(now=clock.now())
+
+
+def age_alarms() -> list[dict[str, str]]:
+    return watcher.age_alarms(now=clock.now())

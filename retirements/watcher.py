@@ -177,6 +177,23 @@ def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = F
     return verdict.action
 
 
+def age_alarms(*, now: datetime) -> list[dict[str, str]]:
+    """Hourly: alarms for open requests near their watcher's lifetime or held past the hold limit
+    (`policy.age_alarms`), each raised once; those whose cause ended are resolved first."""
+    lifetime = timedelta(days=settings.RETIREMENT_WATCHER_LIFETIME_DAYS)
+    hold_limit = timedelta(days=settings.RETIREMENT_HOLD_ALARM_DAYS)
+    store_decisions.resolve_age_alarms(watcher_age=policy.WATCHER_AGE, hold_age=policy.HOLD_AGE, now=now)
+    raised = []
+    for request in selectors.aged(now=now, lifetime=lifetime, hold_limit=hold_limit, limit=STALL_ALARMS_PER_TICK):
+        for kind, message in policy.age_alarms(
+            status=request.status, requested_at=request.requested_at, held_at=request.held_at, lifetime=lifetime,
+            hold_limit=hold_limit, now=now,
+        ):  # fmt: skip
+            store_decisions.raise_alarm(kind=kind, request=request, message=message, now=now)
+            raised.append({"request": str(request.id), "kind": kind})
+    return raised
+
+
 def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
     """Run the due watcher steps (for at most `budget` seconds, RETIREMENT_TICK_SECONDS by
     default, so a tick ends before the next one starts: what is left stays due), run queued
@@ -235,17 +252,6 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
         summary["purges"].append(run_purge(job_id, now=at()))
     for slot_id in selectors.due_slot_ids_after_ponr(now):
         summary["notices"] += notices.deliver(slot_id, now=at()) == "delivered"
-    lifetime = timedelta(days=settings.RETIREMENT_WATCHER_LIFETIME_DAYS)
-    hold_limit = timedelta(days=settings.RETIREMENT_HOLD_ALARM_DAYS)
-    summary["aged"] = []
-    store_decisions.resolve_age_alarms(watcher_age=policy.WATCHER_AGE, hold_age=policy.HOLD_AGE, now=at())
-    for request in selectors.aged(now=now, lifetime=lifetime, hold_limit=hold_limit, limit=STALL_ALARMS_PER_TICK):
-        for kind, message in policy.age_alarms(
-            status=request.status, requested_at=request.requested_at, held_at=request.held_at, lifetime=lifetime,
-            hold_limit=hold_limit, now=now,
-        ):  # fmt: skip
-            store_decisions.raise_alarm(kind=kind, request=request, message=message, now=at())
-            summary["aged"].append({"request": str(request.id), "kind": kind})
     for request, why in selectors.detect_stalls(now=now, limit=STALL_ALARMS_PER_TICK, unalarmed=True):
         store_decisions.raise_alarm(kind=selectors.STALLED_ALARM, request=request, message=why, now=now)
         summary["stalled"].append({"request": str(request.id), "why": why})

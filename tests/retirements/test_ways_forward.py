@@ -28,7 +28,7 @@ from core.errors import BadInput, Refused
 from ops.health import report
 from retirements import purge, watcher
 from retirements.models import Alarm, Decision, NoticeSlot, PurgeJob, RetirementWatcher, Workspace
-from retirements.selectors import count_stalls, detect_stalls
+from retirements.selectors import count_stalls, detect_stalls, stall_reason
 from retirements.services import (
     retirement_close_refused,
     retirement_resume,
@@ -123,16 +123,21 @@ def test_a_current_watcher_that_settled_while_the_request_waits_counts_as_stalle
     run_at(T)
     assert count_stalls(now=T + DAY) == 0
     force(RetirementWatcher.objects.filter(request=req), status="settled")  # a crash or a hand fix
-    stalled = detect_stalls(now=T + DAY)
+    # Its page says so at once (the pure rule), and resume is offered at once.
+    assert stall_reason(fresh(req), T + DAY) == "watcher settled without concluding the request"
+    # Health and the overview count it once its wake-up (the 7-day reminder) passes by the grace:
+    # such a watcher is never stepped, and no scan of the watchers looks for it before.
+    wake = fresh(req).next_wake_at
+    assert wake is not None
+    later = wake + timedelta(minutes=16)
+    stalled = detect_stalls(now=later)
     assert [(r.id, why) for r, why in stalled] == [(req.id, "watcher settled without concluding the request")]
-    assert count_stalls(now=T + DAY) == 1
-    with time_machine.travel(T + DAY, tick=False):
+    assert count_stalls(now=later) == 1
+    with time_machine.travel(later, tick=False):
         assert report(clock.now())["checks"]["stalled_watchers"] == {"ok": False, "count": 1}
-        retirement_resume(
-            actor=Actor.of(hq), request_id=req.id, reason="watcher stalled"
-        )  # offered, and it replaces it
+        retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
     assert watchers(req) == [("settled", False), ("pending", True)]
-    assert count_stalls(now=T + DAY) == 0
+    assert count_stalls(now=later) == 0
 
 
 def test_each_audit_row_carries_the_time_of_its_own_decision(hq, make_workspace) -> None:
@@ -158,6 +163,12 @@ def test_production_refuses_a_disposable_test_workspace_at_creation(settings) ->
     workspace_create(slug="scratch", name="Scratch", disabled=True, never_activated=False, disposable=True,
                      legal_hold=False)  # fmt: skip
     assert Workspace.objects.get(slug="scratch").is_disposable_test
+
+
+def ages_at(at: datetime) -> list[dict[str, str]]:
+    """The hourly age check (the schedule "retirements: age alarms"), at `at`."""
+    with time_machine.travel(at, tick=False):
+        return watcher.age_alarms(now=clock.now())
 
 
 def refused_purge(hq, make_workspace):
@@ -283,19 +294,19 @@ def test_a_watcher_nearing_its_lifetime_and_a_long_hold_raise_alarms_ahead_of_ti
     run_at(T)
     with time_machine.travel(T + DAY, tick=False):
         retirement_hold(actor=Actor.of(hq), request_id=req.id, reason="legal review")
-    run_at(T + 90 * DAY)
+    ages_at(T + 90 * DAY)
     assert not Alarm.objects.filter(request=req).exists()  # 89 days on hold: not yet
-    run_at(T + 91 * DAY)
+    ages_at(T + 91 * DAY)
     hold_alarm = Alarm.objects.get(request=req, kind="hold_too_long", resolved_at__isnull=True)
     assert hold_alarm.message.startswith("on hold for 90 d, past the limit of 90 d; release or cancel it")
-    run_at(T + 92 * DAY)
+    ages_at(T + 92 * DAY)
     assert Alarm.objects.filter(request=req, kind="hold_too_long").count() == 1  # raised once
-    run_at(T + 335 * DAY)
+    ages_at(T + 335 * DAY)
     life = Alarm.objects.get(request=req, kind="watcher_lifetime", resolved_at__isnull=True)
     assert "its watcher reaches its lifetime of 365 d at 2027-12-01 09:00:00 UTC" in life.message
     with time_machine.travel(T + 336 * DAY, tick=False):
         retirement_release(actor=Actor.of(hq), request_id=req.id, reason="review done")
-    run_at(T + 336 * DAY)
+    ages_at(T + 336 * DAY)
     assert Alarm.objects.get(id=hold_alarm.id).resolved_at is not None  # released: that alarm ends
     assert Alarm.objects.get(id=life.id).resolved_at is None  # still open until the request concludes
     with time_machine.travel(T + 336 * DAY, tick=False):
