@@ -249,19 +249,13 @@ class DeletionRequestAdmin(CaseAdmin):
 
     # -- list -------------------------------------------------------------------------------
 
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[DeletionRequest], search_term: str
-    ) -> tuple[QuerySet[DeletionRequest], bool]:
-        """Also the words of any decision on the case (the submitter's reason and ticket, a
-        revoke's or a cancel's reason): trigram-indexed, as the target is."""
-        found, distinct = super().get_search_results(request, queryset, search_term)
-        term = search_term.strip()
-        if len(term) >= 3:
-            said = DeletionDecision.objects.filter(reason__icontains=term).values_list("request_id", flat=True)
-            found = found | queryset.filter(id__in=list(said[: self.SEARCH_BY_WORDS]))
-        return found, distinct
-
-    SEARCH_BY_WORDS = 1000  # cases found by a decision's words, at most (the trigram index finds them)
+    def search_ids(self, term: str) -> list[Any]:
+        """The cases whose decisions' words (the submitter's reason and ticket, a revoke's or a
+        cancel's reason) hold the term: trigram-indexed, as the target is."""
+        if len(term) < 3:
+            return []
+        said = DeletionDecision.objects.filter(reason__icontains=term).values_list("request_id", flat=True)
+        return list(said[: self.SEARCH_LIMIT])
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[DeletionRequest]:
         # Correlated subqueries: computed for the rows on the page only (a join with GROUP BY

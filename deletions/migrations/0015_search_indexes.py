@@ -14,6 +14,11 @@ class Migration(migrations.Migration):
             "USING gin ((UPPER(target::text)) gin_trgm_ops)",
             "DROP INDEX IF EXISTS deletion_target_trgm",
         ),
+        migrations.RunSQL(  # the requester, as iexact compares it
+            "CREATE INDEX IF NOT EXISTS deletion_requester_upper ON entity_deletion_requests "
+            "((UPPER(requested_by::text)))",
+            "DROP INDEX IF EXISTS deletion_requester_upper",
+        ),
         migrations.RunSQL(
             "CREATE INDEX IF NOT EXISTS deletion_decision_reason_trgm ON entity_deletion_decisions "
             "USING gin ((UPPER(reason::text)) gin_trgm_ops)",
