@@ -152,20 +152,25 @@ def retirement_cancel(*, actor: Actor, request_id: UUID | str, reason: str) -> R
         return request
 
 
+RESUME_LOCK_WAIT_MS = 2000
+
+
 def retirement_resume(*, actor: Actor, request_id: UUID | str, reason: str) -> RetirementRequest:
     """Replace the watcher. Never releases a hold, shortens eligibility or satisfies a notice."""
     authority.require(actor, RESUME)
     reason = _reason(reason, "resume a watcher")
     now = clock.now()
     with transaction.atomic():
-        # Never wait behind a watcher mid-step (it holds the request's lock): refuse at once.
-        locked = locks.lock_request(request_id, skip_locked=True)
-        if locked is None:
+        # Never wait long behind a watcher mid-step (it holds the request's lock): at most
+        # RESUME_LOCK_WAIT, then a one-line refusal. Concurrent resumes wait for each other and
+        # the later ones meet the new watcher, so one wins.
+        try:
+            request, workspace = locks.lock_request(request_id, wait_ms=RESUME_LOCK_WAIT_MS)
+        except locks.LockBusy:
             raise Refused(
                 "the watcher (or another decision) holds this request right now, so it is running; "
                 "look again in a minute"
-            )
-        request, workspace = locked
+            ) from None
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD):
             raise _closed_refusal(request)
         old = locks.lock_current_watcher(request)

@@ -7,20 +7,40 @@ from datetime import datetime
 from typing import overload
 from uuid import UUID
 
-from django.db import connection
+from django.db import OperationalError, connection
 
 from core.errors import NotFound, shown
 from core.store import lock_or_not_found
 from retirements.models import NoticeSlot, RetirementRequest, RetirementWatcher, Workspace
 
 
+class LockBusy(Exception):
+    """Another transaction held the lock past the wait allowed."""
+
+
 @overload
-def lock_request(request_id: UUID | str) -> tuple[RetirementRequest, Workspace]: ...
+def lock_request(request_id: UUID | str, *, wait_ms: int | None = None) -> tuple[RetirementRequest, Workspace]: ...
 @overload
 def lock_request(request_id: UUID | str, *, skip_locked: bool) -> tuple[RetirementRequest, Workspace] | None: ...
-def lock_request(request_id: UUID | str, *, skip_locked: bool = False) -> tuple[RetirementRequest, Workspace] | None:
+def lock_request(
+    request_id: UUID | str, *, skip_locked: bool = False, wait_ms: int | None = None
+) -> tuple[RetirementRequest, Workspace] | None:
     """Lock workspace, then request: the one lock order every writer follows. `skip_locked`:
-    None at once when another transaction holds either (a watcher tick leaves it to that one)."""
+    None at once when another transaction holds either (a watcher tick leaves it to that one).
+    `wait_ms`: wait at most that long for them, then LockBusy (the transaction is then spent)."""
+    if wait_ms is not None:
+        with connection.cursor() as cur:
+            cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{int(wait_ms)}ms"])
+        try:
+            return _lock_request(request_id, skip_locked=False)
+        except OperationalError as exc:
+            if getattr(exc.__cause__, "sqlstate", "") == "55P03":  # lock_not_available
+                raise LockBusy(str(exc)) from None
+            raise
+    return _lock_request(request_id, skip_locked=skip_locked)
+
+
+def _lock_request(request_id: UUID | str, *, skip_locked: bool) -> tuple[RetirementRequest, Workspace] | None:
     workspace_id = RetirementRequest.objects.filter(id=request_id).values_list("workspace_id", flat=True).first()
     if workspace_id is None:
         raise NotFound(f"no retirement request with id {request_id}")
