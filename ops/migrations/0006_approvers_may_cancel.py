@@ -3,20 +3,20 @@
 from django.db import migrations
 
 
-def forwards(apps, schema_editor):
-    Group = apps.get_model("auth", "Group")
+def _cancel_and_approvers(apps):
     Permission = apps.get_model("auth", "Permission")
     cancel = Permission.objects.filter(content_type__app_label="deletions", codename="cancel_deletionrequest").first()
-    group = Group.objects.filter(name="approvers").first()
+    return cancel, apps.get_model("auth", "Group").objects.filter(name="approvers").first()
+
+
+def forwards(apps, schema_editor):
+    cancel, group = _cancel_and_approvers(apps)
     if cancel is not None and group is not None:
         group.permissions.add(cancel)
 
 
 def backwards(apps, schema_editor):
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    cancel = Permission.objects.filter(content_type__app_label="deletions", codename="cancel_deletionrequest").first()
-    group = Group.objects.filter(name="approvers").first()
+    cancel, group = _cancel_and_approvers(apps)
     if cancel is not None and group is not None:
         group.permissions.remove(cancel)
 
