@@ -223,6 +223,39 @@ if PRODUCTION:
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+
+# Custody (SPEC 5.5): the rotas a case's person and backup come from. Each names a Django group;
+# CUSTODY_ROTA_<NAME> (comma-separated usernames, e.g. CUSTODY_ROTA_APPROVERS) replaces its members.
+def _people(name: str) -> list[str]:
+    return [u.strip() for u in os.environ.get(f"CUSTODY_ROTA_{name}", "").split(",") if u.strip()]
+
+
+CUSTODY_ROTAS = {
+    "approvers": {"group": "approvers", "people": _people("APPROVERS")},
+    "operators on call": {"group": "operators", "people": _people("OPERATORS")},
+}
+# Notifications (ops.notify): links in messages start with BACKOFFICE_URL; a sender's claim outlives
+# any send; a digest reader's digest goes out from this hour (UTC) each day.
+BACKOFFICE_URL = os.environ.get("BACKOFFICE_URL", "http://127.0.0.1:8000").rstrip("/")
+NOTIFY_CLAIM_SECONDS = int(os.environ.get("NOTIFY_CLAIM_SECONDS", "300"))
+NOTIFY_DIGEST_HOUR = int(os.environ.get("NOTIFY_DIGEST_HOUR", "7"))
+# Retention (ops.retention): days a record kind lives once its case closed; a closed case past
+# closed_case (and decision_log) becomes a tombstone. The job works in batches within its budget.
+RETENTION_DAYS = {
+    "closed_case": int(os.environ.get("RETENTION_CLOSED_CASE_DAYS", "730")),
+    "decision_log": int(os.environ.get("RETENTION_DECISION_LOG_DAYS", "730")),
+    "lease_history": int(os.environ.get("RETENTION_LEASE_HISTORY_DAYS", "90")),
+    "target_evidence": int(os.environ.get("RETENTION_TARGET_EVIDENCE_DAYS", "365")),
+    "notifications": int(os.environ.get("RETENTION_NOTIFICATIONS_DAYS", "90")),
+}
+RETENTION_BATCH = 200
+RETENTION_SECONDS = float(os.environ.get("RETENTION_SECONDS", "60"))
+# A deletion request is due one calendar month after it was received (GDPR Art. 12(3)); an
+# extension, with a reason, reaches at most three months after receipt.
+DELETION_DEADLINE_MONTHS = int(os.environ.get("DELETION_DEADLINE_MONTHS", "1"))
+DELETION_DEADLINE_MAX_MONTHS = int(os.environ.get("DELETION_DEADLINE_MAX_MONTHS", "3"))
+DELETION_DEADLINE_WARNING_DAYS = int(os.environ.get("DELETION_DEADLINE_WARNING_DAYS", "7"))
+
 # Deletion workflow (SPEC 3). The lease is a setting so tests can shorten real waits.
 DELETION_LEASE_SECONDS = int(os.environ.get("DELETION_LEASE_SECONDS", "60"))
 DELETION_HEARTBEAT_SECONDS = max(1, DELETION_LEASE_SECONDS // 6)
@@ -241,6 +274,10 @@ DEMO_TARGET_LOOKUP_LAG_SECONDS = int(os.environ.get("DEMO_TARGET_LOOKUP_LAG_SECO
 # SECRET_KEY when unset) and the target system checks it with the public key alone.
 DELETION_GRANT_SIGNING_KEY = os.environ.get("DELETION_GRANT_SIGNING_KEY", "")
 TARGET_GRANT_PUBLIC_KEY = os.environ.get("TARGET_GRANT_PUBLIC_KEY", "")  # empty: the signing key's own
+# Proofs of a case (core.proofs): signed with PROOF_SIGNING_KEY (derived from SECRET_KEY when unset),
+# checked with PROOF_PUBLIC_KEY (empty: the signing key's own).
+PROOF_SIGNING_KEY = os.environ.get("PROOF_SIGNING_KEY", "")
+PROOF_PUBLIC_KEY = os.environ.get("PROOF_PUBLIC_KEY", "")
 
 # django-q2: our leases, never the queue, decide who executes a stage, so the
 # queue's own retries stay off (max_attempts 1) and timeout stays below retry.

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import path
 
 from ops.health import healthz
+from ops.inbox import inbox_view, preferences_view
 from ops.overview import operations_view
 
 admin.site.site_header = "Deletion back-office"
@@ -28,6 +29,8 @@ handler404 = "core.admin.not_found"
 
 urlpatterns = [
     path("admin/operations/", admin.site.admin_view(operations_view), name="operations"),
+    path("admin/inbox/", admin.site.admin_view(inbox_view), name="inbox"),
+    path("admin/inbox/notifications/", admin.site.admin_view(preferences_view), name="notification-preferences"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
 ]

@@ -30,7 +30,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from core import present
+from core import access, clock, present, proofs
 from core.authority import Actor
 from core.errors import DomainError
 from core.present import Offer
@@ -41,10 +41,62 @@ class ReasonForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
 
 
+class PersonForm(ReasonForm):
+    person = forms.CharField(max_length=150, help_text="the username of someone on the case's rota")
+
+
+def custody_actions(*, view: str, assign: str, move: Callable[..., Any]) -> tuple[CaseAction, ...]:
+    """Take, assign and hand over, for a workflow whose service is
+    `move(actor=, request_id=, how=, person=, reason=)` (the rules are `core.custody`'s)."""
+
+    def call(how: str) -> Callable[[Actor, Any, dict[str, Any]], Any]:
+        return lambda actor, obj, data: move(
+            actor=actor, request_id=obj.pk, how=how, person=data.get("person", ""), reason=data["reason"]
+        )
+
+    return (
+        CaseAction(
+            name="take",
+            perm=view,
+            title="Take this case",
+            explanation="You become the case's person (its backup stays). You must be on the rota of the people "
+            "who answer it now.",
+            call=call("take"),
+            success="You hold this case now.",
+        ),
+        CaseAction(
+            name="assign",
+            perm=assign,
+            title="Assign this case",
+            explanation="Name the case's person: anyone on the rota of the people who answer it now.",
+            form_class=PersonForm,
+            call=call("assign"),
+            success="Case assigned.",
+        ),
+        CaseAction(
+            name="hand-over",
+            perm=view,
+            title="Hand over this case",
+            explanation="The case's person or its backup gives it to someone else on its rota.",
+            form_class=PersonForm,
+            call=call("hand over"),
+            success="Case handed over.",
+        ),
+    )
+
+
 def require(request: HttpRequest, perm: str) -> None:
     """Every state change is checked on the server, whatever the page showed."""
     if not request.user.has_perm(perm):
         raise PermissionDenied(present.not_allowed(perm))
+
+
+def sees(request: HttpRequest) -> dict[str, bool]:
+    """What of a case record this user sees (`core.access`), read once per request."""
+    if not hasattr(request, "_sees"):
+        roles = access.roles_of(request.user)
+        request._sees = {what: access.sees(roles, what) for what in access.WHAT}  # type: ignore[attr-defined]
+    return request._sees  # type: ignore[attr-defined, no-any-return]
 
 
 def actor(request: HttpRequest) -> Actor:
@@ -90,6 +142,10 @@ class CaseActionsMixin:
             {"offer": o, "url": reverse(f"admin:{self.url_name(o.name)}", args=[pk]) if o.enabled else ""}
             for o in offers
         ]
+
+    def shown(self, request: HttpRequest, obj: Any) -> str:
+        """The case as this user may see it named (a workflow masks what its role may not see)."""
+        return str(obj)
 
     def action_back(self, pk: Any) -> str:
         """Where an action returns: the case page."""
@@ -177,9 +233,46 @@ class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     paginator = EstimatedCountPaginator
     show_facets = admin.ShowFacets.NEVER  # per-option counts would read the whole table at every click
 
+    # The case's signed proof (`core.proofs`): `proof(pk, now)` seals it, `proof_lines` words it.
+    proof: Callable[[Any, datetime], dict[str, Any]] | None = None
+    proof_lines: Callable[[dict[str, Any]], list[str]] | None = None
+
     def get_urls(self) -> list[URLPattern]:
         export = path("export.csv", self.admin_site.admin_view(self.export_csv), name=self.url_name("export"))
-        return [export, *super().get_urls()]
+        extra = [export]
+        if self.proof is not None:
+            extra.append(
+                path(f"{self.pk_path}/proof/", self.admin_site.admin_view(self.proof_view), name=self.url_name("proof"))
+            )
+        return [*extra, *super().get_urls()]
+
+    def proof_offer(self, request: HttpRequest) -> Offer:
+        why = "" if sees(request)[access.PROOF] else "only approvers, auditors and superusers read a case's proof"
+        return Offer("proof", "Proof", why)
+
+    def proof_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
+        """The printable proof, or (`?format=json`) the signed JSON `deletion_record --verify` checks.
+        Only for those whose role may read proofs (`core.access`)."""
+        if not self.has_view_permission(request) or not sees(request)[access.PROOF]:
+            raise PermissionDenied("only approvers, auditors and superusers may read a case's proof")
+        obj = self.action_object(pk)
+        proof = self.proof(obj.pk, clock.now())  # type: ignore[misc]
+        if request.GET.get("format") == "json":
+            response = HttpResponse(proofs.dumps(proof), content_type="application/json")
+            response["Content-Disposition"] = f'attachment; filename="proof-{obj.pk}.json"'
+            return response
+        lines = self.proof_lines(proof)  # type: ignore[misc]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": lines[0],
+            "original": obj,
+            "rows": [(line[:10].strip(), line[10:]) for line in lines[1:]],
+            "proof": proof,
+            "intact": proofs.verify(proof) == "",
+            "back": self.action_back(obj.pk),
+        }
+        return TemplateResponse(request, "admin/proof.html", context)
 
     def export_csv(self, request: HttpRequest) -> HttpResponse:
         """The changelist's own filters and search, every matching row (not just one page)."""
@@ -195,9 +288,18 @@ class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
         response["Content-Disposition"] = f'attachment; filename="{self.model._meta.model_name}s.csv"'
         writer = csv.writer(response)
         writer.writerow(self.csv_fields)
-        for row in queryset.values_list(*self.csv_fields).iterator(chunk_size=2000):
-            writer.writerow(_csv_safe(v) for v in row)
+        shown = self.csv_shown(request)
+        for row in self.csv_queryset(queryset).values_list(*self.csv_fields).iterator(chunk_size=2000):
+            writer.writerow(_csv_safe(shown(name, v)) for name, v in zip(self.csv_fields, row, strict=True))
         return response
+
+    def csv_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """The exported rows, annotated with whatever `csv_fields` names beyond the model's columns."""
+        return queryset
+
+    def csv_shown(self, request: HttpRequest) -> Callable[[str, Any], Any]:
+        """How each exported value shows to this user (the access rules may mask some)."""
+        return lambda name, value: value
 
     def case_object(self, queryset: QuerySet[Any], object_id: str) -> Any:
         """The case a URL names; a malformed or unknown id is a 404 that says so, never a 500."""
@@ -313,7 +415,7 @@ def action_view(
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.model._meta,
         "title": title,
-        "object": obj,
+        "object": model_admin.shown(request, obj) if isinstance(model_admin, CaseActionsMixin) else obj,
         "req": obj,
         "form": form,
         "back": back,

@@ -8,13 +8,14 @@ call, the result as JSON.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core import authority
 from core.authority import Actor
-from core.errors import DomainError
+from core.errors import BadInput, DomainError, shown
 
 REASON_REQUIRED, REASON_OPTIONAL, NO_REASON = "required", "optional", "none"
 
@@ -23,6 +24,15 @@ def _cut(message: str, limit: int = 300) -> str:
     """argparse quotes a rejected value whole; a refusal stays one short line."""
     message = " ".join(message.split())
     return message if len(message) <= limit else f"{message[:limit]}… ({len(message)} characters)"
+
+
+def parse_time(text: str, flag: str) -> datetime:
+    """An ISO date or time from a command line (UTC when it names no zone), or a one-line refusal."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise BadInput(f"{flag} {shown(text)} is refused: give an ISO date or time, e.g. 2027-03-01T09:30") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 class ServiceCommand(BaseCommand):
@@ -65,3 +75,53 @@ class DecisionCommand(ServiceCommand):
     def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
         """Call the one service and return what to print."""
         raise NotImplementedError
+
+
+class RecordCommand(ServiceCommand):
+    """A case's signed proof (`core.proofs`): printed as text or JSON for a reader whose role may
+    read proofs (`core.access`), or a saved proof verified (exit 0 intact, 1 not)."""
+
+    kind: ClassVar[str] = "case"
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("request_id", nargs="?")
+        parser.add_argument("--by", metavar="USER", help="who reads it (their role must allow proofs)")
+        parser.add_argument("--json", action="store_true", help="print the proof as JSON (what --verify reads)")
+        parser.add_argument("--verify", metavar="FILE", help="check a saved JSON proof instead")
+
+    def build(self, request_id: str, now: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def lines(self, proof: dict[str, Any]) -> list[str]:
+        raise NotImplementedError
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from core import access, clock, proofs
+
+        if options["verify"]:
+            try:
+                with open(options["verify"], "rb") as f:
+                    data = f.read()
+            except OSError as exc:
+                raise CommandError(f"{options['verify']}: cannot be read ({exc.strerror})", returncode=1) from None
+            why = proofs.verify_file(data)
+            if why:
+                raise CommandError(f"{options['verify']}: NOT intact: {why}", returncode=1)
+            proof = json.loads(data)
+            self.stdout.write(
+                f"{options['verify']}: intact; {proof['record']['kind']} {proof['record']['id']}, {proof['digest']}"
+            )
+            return
+        if not options["request_id"] or not options["by"]:
+            raise CommandError(f"give a {self.kind} id and --by USER (or --verify FILE)", returncode=2)
+        reader = authority.named(options["by"])
+        if not access.sees(access.roles_of(reader.user), access.PROOF):
+            raise CommandError(
+                f"{reader.name} may not read proofs (only approvers, auditors and superusers)", returncode=1
+            )
+        proof = self.build(options["request_id"], clock.now())
+        if options["json"]:
+            self.stdout.write(proofs.dumps(proof), ending="")
+            return
+        for line in self.lines(proof):
+            self.stdout.write(line)

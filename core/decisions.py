@@ -10,11 +10,11 @@ import logging
 from datetime import datetime
 from typing import Any, TypeVar
 
-import pgtrigger
 from django.conf import settings
 from django.db import models
 
 from core.authority import Actor
+from core.lifecycle import AppendOnly
 
 
 class DecisionRecord(models.Model):
@@ -32,8 +32,9 @@ class DecisionRecord(models.Model):
     class Meta:
         abstract = True
         ordering = ["created_at", "id"]
-        # Evidence: a log row is never rewritten or removed, whatever writes to the database.
-        triggers = [pgtrigger.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+        # Evidence: a log row is never rewritten or removed, whatever writes to the database (but by
+        # the retention job, reducing a closed case past its period to a tombstone).
+        triggers = [AppendOnly(name="append_only")]
 
     def __str__(self) -> str:
         return f"{self.actor_label}: {self.action}"

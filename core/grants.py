@@ -8,38 +8,27 @@ but never make one.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
+
+from core import keys
 
 
 class BadGrant(Exception):
     """Not a grant this back-office signed (tampered, truncated, or another key's)."""
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 def _private() -> Ed25519PrivateKey:
-    configured = getattr(settings, "DELETION_GRANT_SIGNING_KEY", "")
-    seed = _unb64(configured) if configured else hashlib.sha256(f"grant|{settings.SECRET_KEY}".encode()).digest()
-    return Ed25519PrivateKey.from_private_bytes(seed)
+    return keys.signing_key(getattr(settings, "DELETION_GRANT_SIGNING_KEY", ""), "grant")
 
 
 def public_key() -> str:
     """The key a receiving system is configured with (base64url of the raw public key)."""
-    return _b64(_private().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    return keys.public_text(_private())
 
 
 def receiver_key() -> str:
@@ -50,15 +39,15 @@ def receiver_key() -> str:
 
 def sign(payload: dict[str, Any]) -> str:
     body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    return f"{_b64(body)}.{_b64(_private().sign(body))}"
+    return f"{keys.b64(body)}.{keys.b64(_private().sign(body))}"
 
 
 def verify(token: str, public: str) -> dict[str, Any]:
     """The payload of a grant signed by the holder of `public`'s private key, or BadGrant."""
     try:
         body_text, signature = token.split(".")
-        body = _unb64(body_text)
-        Ed25519PublicKey.from_public_bytes(_unb64(public)).verify(_unb64(signature), body)
+        body = keys.unb64(body_text)
+        Ed25519PublicKey.from_public_bytes(keys.unb64(public)).verify(keys.unb64(signature), body)
         payload = json.loads(body)
     except (ValueError, InvalidSignature, TypeError) as exc:
         raise BadGrant(f"not a grant signed by the back-office ({type(exc).__name__})") from None

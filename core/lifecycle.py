@@ -63,10 +63,36 @@ class FSMGuard(pgtrigger.Trigger):
         )
 
 
+# The retention job's mark (`SET LOCAL backoffice.retention = 'on'`, in its own transaction): the
+# only writer an evidence row's DELETE is allowed to (`ops.retention`). Nothing else sets it.
+RETENTION_SETTING = "backoffice.retention"
+_RETAINED = f"current_setting('{RETENTION_SETTING}', true) = 'on'"
+
+
+def retention_on(cursor: Any) -> None:
+    """Mark this transaction as the retention job's (inside atomic(); ends with it)."""
+    cursor.execute("SELECT set_config(%s, 'on', true)", [RETENTION_SETTING])
+
+
+class AppendOnly(pgtrigger.Trigger):
+    """Evidence rows (decision logs, operator records): never rewritten, and never deleted but by
+    the retention job, which reduces a closed case past its period to a tombstone."""
+
+    when = pgtrigger.Before
+    operation = pgtrigger.Update | pgtrigger.Delete
+
+    def get_func(self, model: Any) -> str:
+        return (
+            f"IF TG_OP = 'DELETE' AND {_RETAINED} THEN RETURN OLD; END IF; "
+            "RAISE EXCEPTION '%: evidence rows are never rewritten or deleted', TG_TABLE_NAME "
+            "USING ERRCODE = '23514';"
+        )
+
+
 class SetOnce(pgtrigger.Trigger):
-    """Evidence rows: never deleted, never rewritten, except that `column` may be set once, from
-    NULL to a value (an approval's revocation). Compares the whole row as JSON without that column,
-    so a column added later is guarded too."""
+    """Evidence rows: never deleted (but by the retention job), never rewritten, except that
+    `column` may be set once, from NULL to a value (an approval's revocation). Compares the whole
+    row as JSON without that column, so a column added later is guarded too."""
 
     when = pgtrigger.Before
     operation = pgtrigger.Update | pgtrigger.Delete
@@ -78,6 +104,7 @@ class SetOnce(pgtrigger.Trigger):
     def get_func(self, model: Any) -> str:
         col = self.column
         return (
+            f"IF TG_OP = 'DELETE' AND {_RETAINED} THEN RETURN OLD; END IF; "
             "IF TG_OP = 'DELETE' THEN "
             "RAISE EXCEPTION '%: evidence rows are never deleted', TG_TABLE_NAME USING ERRCODE = '23514'; END IF; "
             f"IF (to_jsonb(OLD) - '{col}') IS DISTINCT FROM (to_jsonb(NEW) - '{col}') "

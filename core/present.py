@@ -107,6 +107,7 @@ class CasePanel:
     owner: str
     last_action: str
     attempt: str
+    deadline: str = ""  # the legal deadline, where the workflow has one
 
 
 @dataclass(frozen=True)

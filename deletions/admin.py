@@ -7,10 +7,12 @@ permission again and everything else.
 
 from __future__ import annotations
 
-from datetime import timedelta
+import dataclasses
+from datetime import datetime, timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
@@ -20,12 +22,23 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from core import clock, present
-from core.admin import CaseAction, CaseAdmin, ReasonForm, actor, date_filter, require
+from core import access, clock, present
+from core import custody as rota_rules
+from core.admin import CaseAction, CaseAdmin, ReasonForm, actor, custody_actions, date_filter, require, sees
 from core.errors import DomainError
+from core.present import Offer
 from core.templatetags.present import when
 from deletions import case, proposal, selectors, services, targets
-from deletions.models import DeletionDecision, DeletionRequest, LeaseEvent, StageAttempt, StageHistory, Status
+from deletions import proof as deletion_proof
+from deletions.models import (
+    DeletionApproval,
+    DeletionDecision,
+    DeletionRequest,
+    LeaseEvent,
+    StageAttempt,
+    StageHistory,
+    Status,
+)
 from deletions.rules.inventory import community_ids, validate_target
 from deletions.rules.workflow import stage_count
 from deletions.selectors import UNSETTLED, stage_snapshot
@@ -76,6 +89,18 @@ class SubmitForm(forms.Form):
             raise forms.ValidationError(exc.message) from None
 
 
+class ExtendForm(ReasonForm):
+    until = forms.DateField(
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="the new due date (at the time of day the request was received, UTC); at most "
+        "three months after receipt",
+    )
+
+
+def _until(req: DeletionRequest, day: Any) -> Any:
+    return datetime.combine(day, req.received_at.timetz())
+
+
 class BulkCancelForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
 
@@ -102,6 +127,51 @@ def _operation_in_question(req: DeletionRequest, heading: str) -> dict[str, Any]
     }
 
 
+def _custody_offers(
+    request: HttpRequest, req: DeletionRequest, now: Any, unsettled: bool, perms: set[str]
+) -> list[Any]:
+    """Take, assign, hand over: offered by the rules the service applies (`core.custody`)."""
+    rota = case.rota_for(req, now, unsettled)
+    held = case.custodians(req, now, unsettled)
+    perm = services.ROTA_PERMISSION.get(rota or "", services.VIEW)
+    members = rota_rules.rota(rota, perm) if rota else []
+    return rota_rules.offers(
+        rota_name=rota,
+        why_nobody=held.why,
+        person=held.person,
+        backup=held.backup,
+        me=request.user.get_username(),
+        on_rota=any(m.pk == request.user.pk for m in members),
+        perms=perms,
+        rota_perm=services.VIEW,
+        assign_perm=services.ASSIGN,
+    )
+
+
+class DeadlineFilter(admin.SimpleListFilter):
+    """Open requests by their legal deadline: passed, due within the warning days, or later."""
+
+    title = "deadline"
+    parameter_name = "deadline"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        days = settings.DELETION_DEADLINE_WARNING_DAYS
+        return [("passed", "passed"), ("soon", f"due within {days} days"), ("later", "later")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if not self.value():
+            return queryset
+        now = clock.now()
+        soon = now + timedelta(days=settings.DELETION_DEADLINE_WARNING_DAYS)
+        open_ = queryset.exclude(status__in=[Status.COMPLETED, Status.CANCELLED])
+        ranges = {
+            "passed": Q(due_at__lte=now),
+            "soon": Q(due_at__gt=now, due_at__lte=soon),
+            "later": Q(due_at__gt=soon),
+        }
+        return open_.filter(ranges.get(self.value() or "", Q(pk__in=[])))
+
+
 class SavedViews(admin.SimpleListFilter):
     """Shareable links (`?view=…`) for the three questions staff ask first. "Overdue" is the case
     panel's own rule (`case.overdue`) over the open cases whose saved check passed."""
@@ -117,9 +187,8 @@ class SavedViews(admin.SimpleListFilter):
         now = clock.now()
         user = request.user
         if self.value() == "mine":
-            review = Q(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW]) & ~Q(requested_by=user.get_username())
-            mine = Q(owner=user.get_username())
-            return queryset.filter(mine | review) if user.has_perm(services.APPROVE) else queryset.filter(mine)
+            waiting = selectors.waiting_for(user, services.rotas_of(user))
+            return queryset.filter(id__in=waiting.values("id"))
         if self.value() == "overdue":
             unsettled = StageHistory.objects.filter(UNSETTLED, request=OuterRef("pk"))
             due = (
@@ -141,16 +210,42 @@ class SavedViews(admin.SimpleListFilter):
 
 @admin.register(DeletionRequest)
 class DeletionRequestAdmin(CaseAdmin):
-    list_display = ("target", "state", "progress", "responsible", "next_check", "requested_by", "created")
+    list_display = (
+        "shown_target",
+        "state",
+        "progress",
+        "responsible",
+        "deadline",
+        "next_check",
+        "created",
+    )
     # Submitted today / in the past 7 days / this month / this year: index ranges, where a date
     # hierarchy would first scan every row for its distinct dates.
-    list_filter = (SavedViews, "status", ("created_at", date_filter("submitted")))
+    list_filter = (SavedViews, DeadlineFilter, "status", ("created_at", date_filter("submitted")))
     # and an id or its first hex digits (CaseActionsMixin), and any decision's reason (below)
     search_fields = ("target", "=requested_by")
     ordering = ("-created_at",)
     list_per_page = 50  # 100 rows took the page past 50 ms in cell rendering alone (bench/README.md)
     actions = ("cancel_selected",)
-    csv_fields = ("id", "target", "status", "requested_by", "owner", "next_check_at", "retry_count", "created_at")
+    csv_fields = (
+        "id",
+        "target",
+        "status",
+        "requested_by",
+        "reason",
+        "assignee__username",
+        "backup__username",
+        "approver",
+        "approved_at",
+        "received_at",
+        "due_at",
+        "completed_at",
+        "next_check_at",
+        "retry_count",
+        "created_at",
+    )
+    proof = staticmethod(deletion_proof.of)
+    proof_lines = staticmethod(deletion_proof.lines)
     case_actions = (
         CaseAction(
             name="approve",
@@ -234,6 +329,30 @@ class DeletionRequestAdmin(CaseAdmin):
             ),
             success="Approval of {obj.target} revoked.",
         ),
+        *custody_actions(view=services.VIEW, assign=services.ASSIGN, move=services.deletion_custody),
+        CaseAction(
+            name="extend-deadline",
+            perm=services.EXTEND,
+            title="Extend the deadline of {obj.target}",
+            explanation="A request may be extended by up to two further months where it is complex or one of "
+            "many (GDPR Art. 12(3)); say why: the requester must be told within the first month.",
+            form_class=ExtendForm,
+            call=lambda actor, req, data: services.deletion_extend_deadline(
+                actor=actor, request_id=req.id, until=_until(req, data["until"]), reason=data["reason"]
+            ),
+            success="Deadline of {obj.target} extended.",
+        ),
+        CaseAction(
+            name="reveal",
+            perm=services.VIEW,
+            title="Reveal the full target of this deletion",
+            explanation="Support sees targets masked. Say why you need the full identifier: the reveal is "
+            "recorded on the case (who, when, why) and shown once, here.",
+            call=lambda actor, req, data: services.deletion_reveal(
+                actor=actor, request_id=req.id, reason=data["reason"]
+            ),
+            success="The full target is {obj.target}; your reveal is recorded on the case.",
+        ),
         CaseAction(
             name="run",
             perm=services.RUN,
@@ -272,6 +391,7 @@ class DeletionRequestAdmin(CaseAdmin):
         return (
             super()
             .get_queryset(request)
+            .select_related("assignee", "backup")
             .annotate(
                 stages_done=Coalesce(Subquery(done), 0), current_stage=Subquery(current), unsettled=Exists(unsettled)
             )
@@ -292,7 +412,57 @@ class DeletionRequestAdmin(CaseAdmin):
     def responsible(self, req: DeletionRequest) -> str:
         now = clock.now()
         unsettled = bool(getattr(req, "unsettled", False))
-        return case.responsible(req, now, unsettled) + (" · overdue" if case.overdue(req, now, unsettled) else "")
+        held = case.custodians(req, now, unsettled)
+        late = " · overdue" if case.overdue(req, now, unsettled) else ""
+        if held.person is None:
+            return held.why + late
+        return format_html("{}{}<br><small>backup: {}</small>", held.person, late, held.backup or "none on the rota")
+
+    @admin.display(description="target", ordering="target")
+    def shown_target(self, req: DeletionRequest) -> str:
+        return access.mask(req.target)  # replaced per request by what the user may see (below)
+
+    def shown(self, request: HttpRequest, obj: Any) -> str:
+        if sees(request)[access.TARGETS]:
+            return str(obj)
+        return f"{access.mask(obj.target)} ({obj.get_status_display().lower()})"
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        """Django's history names the case by its target: only for those who see targets."""
+        if not sees(request)[access.TARGETS]:
+            raise PermissionDenied("the history names the full target: reveal it on the case page instead")
+        return super().history_view(request, object_id, extra_context)
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        """The target as this user may see it (`core.access`): masked for support."""
+        masked = not sees(request)[access.TARGETS]
+
+        @admin.display(description="target", ordering="target")
+        def shown_target(req: DeletionRequest) -> str:
+            return access.mask(req.target) if masked else req.target
+
+        return tuple(shown_target if f == "shown_target" else f for f in self.list_display)
+
+    @admin.display(description="deadline", ordering="due_at")
+    def deadline(self, req: DeletionRequest) -> str:
+        if req.status in (Status.COMPLETED, Status.CANCELLED):
+            return "-"
+        left = case.days_left(req, clock.now())
+        return f"{left} d left" if left > 0 else f"passed, {-left} d late"
+
+    def csv_queryset(self, queryset: QuerySet[DeletionRequest]) -> QuerySet[DeletionRequest]:
+        """The approver and approval time of the latest approval, and the submitter's reason."""
+        latest = DeletionApproval.objects.filter(request=OuterRef("pk")).order_by("-approved_at")
+        reason = DeletionDecision.objects.filter(request=OuterRef("pk"), action="submit").values("reason")[:1]
+        return queryset.annotate(
+            approver=Subquery(latest.values("approved_by")[:1]),
+            approved_at=Subquery(latest.values("approved_at")[:1]),
+            reason=Subquery(reason),
+        )
+
+    def csv_shown(self, request: HttpRequest) -> Any:
+        masked = not sees(request)[access.TARGETS]
+        return lambda name, value: access.mask(value) if masked and name == "target" else value
 
     @admin.display(description="next check", ordering="next_check_at")
     def next_check(self, req: DeletionRequest) -> str:
@@ -390,26 +560,41 @@ class DeletionRequestAdmin(CaseAdmin):
         stages = [stage_snapshot(s) for s in req.stages.all()]
         open_alarms = list(req.alarms.filter(resolved_at__isnull=True).order_by("created_at"))
         effect_unknown = any(a.kind == alarms.EFFECT_UNKNOWN for a in open_alarms)
-        offers = case.actions(
-            req,
-            request.user.get_all_permissions(),
-            now=now,
-            submitter=services.submitted_by(req, actor(request)),
-            effect_unknown=effect_unknown,
-            by_hand=supervised(targets.for_target(req.target).capabilities),
-        )
+        perms = request.user.get_all_permissions()
+        unsettled = selectors.unsettled(req.id)
+        seen = sees(request)
+        offers = [
+            *case.actions(
+                req,
+                perms,
+                now=now,
+                submitter=services.submitted_by(req, actor(request)),
+                effect_unknown=effect_unknown,
+                by_hand=supervised(targets.for_target(req.target).capabilities),
+            ),
+            *_custody_offers(request, req, now, unsettled, perms),
+            case.deadline_offer(req, perms),
+            Offer("reveal", "Reveal target", "" if not seen[access.TARGETS] else "you see the full target already"),
+            self.proof_offer(request),
+        ]
         events = list(LeaseEvent.objects.filter(request=req).order_by("at", "id"))
         attempt_rows = list(req.attempts.select_related("stage").order_by("started_at", "attempt"))
         decisions = list(req.decisions.order_by("created_at", "id"))
+        shown_target = req.target if seen[access.TARGETS] else access.mask(req.target)
+        said = _proposal(req)
+        if not seen[access.TARGETS]:
+            said["proposal"] = dataclasses.replace(said["proposal"], target=shown_target)
         context = {
             **self.admin_site.each_context(request),
-            **_proposal(req),
+            **said,
+            "sees": seen,
+            "shown_target": shown_target,
             "opts": self.model._meta,
-            "title": f"Deletion of {req.target}",
+            "title": f"Deletion of {shown_target}",
             "original": req,
             "req": req,
             "now": now,
-            "panel": case.panel(req, now, selectors.unsettled(req.id)),
+            "panel": case.panel(req, now, unsettled, target=shown_target),
             "progress": case.progress(stages, req.inventory_json),
             "lanes": case.chain_picture(
                 req.inventory_json, stages, request_status=req.status, effect_unknown=effect_unknown

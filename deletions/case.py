@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from core import present
 from core.present import CasePanel, Offer, offer
+from deletions import contract
 from deletions.contract import GROUP_OWNERS, StageSnapshot, chain_order
 from deletions.rules.inventory import community_ids
 from deletions.rules.workflow import stage_count
@@ -111,6 +113,68 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
     return "-"
 
 
+def rota_for(req: Any, now: datetime, unsettled: bool = False) -> str | None:
+    """The rota whose person must act now (`contract.APPROVERS`, `contract.OPERATORS_ON_CALL`), or
+    None while the system runs the case or it has ended: `responsible`'s rule, as a rota."""
+    who = responsible(req, now, unsettled)
+    if who == APPROVERS:
+        return contract.APPROVERS
+    if who == "-" or who.startswith(("the system", "system:")):
+        return None
+    return contract.OPERATORS_ON_CALL  # the operators on call, or a named operator among them
+
+
+def custody_key(req: Any, now: datetime, unsettled: bool = False) -> str:
+    """What a case's person and backup are named for: its state and the rota that answers it. A
+    case whose key changed is named again (`services.deletion_name_by_rota`)."""
+    return f"{req.status}:{rota_for(req, now, unsettled) or contract.SYSTEM}"
+
+
+@dataclass(frozen=True)
+class Custodians:
+    """The person and backup a case names now (usernames), or None with why nobody is named."""
+
+    person: str | None
+    backup: str | None
+    why: str
+
+    def words(self) -> str:
+        if self.person is None:
+            return self.why
+        return f"{self.person} (backup: {self.backup or 'none on the rota'})"
+
+
+def custodians(req: Any, now: datetime, unsettled: bool = False) -> Custodians:
+    """Who holds the case: the person and backup named for its current state, else why none is."""
+    key = custody_key(req, now, unsettled)
+    rota = rota_for(req, now, unsettled)
+    if rota is None:
+        who = responsible(req, now, unsettled)
+        return Custodians(None, None, "the case has ended" if who == "-" else who)  # the system runs it
+    if req.assigned_for == key and req.assignee_id is not None:
+        backup = req.backup.get_username() if req.backup_id is not None else None
+        return Custodians(req.assignee.get_username(), backup, "")
+    return Custodians(None, None, f"{rota} (group): nobody named yet")
+
+
+def days_left(req: Any, now: datetime) -> int:
+    """Whole days until the legal deadline, counted up (due later today: 1 day left when under a
+    day remains; 0 and below once it passed: -2 is two days late)."""
+    seconds = (req.due_at - now).total_seconds()
+    return math.ceil(seconds / 86400) if seconds > 0 else -math.floor(-seconds / 86400)
+
+
+def deadline_words(req: Any, now: datetime) -> str:
+    if req.status in ("completed", "cancelled"):
+        end = req.completed_at if req.status == "completed" else req.cancel_requested_at
+        met = end is not None and end <= req.due_at
+        return f"due {present.absolute(req.due_at)}; " + ("met" if met else "closed after it")
+    left = days_left(req, now)
+    if left > 0:
+        return f"{left} day{'s' if left != 1 else ''} left (due {present.absolute(req.due_at)})"
+    return f"deadline passed {present.span((now - req.due_at).total_seconds())} ago ({present.absolute(req.due_at)})"
+
+
 def heartbeat_late(req: Any, now: datetime) -> bool:
     """A worker holds the lease but has not beaten for half of it (it beats every sixth): stuck or
     paused, and the next worker takes over when the lease lapses. Each beat sets the lease one
@@ -144,17 +208,20 @@ def overdue(req: Any, now: datetime, unsettled: bool = False) -> bool:
     return due is not None and due < now - OVERDUE_GRACE
 
 
-def panel(req: Any, now: datetime, unsettled: bool = False) -> CasePanel:
+def panel(req: Any, now: datetime, unsettled: bool = False, *, target: str | None = None) -> CasePanel:
+    """`target`: the target as the reader may see it (masked for support), else the stored one."""
     attempt = f"{present.worker(req.lease_owner)}, lease #{req.lease_generation}" if req.lease_owner else "none"
     return CasePanel(
-        what=f"Delete the data of user {req.target} ({len(community_ids(req.inventory_json))} communities)",
+        what=f"Delete the data of user {target or req.target} ({len(community_ids(req.inventory_json))} communities)",
         status=req.status,
         status_label=req.get_status_display(),
         open_question=open_question(req, now, unsettled),
         next_check_at=next_check(req, now),
-        owner=responsible(req, now, unsettled) + (" (next check overdue)" if overdue(req, now, unsettled) else ""),
+        owner=custodians(req, now, unsettled).words()
+        + (" (next check overdue)" if overdue(req, now, unsettled) else ""),
         last_action=req.last_action or "-",
         attempt=attempt,
+        deadline=deadline_words(req, now),
     )
 
 
@@ -215,6 +282,15 @@ def actions(
         offer("revoke", "Revoke approval", perm=APPROVE, perms=perms, why_not=revoke_why),
         offer("cancel", "Cancel", perm=CANCEL, perms=perms, why_not=cancel_why),
     ]
+
+
+EXTEND = "deletions.extend_deadline_deletionrequest"
+
+
+def deadline_offer(req: Any, perms: set[str]) -> Offer:
+    ended = req.status in ("completed", "cancelled")
+    why = f"the request is {STATUS_WORDS[req.status]}: its deadline no longer runs" if ended else ""
+    return offer("extend-deadline", "Extend deadline", perm=EXTEND, perms=perms, why_not=why)
 
 
 STATUS_WORDS = {

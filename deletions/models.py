@@ -12,7 +12,7 @@ from django.db.models import Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
 from core.decisions import DecisionRecord
-from core.lifecycle import FSMGuard, SetOnce
+from core.lifecycle import AppendOnly, FSMGuard, SetOnce
 
 
 class Status(models.TextChoices):
@@ -69,6 +69,18 @@ class DeletionRequest(FSMModelMixin, models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_by = models.CharField(max_length=150, blank=True, default="")
     cancel_reason = models.TextField(blank=True, default="")
+    # Custody (SPEC 5.5): the named person and backup while the case waits on people, and the
+    # state and rota they were named for (`status:rota`): a case that moves on is named again.
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    backup = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    assigned_for = models.CharField(max_length=80, blank=True, default="")
+    # The legal deadline: received (intake may say earlier than submission), and due by.
+    received_at = models.DateTimeField()
+    due_at = models.DateTimeField()
 
     class Meta:
         db_table = "entity_deletion_requests"
@@ -84,6 +96,10 @@ class DeletionRequest(FSMModelMixin, models.Model):
             # The console's default order (newest first, id to break ties), whole or by status.
             models.Index(fields=["-created_at", "-id"], name="deletion_newest"),
             models.Index(fields=["status", "-created_at", "-id"], name="deletion_status_newest"),
+            # Waiting for me (person or backup), and the deadline column's order, open cases only.
+            models.Index(fields=["assignee"], condition=Q(status__in=OPEN_STATUSES), name="deletion_open_assignee"),
+            models.Index(fields=["backup"], condition=Q(status__in=OPEN_STATUSES), name="deletion_open_backup"),
+            models.Index(fields=["due_at", "id"], name="deletion_due"),
         ]
         triggers = [
             FSMGuard(name="status_moves_as_declared", field="status"),
@@ -99,6 +115,8 @@ class DeletionRequest(FSMModelMixin, models.Model):
             ("approve_deletionrequest", "Can approve a deletion request"),
             ("cancel_deletionrequest", "Can cancel a deletion request"),
             ("run_deletionrequest", "Can run or resume a deletion request"),
+            ("assign_deletionrequest", "Can assign a deletion case to someone"),
+            ("extend_deadline_deletionrequest", "Can extend a deletion request's deadline"),
         ]
 
     def __str__(self) -> str:
@@ -315,9 +333,7 @@ class OperatorRecord(models.Model):
     class Meta:
         db_table = "entity_deletion_operator_records"
         indexes = [models.Index(fields=["operation_id", "-recorded_at"], name="operator_record_latest")]
-        triggers = [
-            pgtrigger.Protect(name="operator_records_append_only", operation=pgtrigger.Update | pgtrigger.Delete)
-        ]
+        triggers = [AppendOnly(name="operator_records_append_only")]
 
     def __str__(self) -> str:
         return f"{self.operation_id}: {'applied' if self.applied else 'not applied'} by {self.recorded_by}"

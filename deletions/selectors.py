@@ -6,12 +6,13 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import Concat
 
 from core.store import parse_id
 from deletions.contract import CancelFacts, StageSnapshot, chain_order
 from deletions.errors import UnknownRequest
-from deletions.models import DeletionAlarm, DeletionRequest, StageHistory, Status
+from deletions.models import OPEN_STATUSES, DeletionAlarm, DeletionRequest, StageHistory, Status
 
 
 def parse_request_id(raw: str | UUID) -> UUID:
@@ -160,14 +161,16 @@ def in_flight(limit: int) -> list[DeletionRequest]:
 
 
 def needing_attention(limit: int) -> list[DeletionRequest]:
-    return list(DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION)[:limit])
+    return list(
+        DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION).select_related("assignee", "backup")[:limit]
+    )
 
 
 def awaiting_approval(limit: int) -> list[DeletionRequest]:
     return list(
-        DeletionRequest.objects.filter(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW]).order_by("created_at")[
-            :limit
-        ]
+        DeletionRequest.objects.filter(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW])
+        .select_related("assignee", "backup")
+        .order_by("created_at")[:limit]
     )
 
 
@@ -190,3 +193,57 @@ def cancel_facts(req: DeletionRequest, now: datetime) -> CancelFacts:
         started=stages.exists(),
         completed=stages.filter(status="completed").count(),
     )
+
+
+# Custody: whom the rota names, and the cases waiting for someone.
+NAMED_FOR_NOW = Q(assigned_for__startswith=Concat(F("status"), Value(":")))  # named since its last move
+
+
+def custody_candidates(limit: int) -> list[DeletionRequest]:
+    """Open cases that may need naming again: their state changed since they were named, or they
+    are in a state where who must act depends on more than the state (`case.rota_for` decides)."""
+    unsettled_stage = StageHistory.objects.filter(UNSETTLED, request=OuterRef("pk"))
+    # Those whose state moved since they were named come first, so cases named for their state
+    # already (re-read only because their state alone does not say who answers) never crowd them out.
+    return list(
+        DeletionRequest.objects.filter(status__in=OPEN_STATUSES)
+        .filter(~NAMED_FOR_NOW | Q(status__in=[Status.RUNNING, Status.RETRY_WAIT, Status.NEEDS_ATTENTION]))
+        .annotate(
+            unsettled=Exists(unsettled_stage),
+            named_now=ExpressionWrapper(NAMED_FOR_NOW, output_field=BooleanField()),
+        )
+        .select_related("assignee", "backup")
+        .order_by("named_now", "updated_at", "id")[:limit]
+    )
+
+
+def open_load(user_ids: list[int]) -> dict[int, int]:
+    """Open cases each of these people holds now (as person)."""
+    rows = (
+        DeletionRequest.objects.filter(status__in=OPEN_STATUSES, assignee_id__in=user_ids)
+        .values("assignee_id")
+        .annotate(n=Count("id"))
+    )
+    return {r["assignee_id"]: r["n"] for r in rows}
+
+
+def waiting_for(user: Any, rotas: list[str]) -> QuerySet[DeletionRequest]:
+    """Open cases whose person or backup is `user`, or waiting on a rota `user` is on and named to
+    nobody yet."""
+    mine = Q(assignee=user) | Q(backup=user)
+    unnamed = Q(owner__in=rotas) & ~NAMED_FOR_NOW
+    return DeletionRequest.objects.filter(status__in=OPEN_STATUSES).filter(mine | unnamed)
+
+
+def deadlines(now: datetime, soon: datetime, limit: int) -> dict[str, Any]:
+    """Open requests past their legal deadline and due before `soon` (capped counts), and the
+    soonest due of them."""
+    open_ = DeletionRequest.objects.filter(status__in=OPEN_STATUSES)
+    cap = 10_000
+    return {
+        "passed": open_.filter(due_at__lte=now).order_by("due_at")[:cap].count(),
+        "soon": open_.filter(due_at__gt=now, due_at__lte=soon).order_by("due_at")[:cap].count(),
+        "first": list(
+            open_.filter(due_at__lte=soon).select_related("assignee", "backup").order_by("due_at", "id")[:limit]
+        ),
+    }

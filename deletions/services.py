@@ -8,6 +8,7 @@ asks the store to write, logs the decision and enqueues work on commit.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -16,9 +17,10 @@ from django.conf import settings
 from django.db import transaction
 
 from core import authority, clock, present
+from core import custody as rota_rules
 from core.authority import Actor
 from core.errors import optional_reason, required_reason, shown
-from deletions import jobs, proposal, targets, withdrawals
+from deletions import case, contract, jobs, proposal, selectors, targets, withdrawals
 from deletions.case import cannot_run_now
 from deletions.errors import BadInput, Refused
 from deletions.handlers import RunOptions
@@ -27,6 +29,8 @@ from deletions.rules import custody, inventory, workflow
 from deletions.selectors import cancel_facts, get_request, parse_request_id
 from deletions.store import alarms, approvals, decisions, stages
 from deletions.store.requests import (
+    assign,
+    extend_deadline,
     insert_request,
     inventory_digest,
     lock_request,
@@ -42,15 +46,30 @@ SUBMIT = "deletions.submit_deletionrequest"
 APPROVE = "deletions.approve_deletionrequest"
 CANCEL = "deletions.cancel_deletionrequest"
 RUN = "deletions.run_deletionrequest"
+VIEW = "deletions.view_deletionrequest"
+ASSIGN = "deletions.assign_deletionrequest"
+EXTEND = "deletions.extend_deadline_deletionrequest"
+ROTA_PERMISSION = {contract.APPROVERS: APPROVE, contract.OPERATORS_ON_CALL: RUN}  # who may be on each rota
 
 
 def deletion_submit(
-    *, actor: Actor, target: str, reason: str = "", communities: int = inventory.DEMO_COMMUNITIES
+    *,
+    actor: Actor,
+    target: str,
+    reason: str = "",
+    communities: int = inventory.DEMO_COMMUNITIES,
+    received_at: datetime | None = None,
 ) -> DeletionRequest:
+    """Submit a request received at `received_at` (the intake's time; now when not given): its legal
+    deadline runs from then. The approvers' rota names its person and backup at once."""
     authority.require(actor, SUBMIT)
     reason = optional_reason(reason)
-    inv = deletion_inventory(target, communities)
     now = clock.now()
+    received = received_at or now
+    refused = custody.received_refusal(received, now)
+    if refused:
+        raise BadInput(refused)
+    inv = deletion_inventory(target, communities)
     with transaction.atomic():
         req = insert_request(
             entity_type="user",
@@ -59,9 +78,13 @@ def deletion_submit(
             inventory=inv,
             version=inventory.INVENTORY_VERSION,
             custody=custody.submitted(),
+            received_at=received,
+            due_at=custody.due(received, settings.DELETION_DEADLINE_MONTHS),
             now=now,
         )
         decisions.record(request_id=req.id, actor=actor, action="submit", reason=reason, now=now)
+        if _name_by_rota(req, now, unsettled=False, rotas=_Rotas()):
+            req.refresh_from_db()
         return req
 
 
@@ -356,4 +379,168 @@ def submission_json(req: DeletionRequest) -> dict[str, Any]:
         "requested_by": req.requested_by,
         "inventory": req.inventory_json,
         "inventory_digest": req.inventory_digest,
+        "received_at": req.received_at.isoformat(),
+        "due_at": req.due_at.isoformat(),
+        "responsible": req.assignee.get_username() if req.assignee is not None else None,
+        "backup": req.backup.get_username() if req.backup is not None else None,
     }
+
+
+# Custody: the person and backup of a case, the deadline, and who looked at a masked target.
+
+
+class _Rotas:
+    """The rotas' members and their open load, read once per pass."""
+
+    def __init__(self) -> None:
+        self._members: dict[str, list[Any]] = {}
+        self.load: Counter[int] = Counter()
+
+    def members(self, rota: str) -> list[Any]:
+        if rota not in self._members:
+            self._members[rota] = rota_rules.rota(rota, ROTA_PERMISSION[rota])
+            self.load.update(selectors.open_load([m.pk for m in self._members[rota]]))
+        return self._members[rota]
+
+    def eligible(self, rota: str, req: DeletionRequest) -> list[rota_rules.Member]:
+        """The rota's members who may hold this case (never its submitter for an approval)."""
+        barred = req.requested_by_user_id if rota == contract.APPROVERS else None
+        return [
+            rota_rules.Member(m.pk, m.get_username(), self.load[m.pk]) for m in self.members(rota) if m.pk != barred
+        ]
+
+
+def rotas_of(user: Any) -> list[str]:
+    """The rotas `user` is on now (what "waiting for me" includes beyond their own cases)."""
+    return [name for name, perm in ROTA_PERMISSION.items() if any(m.pk == user.pk for m in rota_rules.rota(name, perm))]
+
+
+def _name_by_rota(req: DeletionRequest, now: datetime, *, unsettled: bool, rotas: _Rotas) -> bool:
+    """Name the case's person and backup for its state from the rota (nobody while the system runs
+    it). A person still on the same rota keeps the case. True when a naming was saved. A rota's
+    naming is not a decision (no row in the log); taking, assigning and handing over are."""
+    key = case.custody_key(req, now, unsettled)
+    if key == req.assigned_for:
+        return False
+    rota = case.rota_for(req, now, unsettled)
+    pick = rota_rules.Pick(None, None)
+    if rota is not None:
+        members = rotas.eligible(rota, req)
+        same_rota = req.assigned_for.endswith(f":{rota}")
+        keep = req.assignee_id if same_rota and req.assignee_id in {m.id for m in members} else None
+        pick = rota_rules.pick(members, keep=keep)
+    if not assign(
+        req.id, status=req.status, was=req.assigned_for, key=key, person=pick.person, backup=pick.backup, now=now
+    ):
+        return False
+    if pick.person is not None:
+        rotas.load[pick.person] += 1
+    return True
+
+
+def deletion_name_by_rota(*, limit: int = 500) -> int:
+    """The rota names a person and backup for every open case whose state changed since it was named
+    (the custody schedule runs it each minute, before notifications). Returns how many were named."""
+    now = clock.now()
+    rotas = _Rotas()
+    named = 0
+    for req in selectors.custody_candidates(limit):
+        with transaction.atomic():
+            named += _name_by_rota(req, now, unsettled=bool(getattr(req, "unsettled", False)), rotas=rotas)
+    return named
+
+
+def deletion_custody(
+    *, actor: Actor, request_id: str | UUID, how: str, reason: str, person: str = ""
+) -> DeletionRequest:
+    """Take a case (for yourself), assign it (a lead, to anyone on its rota) or hand it over (its
+    person or backup, to anyone on its rota): a decision with a reason (`core.custody.by_hand`)."""
+    rid = parse_request_id(request_id)
+    if how not in rota_rules.HOW:
+        raise BadInput(f"{shown(how)} is not a custody move: take, assign or hand over")
+    reason = required_reason(reason, f"{how} a case")
+    now = clock.now()
+    with transaction.atomic():
+        req = lock_request(rid)
+        if req.status in TERMINAL_STATUSES:
+            raise Refused(f"request {req.id} is {req.status}: an ended case is held by nobody")
+        unsettled = selectors.unsettled(req.id)
+        rota = case.rota_for(req, now, unsettled)
+        if rota is None:
+            why = case.custodians(req, now, unsettled).why
+            raise Refused(f"request {req.id}: {why}; nobody is named until it waits on a person")
+        rotas = _Rotas()
+        barred = req.requested_by_user_id if rota == contract.APPROVERS else None
+        key = case.custody_key(req, now, unsettled)
+        current = req.assigned_for == key
+        try:
+            new, pick = rota_rules.by_hand(
+                how,
+                rota_name=rota,
+                actor=actor.user,
+                users=[m for m in rotas.members(rota) if m.pk != barred],
+                load=rotas.load,
+                person_id=req.assignee_id if current else None,
+                backup_id=req.backup_id if current else None,
+                named=person,
+                may_assign=authority.may(actor.user, ASSIGN),
+            )
+        except Refused as refused:
+            raise Refused(f"request {req.id}: {refused.message}; nothing was recorded") from None
+        assign(
+            req.id, status=req.status, was=req.assigned_for, key=key, person=pick.person, backup=pick.backup, now=now
+        )
+        req.refresh_from_db()
+        b = req.backup.get_username() if req.backup is not None else "none on the rota"
+        decisions.record(
+            request_id=req.id,
+            actor=actor,
+            action=how.replace(" ", "_"),
+            reason=f"{new.get_username()} holds it (backup: {b}): {reason}",
+            now=now,
+        )
+        return req
+
+
+def deletion_extend_deadline(*, actor: Actor, request_id: str | UUID, until: datetime, reason: str) -> DeletionRequest:
+    """Move the legal deadline later, with a reason, at most the legal maximum after receipt."""
+    rid = parse_request_id(request_id)
+    authority.require(actor, EXTEND)
+    reason = required_reason(reason, "extend a deadline")
+    now = clock.now()
+    with transaction.atomic():
+        req = lock_request(rid)
+        if req.status in TERMINAL_STATUSES:
+            raise Refused(f"request {req.id} is {req.status}: its deadline no longer runs")
+        why = custody.extension_refusal(
+            received_at=req.received_at,
+            due_at=req.due_at,
+            until=until,
+            max_months=settings.DELETION_DEADLINE_MAX_MONTHS,
+        )
+        if why:
+            raise Refused(f"request {req.id}: {why}; nothing was recorded")
+        said = f"deadline extended by {actor.name} to {present.absolute(until)}"
+        extend_deadline(req.id, was=req.due_at, due_at=until, action=said, now=now)
+        decisions.record(
+            request_id=req.id,
+            actor=actor,
+            action="extend_deadline",
+            reason=f"from {present.absolute(req.due_at)} to {present.absolute(until)}: {reason}",
+            now=now,
+        )
+        req.refresh_from_db()
+        return req
+
+
+def deletion_reveal(*, actor: Actor, request_id: str | UUID, reason: str) -> str:
+    """The full target of a case whose target the actor sees masked, for a reason: the reveal is a
+    decision on the case (who looked, when and why)."""
+    rid = parse_request_id(request_id)
+    authority.require(actor, VIEW)
+    reason = required_reason(reason, "reveal a target")
+    now = clock.now()
+    with transaction.atomic():
+        req = get_request(rid)
+        decisions.record(request_id=req.id, actor=actor, action="reveal", reason=reason, now=now)
+        return req.target

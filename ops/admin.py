@@ -17,6 +17,7 @@ from core import present
 from core.errors import DomainError
 from core.store import parse_id
 from core.templatetags.present import when
+from ops.models import RecordsHold, RetentionRun, Tombstone
 from ops.schedules import SCHEDULES
 
 CASE_URLS = {
@@ -104,3 +105,47 @@ class ScheduleAdmin(q_admin.ScheduleAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)  # a bulk delete would take the product's schedules too
         return actions
+
+
+class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
+    """A record the product writes and staff only read."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(RetentionRun)
+class RetentionRunAdmin(ReadOnly):
+    list_display = ("id", "started", "dry_run", "stopped_early", "counts")
+    ordering = ("-started_at",)
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, run: RetentionRun) -> str:
+        return when(run.started_at)
+
+
+@admin.register(Tombstone)
+class TombstoneAdmin(ReadOnly):
+    list_display = ("case_kind", "case_id", "outcome", "closed", "proof_digest")
+    list_filter = ("case_kind", "outcome")
+    ordering = ("-made_at",)
+
+    @admin.display(description="closed", ordering="closed_at")
+    def closed(self, stone: Tombstone) -> str:
+        return when(stone.closed_at)
+
+
+@admin.register(RecordsHold)
+class RecordsHoldAdmin(ReadOnly):
+    list_display = ("case_kind", "case_id", "reason", "placed_by", "placed", "released_at")
+    ordering = ("-placed_at",)
+
+    @admin.display(description="placed", ordering="placed_at")
+    def placed(self, hold: RecordsHold) -> str:
+        return when(hold.placed_at)

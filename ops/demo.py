@@ -25,8 +25,11 @@ from retirements.models import Lifecycle, Workspace
 
 DEMO_USERS = [
     ("operator-1", "operators"),
+    ("operator-2", "operators"),  # the operators' rota names a backup too
     ("approver-1", "approvers"),
+    ("approver-2", "approvers"),
     ("support-1", "support (read-only)"),
+    ("auditor-1", "auditors"),  # reads every case and its proof, decides nothing
 ]
 
 
@@ -158,6 +161,9 @@ def seed(demo_user: Any) -> list[str]:
     )
     retirements.retirement_hold(actor=staff, request_id=held.id, reason="owner disputes the request")
     shown.append("globex-old  retirement on hold")
+    # What the custody schedule does within a minute of each move: name the person and backup.
+    deletions.deletion_name_by_rota()
+    retirements.retirement_name_by_rota()
     return shown
 
 

@@ -10,6 +10,7 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("deletions", "submit_deletionrequest"),
         ("deletions", "cancel_deletionrequest"),
         ("deletions", "run_deletionrequest"),
+        ("deletions", "assign_deletionrequest"),
         ("retirements", "view_workspace"),
         ("retirements", "view_retirementrequest"),
         ("retirements", "request_retirement"),
@@ -17,11 +18,22 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("retirements", "cancel_retirementrequest"),
         ("retirements", "resume_retirementrequest"),
         ("retirements", "retry_notices_retirementrequest"),
+        ("retirements", "assign_retirementrequest"),
     ],
     "approvers": [
         ("deletions", "view_deletionrequest"),
         ("deletions", "approve_deletionrequest"),
         ("deletions", "cancel_deletionrequest"),  # a case back in review is theirs: approve again or cancel
+        ("deletions", "assign_deletionrequest"),
+        ("deletions", "extend_deadline_deletionrequest"),
+        ("retirements", "view_workspace"),
+        ("retirements", "view_retirementrequest"),
+        ("retirements", "assign_retirementrequest"),
+        ("ops", "place_recordshold"),
+    ],
+    # Reads every case in full and its proof (core.access); decides nothing.
+    "auditors": [
+        ("deletions", "view_deletionrequest"),
         ("retirements", "view_workspace"),
         ("retirements", "view_retirementrequest"),
     ],
@@ -29,6 +41,7 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
         ("retirements", "view_workspace"),
         ("retirements", "view_retirementrequest"),
         ("retirements", "protect_workspace"),
+        ("ops", "place_recordshold"),
     ],
     "support (read-only)": [
         ("deletions", "view_deletionrequest"),

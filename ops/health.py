@@ -15,10 +15,10 @@ from django.db.models import Max
 from django.http import HttpRequest, JsonResponse
 
 from core import clock
-from deletions.models import AuthorityWithdrawal, DeletionAlarm, DeletionRequest, Status
+from deletions.models import OPEN_STATUSES, AuthorityWithdrawal, DeletionAlarm, DeletionRequest, Status
 from deletions.store.alarms import BOUNDARY_REFUSED
 from ops import saturation
-from ops.models import ClusterHeartbeat
+from ops.models import ClusterHeartbeat, Notification
 from retirements.models import Alarm as RetirementAlarm
 from retirements.models import NoticeSlot, NoticeStatus, PurgeJob, PurgeStatus, RequestStatus
 from retirements.policy import HOLD_AGE, WATCHER_AGE
@@ -77,6 +77,10 @@ def report(now: datetime) -> dict[str, Any]:
     checks["purges_refused"] = {"ok": refused_purges == 0, "count": refused_purges}
     aged = RetirementAlarm.objects.filter(kind__in=[WATCHER_AGE, HOLD_AGE], resolved_at__isnull=True).count()
     checks["aged_retirements"] = {"ok": aged == 0, "count": aged}  # near the watcher's lifetime, or held too long
+    overdue = DeletionRequest.objects.filter(status__in=OPEN_STATUSES, due_at__lte=now).count()
+    checks["deadlines_passed"] = {"ok": overdue == 0, "count": overdue}  # open past the legal deadline
+    undelivered = Notification.objects.filter(status="failed").count()
+    checks["notifications_failed"] = {"ok": undelivered == 0, "count": undelivered}  # every attempt failed
     status = "green" if all(c["ok"] for c in checks.values()) else "red"
     return {"status": status, "at": now.isoformat(), "checks": checks}
 

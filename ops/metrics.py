@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -20,9 +20,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from core import clock
+from deletions import selectors as deletion_selectors
 from deletions.models import DeletionDecision, DeletionRequest, StageAttempt, Status
 from ops import saturation
-from ops.models import ClusterHeartbeat
+from ops.models import ClusterHeartbeat, Notification
 from retirements.models import Decision as RetirementDecision
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
 from retirements.selectors import count_stalls
@@ -56,6 +57,19 @@ class DatabaseCollector:
         for state in RequestStatus.values:
             retirements.add_metric([state], counts.get(state, 0))
         yield retirements
+
+        soon = self.now + timedelta(days=settings.DELETION_DEADLINE_WARNING_DAYS)
+        dead = deletion_selectors.deadlines(self.now, soon, 0)
+        deadlines = GaugeMetricFamily(
+            "backoffice_deletion_deadlines", "Open deletion requests by their legal deadline", labels=["when"]
+        )
+        deadlines.add_metric(["passed"], dead["passed"])
+        deadlines.add_metric(["within_warning"], dead["soon"])
+        yield deadlines
+        notes = GaugeMetricFamily("backoffice_notifications", "Notifications by state", labels=["state"])
+        for state, n in Notification.objects.values_list("status").annotate(n=Count("id")).order_by():
+            notes.add_metric([state], n)
+        yield notes
 
         full = saturation.read(self.now)
         yield GaugeMetricFamily(

@@ -6,14 +6,16 @@ page costs the same with 10 or 100,000 rows.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from core import clock
+from core.admin import sees
 from core.store import capped_counts, shown_count
 from deletions import case as deletion_case
 from deletions import selectors as deletion_selectors
@@ -45,14 +47,30 @@ def overview(now: datetime) -> dict[str, Any]:
         "failed_notices": retirement_selectors.failed_notices(LIMIT),
         "alarms": retirement_selectors.open_alarms(LIMIT),
         "deletion_alarms": deletion_selectors.open_alarms(LIMIT),
+        "deadlines": {
+            **(
+                d := deletion_selectors.deadlines(
+                    now, now + timedelta(days=settings.DELETION_DEADLINE_WARNING_DAYS), 10
+                )
+            ),
+            "first": [
+                (r, deletion_case.deadline_words(r, now), deletion_case.custodians(r, now).words()) for r in d["first"]
+            ],
+            "days": settings.DELETION_DEADLINE_WARNING_DAYS,
+        },
     }
 
 
 def with_responsible(rows: Any, now: datetime) -> list[tuple[Any, str]]:
-    """Each deletion case with who must act next (the same rule as its case page)."""
-    return [(r, deletion_case.responsible(r, now)) for r in rows]
+    """Each deletion case with who holds it (the same rule as its case page)."""
+    return [(r, deletion_case.custodians(r, now).words()) for r in rows]
 
 
 def operations_view(request: HttpRequest) -> TemplateResponse:
-    context = {**admin.site.each_context(request), "title": "Operations overview", **overview(clock.now())}
+    context = {
+        **admin.site.each_context(request),
+        "title": "Operations overview",
+        "sees": sees(request),
+        **overview(clock.now()),
+    }
     return TemplateResponse(request, "admin/operations.html", context)

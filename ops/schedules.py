@@ -15,8 +15,14 @@ SCHEDULES = {
     "retirements: age alarms": "retirements.tasks.age_alarms",
     "ops: cluster heartbeat": "ops.tasks.beat",
     "ops: prune old task results": "ops.tasks.prune_results",
+    "ops: send notifications": "ops.tasks.send_notifications",
+    "ops: apply retention": "ops.tasks.apply_retention",
 }
-MINUTES = {"ops: prune old task results": 60, "retirements: age alarms": 60}  # every other schedule runs each minute
+MINUTES = {
+    "ops: prune old task results": 60,
+    "retirements: age alarms": 60,
+    "ops: apply retention": 1440,
+}  # every other schedule runs each minute
 # Every schedule belongs to the control cluster: its scheduler creates the runs and its workers
 # take them, so stages filling the stage workers never delay them.
 

@@ -17,3 +17,17 @@ def prune_results() -> int:
     from ops.schedules import prune_results as prune
 
     return prune(clock.now())
+
+
+def send_notifications() -> dict[str, int]:
+    """Scheduled every minute: name people, tell them what waits for them (`ops.notify.tick`)."""
+    from ops.notify import tick
+
+    return tick(clock.now())
+
+
+def apply_retention() -> dict[str, int]:
+    """Scheduled daily: what is past its retention period goes (`ops.retention.run`)."""
+    from ops.retention import run
+
+    return dict(run().counts)

@@ -17,17 +17,20 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from core import clock
+from core import custody as rota_rules
 from core.admin import (
     CaseAction,
     CaseActionsMixin,
     CaseAdmin,
     EstimatedCountPaginator,
+    custody_actions,
     date_filter,
     humanized_filter,
 )
 from core.errors import DomainError
 from core.templatetags.present import when
 from retirements import case, policy, selectors, services
+from retirements import proof as retirement_proof
 from retirements.models import RequestStatus, RetirementRequest, Workspace
 
 
@@ -177,21 +180,40 @@ class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-a
         return reverse("admin:retirements_workspace_changelist")
 
 
+class WaitingForMe(admin.SimpleListFilter):
+    """The retirements the user owns or backs up (`?view=mine`, as on the deletions' list)."""
+
+    title = "saved views"
+    parameter_name = "view"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("mine", "waiting for me")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "mine":
+            return queryset.filter(id__in=selectors.waiting_for(request.user).values("id"))
+        return queryset
+
+
 @admin.register(RetirementRequest)
 class RetirementRequestAdmin(CaseAdmin):
-    list_display = ("workspace", "state", "eligible", "next_check", "owner", "requested_by", "requested")
+    list_display = ("workspace", "state", "eligible", "next_check", "owner", "backup", "requested_by", "requested")
     csv_fields = (
         "id",
         "workspace__slug",
         "status",
         "requested_by__username",
         "owner__username",
+        "backup__username",
+        "reason",
         "eligible_at",
+        "concluded_at",
         "next_wake_at",
         "requested_at",
     )
-    list_select_related = ("workspace", "requested_by", "owner")
+    list_select_related = ("workspace", "requested_by", "owner", "backup")
     list_filter = (
+        WaitingForMe,
         "status",
         humanized_filter("eligibility_policy", "eligibility policy", policy.ELIGIBILITY_POLICIES),
         ("requested_at", date_filter("requested")),
@@ -199,7 +221,10 @@ class RetirementRequestAdmin(CaseAdmin):
     search_fields = ("workspace__slug", "workspace__name")
     ordering = ("-requested_at",)
     list_per_page = 50  # 100 rows took the page past 50 ms in cell rendering alone (bench/README.md)
+    proof = staticmethod(retirement_proof.of)
+    proof_lines = staticmethod(retirement_proof.lines)
     case_actions = (
+        *custody_actions(view=services.VIEW, assign=services.ASSIGN, move=services.retirement_custody),
         CaseAction(
             name="hold",
             perm=services.HOLD,
@@ -295,7 +320,9 @@ class RetirementRequestAdmin(CaseAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         req = self.case_object(
-            RetirementRequest.objects.select_related("workspace", "requested_by", "owner", "watcher", "held_by"),
+            RetirementRequest.objects.select_related(
+                "workspace", "requested_by", "owner", "backup", "watcher", "held_by"
+            ),
             object_id,
         )
         if not self.has_view_permission(request, req):
@@ -306,14 +333,29 @@ class RetirementRequestAdmin(CaseAdmin):
         stalled = selectors.stall_reason(req, now)
         job = getattr(req, "purge_job", None)
         refused = job.refusal if job is not None and job.status == "refused" and req.status == "executing" else ""
-        offers = case.actions(
-            req,
-            request.user.get_all_permissions(),
-            failed_notices=any(n.status == "failed" for n in notices),
-            now=now,
-            stalled=stalled,
-            purge_refused=bool(refused),
-        )
+        perms = request.user.get_all_permissions()
+        offers = [
+            *case.actions(
+                req,
+                perms,
+                failed_notices=any(n.status == "failed" for n in notices),
+                now=now,
+                stalled=stalled,
+                purge_refused=bool(refused),
+            ),
+            *rota_rules.offers(
+                rota_name=services.ROTA if req.status in ("waiting", "held", "executing") else None,
+                why_nobody=f"the request is {case.STATUS_WORDS.get(req.status, req.status)}",
+                person=req.owner.get_username() if req.owner else None,
+                backup=req.backup.get_username() if req.backup else None,
+                me=request.user.get_username(),
+                on_rota=any(m.pk == request.user.pk for m in rota_rules.rota(services.ROTA, services.HOLD)),
+                perms=perms,
+                rota_perm=services.VIEW,
+                assign_perm=services.ASSIGN,
+            ),
+            self.proof_offer(request),
+        ]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,

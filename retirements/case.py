@@ -23,6 +23,17 @@ def open_question(req: Any, stalled: str | None, purge_refused: str = "") -> str
     return ""
 
 
+def custody_words(req: Any) -> str:
+    """The owner and backup of an open case; who held it last once it ended."""
+    if req.owner_id is None:
+        return "operators on call (group): nobody named yet"
+    owner = req.owner.get_username()
+    if req.status not in ("waiting", "held", "executing"):
+        return f"nobody now (the case has ended; {owner} held it)"
+    backup = req.backup.get_username() if req.backup_id is not None else "none on the rota"
+    return f"{owner} (backup: {backup})"
+
+
 def panel(req: Any, stalled: str | None, purge_refused: str = "") -> CasePanel:
     watcher, ws = req.watcher, req.workspace
     return CasePanel(
@@ -31,7 +42,7 @@ def panel(req: Any, stalled: str | None, purge_refused: str = "") -> CasePanel:
         status_label=req.get_status_display(),
         open_question=open_question(req, stalled, purge_refused),
         next_check_at=req.next_wake_at,
-        owner=req.owner.get_username() if req.owner else "-",
+        owner=custody_words(req),
         last_action=req.last_action or "-",
         attempt=f"watcher {str(watcher.id)[:8]} ({watcher.status})" if watcher else "no watcher",
     )

@@ -106,6 +106,10 @@ class RetirementRequest(FSMModelMixin, models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # Custody (SPEC 5.5): who covers for the owner, from the operators' rota.
+    backup = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     last_action = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField()
 
@@ -122,6 +126,10 @@ class RetirementRequest(FSMModelMixin, models.Model):
             models.Index(fields=["status", "next_wake_at"], name="retirement_status_wake"),
             models.Index(fields=["-requested_at", "-id"], name="retirement_newest"),
             models.Index(fields=["status", "-requested_at", "-id"], name="retirement_status_newest"),
+            models.Index(fields=["owner"], condition=Q(status__in=OPEN_REQUEST_STATUSES), name="retirement_open_owner"),
+            models.Index(
+                fields=["backup"], condition=Q(status__in=OPEN_REQUEST_STATUSES), name="retirement_open_backup"
+            ),
         ]
         permissions = [
             ("request_retirement", "Can request a workspace retirement"),
@@ -129,6 +137,7 @@ class RetirementRequest(FSMModelMixin, models.Model):
             ("cancel_retirementrequest", "Can cancel a retirement"),
             ("resume_retirementrequest", "Can resume a retirement watcher"),
             ("retry_notices_retirementrequest", "Can re-arm failed retirement notices"),
+            ("assign_retirementrequest", "Can assign a retirement case to someone"),
         ]
 
     def __str__(self) -> str:

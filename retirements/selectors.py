@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import F, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 
 from core.errors import NotFound, shown
 from core.store import get_or_not_found, parse_id
@@ -90,7 +90,11 @@ def summary(request_id: UUID, *keys: str) -> dict[str, Any]:
 def describe(request: RetirementRequest) -> dict[str, Any]:
     ws = request.workspace
     job = getattr(request, "purge_job", None)
+    ended = request.status not in OPEN_REQUEST_STATUSES
     return {
+        "responsible": None if ended or request.owner is None else request.owner.get_username(),
+        "backup": None if ended or request.backup is None else request.backup.get_username(),
+        "responsible_why": "the case has ended" if ended else (None if request.owner else "not named yet"),
         "id": str(request.id),
         "status": request.status,
         "workspace": {"slug": ws.slug, "lifecycle": ws.lifecycle, "legal_hold": ws.legal_hold},
@@ -232,3 +236,31 @@ def failed_notices(limit: int) -> list[NoticeSlot]:
 
 def open_alarms(limit: int) -> list[Alarm]:
     return list(Alarm.objects.filter(resolved_at__isnull=True).select_related("request__workspace")[:limit])
+
+
+# Custody: the cases the rota names a backup for, each person's load, the cases waiting for someone.
+
+
+def custody_candidates(limit: int) -> list[RetirementRequest]:
+    """Open cases without an owner, without a backup, or whose backup became the owner."""
+    unnamed = Q(owner__isnull=True) | Q(backup__isnull=True) | Q(backup=F("owner"))
+    return list(
+        RetirementRequest.objects.filter(status__in=OPEN_REQUEST_STATUSES)
+        .filter(unnamed)
+        .select_related("workspace")
+        .order_by("updated_at", "id")[:limit]
+    )
+
+
+def open_load(user_ids: list[int]) -> dict[int, int]:
+    rows = (
+        RetirementRequest.objects.filter(status__in=OPEN_REQUEST_STATUSES, owner_id__in=user_ids)
+        .values("owner_id")
+        .annotate(n=Count("id"))
+    )
+    return {r["owner_id"]: r["n"] for r in rows}
+
+
+def waiting_for(user: Any) -> QuerySet[RetirementRequest]:
+    """Open cases whose owner or backup is `user`."""
+    return RetirementRequest.objects.filter(status__in=OPEN_REQUEST_STATUSES).filter(Q(owner=user) | Q(backup=user))

@@ -7,7 +7,7 @@ write and log the decision, and enqueues work on commit.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -16,11 +16,13 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from core import authority, clock, present
+from core import custody as rota_rules
 from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
 from retirements import jobs, policy, selectors
 from retirements.models import Lifecycle, PurgeJob, PurgeStatus, RequestStatus, RetirementRequest, Workspace
+from retirements.store import decisions as store_decisions
 from retirements.store import locks
 from retirements.store import notices as store_notices
 from retirements.store import purge as store_purge
@@ -33,6 +35,9 @@ CANCEL = "retirements.cancel_retirementrequest"
 RESUME = "retirements.resume_retirementrequest"
 RETRY_NOTICES = "retirements.retry_notices_retirementrequest"
 PROTECT = "retirements.protect_workspace"
+ASSIGN = "retirements.assign_retirementrequest"
+VIEW = "retirements.view_retirementrequest"
+ROTA = "operators on call"  # who may own or cover a retirement: the operators allowed to hold one
 
 
 def _closed_refusal(request: RetirementRequest) -> Refused:
@@ -91,6 +96,7 @@ def retirement_request(*, actor: Actor, slug: str, reason: str, confirmation: st
                 plan=policy.notice_plan(now, elig.eligible_at),
                 now=now,
             )
+            _name_backup(request, now, rota_rules.rota(ROTA, HOLD))
             transaction.on_commit(lambda: jobs.enqueue_watcher_step(watcher.id))
             return request
     except IntegrityError:
@@ -305,3 +311,68 @@ def workspace_protect(
             reason=reason,
             now=now,
         )
+
+
+# Custody: the owner (the requester, or whoever took the case) and a backup from the rota.
+
+
+def _name_backup(request: RetirementRequest, now: datetime, users: list[Any]) -> bool:
+    """The rota names a backup beside the owner (and an owner when there is none)."""
+    load = selectors.open_load([u.pk for u in users])
+    members = rota_rules.members_of(users, load)
+    pick = rota_rules.pick(members) if request.owner_id is None else rota_rules.pick(members, keep=request.owner_id)
+    if (pick.person, pick.backup) == (request.owner_id, request.backup_id):
+        return False
+    return store_requests.assign(request, owner=pick.person, backup=pick.backup, now=now)
+
+
+def retirement_name_by_rota(*, limit: int = 500) -> int:
+    """Name a backup (and an owner where none is) for every open case that lacks one."""
+    now = clock.now()
+    users = rota_rules.rota(ROTA, HOLD)
+    named = 0
+    for request in selectors.custody_candidates(limit):
+        with transaction.atomic():
+            named += _name_backup(request, now, users)
+    return named
+
+
+def retirement_custody(
+    *, actor: Actor, request_id: UUID | str, how: str, reason: str, person: str = ""
+) -> RetirementRequest:
+    """Take, assign or hand over a retirement case (`core.custody.by_hand`): a decision with a reason."""
+    if how not in rota_rules.HOW:
+        raise BadInput(f"{shown(how)} is not a custody move: take, assign or hand over")
+    reason = _reason(reason, f"{how} a case")
+    now = clock.now()
+    with transaction.atomic():
+        request, workspace = locks.lock_request(request_id)
+        if request.status not in (RequestStatus.WAITING, RequestStatus.HELD, RequestStatus.EXECUTING):
+            raise Refused(f"request {request.id} is {request.status}: an ended case is held by nobody")
+        users = rota_rules.rota(ROTA, HOLD)
+        try:
+            new, pick = rota_rules.by_hand(
+                how,
+                rota_name=ROTA,
+                actor=actor.user,
+                users=users,
+                load=selectors.open_load([u.pk for u in users]),
+                person_id=request.owner_id,
+                backup_id=request.backup_id,
+                named=person,
+                may_assign=authority.may(actor.user, ASSIGN),
+            )
+        except Refused as refused:
+            raise Refused(f"request {request.id}: {refused.message}; nothing was recorded") from None
+        store_requests.assign(request, owner=pick.person, backup=pick.backup, now=now)
+        names = {u.pk: u.get_username() for u in users}
+        store_decisions.log_decision(
+            request=request,
+            workspace=workspace,
+            actor=actor,
+            action=how.replace(" ", "_"),
+            reason=f"{new.get_username()} holds it (backup: {names.get(pick.backup, 'none on the rota')}): {reason}",
+            now=now,
+        )
+        request.refresh_from_db()
+        return request

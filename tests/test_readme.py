@@ -52,3 +52,17 @@ def test_retirement_walkthrough_runs_as_written() -> None:
     assert "lifecycle=deleted" in out
     assert "status=completed" in out
     assert "point_of_no_return" in out and "purged" in out
+
+
+def test_custody_walkthrough_runs_as_written() -> None:
+    proc = run(section("custody-walkthrough"))
+    out, err = proc.stdout, proc.stderr
+    assert "person approver-" in out  # named from the approvers' rota at once, never the submitter
+    assert '"responsible": "approver-2"' in out
+    assert "Exit code: 1 (beyond the legal maximum)" in out and "the legal maximum" in err
+    as_support = out.split("as support-1:")[1].split("end")[0]
+    assert "demo:cu…" in as_support and "demo:custody-" not in as_support
+    assert ": intact; user deletion" in out
+    assert "Exit code: 1 (changed)" in out and "NOT intact" in err
+    assert "Exit code: 1 (support reads no proofs)" in out and "support-1 may not read proofs" in err
+    assert '"dry_run": true' in out

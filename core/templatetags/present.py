@@ -10,7 +10,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core import clock, present
+from core import access, clock, present
 
 register = template.Library()
 
@@ -55,3 +55,9 @@ def labelled(value: Any) -> list[tuple[str, str]]:
 @register.filter
 def get_item(mapping: dict[Any, Any], key: Any) -> Any:
     return mapping.get(key) if mapping else None
+
+
+@register.filter
+def shown_target(target: str, seen: dict[str, bool] | None) -> str:
+    """A target as this user may see it (`core.access`): masked unless they see targets."""
+    return target if seen and seen.get(access.TARGETS) else access.mask(target)

@@ -3,6 +3,7 @@ next. Pure: the store writes these values as given."""
 
 from __future__ import annotations
 
+import calendar
 from datetime import datetime, timedelta
 
 from deletions.contract import APPROVERS, OPERATORS_ON_CALL, SYSTEM, CancelFacts, CancelPlan, Custody
@@ -65,3 +66,37 @@ def cancel(f: CancelFacts, *, by: str, reason: str, now: datetime) -> CancelPlan
         return CancelPlan(False, f"cancellation recorded by {by}; the worker stops at its next transition", None)
     done = f"; {f.completed} completed stage(s) stay done" if f.started else ""
     return CancelPlan(True, f"cancelled by {by}: {reason}{done}", None)
+
+
+def add_months(when: datetime, months: int) -> datetime:
+    """The same day and time `months` calendar months later, the month's last day when it is
+    shorter (31 January + 1 month is 28 or 29 February)."""
+    month0 = when.month - 1 + months
+    year, month = when.year + month0 // 12, month0 % 12 + 1
+    return when.replace(year=year, month=month, day=min(when.day, calendar.monthrange(year, month)[1]))
+
+
+def due(received_at: datetime, months: int) -> datetime:
+    """The legal deadline of a request received at `received_at` (GDPR Art. 12(3): one month)."""
+    return add_months(received_at, months)
+
+
+def received_refusal(received_at: datetime, now: datetime) -> str:
+    """Why an intake's received time is refused, or "": never in the future."""
+    if received_at > now:
+        return "the received time is refused: it is in the future"
+    return ""
+
+
+def extension_refusal(*, received_at: datetime, due_at: datetime, until: datetime, max_months: int) -> str:
+    """Why extending the deadline to `until` is refused, or "": later than now's deadline and at
+    most `max_months` after receipt (one month plus two further months, by default)."""
+    limit = add_months(received_at, max_months)
+    if until <= due_at:
+        return f"an extension moves the deadline later than {due_at:%Y-%m-%d %H:%M:%S} UTC"
+    if until > limit:
+        return (
+            f"the deadline is refused: at most {max_months} months after receipt "
+            f"({limit:%Y-%m-%d %H:%M:%S} UTC), the legal maximum"
+        )
+    return ""

@@ -20,6 +20,7 @@ def record(
     approval: DeletionApproval | None = None,
     approval_id: UUID | None = None,
     generation: int | None = None,
+    system: str = "worker",
 ) -> DeletionDecision:
     """`approval` / `generation`: the approval and lease generation the decision acted under."""
     return decisions.record(
@@ -28,7 +29,7 @@ def record(
         action=action,
         reason=reason,
         now=now,
-        system="worker",
+        system=system,
         generation=generation,
         request_id=request_id,
         approval_id=approval.id if approval is not None else approval_id,

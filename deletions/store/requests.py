@@ -38,6 +38,8 @@ def insert_request(
     inventory: dict[str, Any],
     version: int,
     custody: Custody,
+    received_at: datetime,
+    due_at: datetime,
     now: datetime,
 ) -> DeletionRequest:
     """Insert a submitted request; refuse a second open request for the target."""
@@ -62,6 +64,8 @@ def insert_request(
                 last_action=f"submitted by {requested_by.get_username()}",
                 created_at=now,
                 updated_at=now,
+                received_at=received_at,
+                due_at=due_at,
             )
     except IntegrityError:
         existing = DeletionRequest.objects.filter(
@@ -112,3 +116,32 @@ def record_resume(req: DeletionRequest, *, by: str, custody: Custody, now: datet
         )
     if resumed is None:
         raise ValueError(f"request {req.id} is {req.status}: it cannot be resumed")
+
+
+def assign(
+    request_id: UUID, *, status: str, was: str, key: str, person: int | None, backup: int | None, now: datetime
+) -> bool:
+    """Name the person and backup for `key` (see the `assign` statement); False when the case moved
+    on or was named by someone else since it was read."""
+    with connection.cursor() as cur:
+        return (
+            SQL.one(
+                cur,
+                "assign",
+                request_id=request_id,
+                status=status,
+                was=was,
+                key=key,
+                person=person,
+                backup=backup,
+                now=now,
+            )
+            is not None
+        )
+
+
+def extend_deadline(request_id: UUID, *, was: datetime, due_at: datetime, action: str, now: datetime) -> None:
+    with connection.cursor() as cur:
+        done = SQL.one(cur, "extend_deadline", request_id=request_id, was=was, due_at=due_at, action=action, now=now)
+    if done is None:
+        raise Refused(f"request {request_id} is finished, or its deadline moved since it was read")

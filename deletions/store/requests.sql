@@ -41,3 +41,20 @@ SET cancel_requested_at = %(now)s, cancel_requested_by = %(by)s, cancel_reason =
     last_action = %(action)s, updated_at = %(now)s
 WHERE id = %(request_id)s AND cancel_requested_at IS NULL AND status NOT IN ('completed', 'cancelled')
 RETURNING id
+
+-- name: assign
+-- Name a case's person and backup for its current state and rota (`key`): by rota, or taken,
+-- assigned or handed over by a person. Fenced by the state and the naming it replaces, so a
+-- rota pass never overwrites a naming made since it read the case.
+UPDATE entity_deletion_requests
+SET assignee_id = %(person)s, backup_id = %(backup)s, assigned_for = %(key)s, updated_at = %(now)s
+WHERE id = %(request_id)s AND status = %(status)s AND assigned_for = %(was)s
+  AND status NOT IN ('completed', 'cancelled')
+RETURNING id
+
+-- name: extend_deadline
+-- Move an open request's legal deadline later (the policy checked the legal maximum).
+UPDATE entity_deletion_requests
+SET due_at = %(due_at)s, last_action = %(action)s, updated_at = %(now)s
+WHERE id = %(request_id)s AND due_at = %(was)s AND due_at < %(due_at)s AND status NOT IN ('completed', 'cancelled')
+RETURNING id

@@ -286,3 +286,19 @@ def set_protection(
         request.updated_at = now
         request.save(update_fields=["last_action", "updated_at"])
     return changes
+
+
+def assign(request: RetirementRequest, *, owner: int | None, backup: int | None, now: datetime) -> bool:
+    """Name the owner and backup; False when the case ended or was named again since it was read."""
+    with connection.cursor() as cur:
+        row = SQL.one(
+            cur,
+            "assign",
+            request_id=request.id,
+            owner=owner,
+            backup=backup,
+            was_owner=request.owner_id,
+            was_backup=request.backup_id,
+            now=now,
+        )
+    return row is not None

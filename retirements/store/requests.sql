@@ -40,3 +40,12 @@ WITH ended AS (
     FROM ended WHERE t.request_id = ended.id AND t.status IN ('pending', 'running')
 )
 SELECT id FROM ended
+
+-- name: assign
+-- Name an open case's owner and backup (by the rota, or taken, assigned or handed over), fenced
+-- by the naming it replaces.
+UPDATE retirements_retirementrequest
+SET owner_id = %(owner)s, backup_id = %(backup)s, updated_at = %(now)s
+WHERE id = %(request_id)s AND status IN ('waiting', 'held', 'executing')
+  AND owner_id IS NOT DISTINCT FROM %(was_owner)s AND backup_id IS NOT DISTINCT FROM %(was_backup)s
+RETURNING id

@@ -245,7 +245,8 @@ def case_row(status: str, lease=None, **facts) -> SimpleNamespace:
         "status": status, "lease_owner": "q:vm:14628" if lease else None, "lease_expires_at": lease,
         "lease_generation": 3, "heartbeat_at": NOW - timedelta(seconds=4), "open_question": "", "owner": "system",
         "requested_by": "operator-a", "cancel_requested_at": None, "next_check_at": None, "next_attempt_at": None,
-        "updated_at": NOW - timedelta(minutes=3, seconds=5), **facts,
+        "updated_at": NOW - timedelta(minutes=3, seconds=5), "assigned_for": "", "assignee_id": None,
+        "backup_id": None, "due_at": NOW + timedelta(days=20), "completed_at": None, **facts,
     })  # fmt: skip
 
 

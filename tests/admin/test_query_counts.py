@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -45,6 +46,8 @@ def deletions(n: int, status: str = "submitted") -> list[DeletionRequest]:
             status=status,
             created_at=now,
             updated_at=now,
+            received_at=now,
+            due_at=now + timedelta(days=30),
             owner="operator-1",
         )
         for _ in range(n)

@@ -49,6 +49,7 @@ def one_of_each(django_user_model) -> dict[Any, Any]:
         " gen_random_uuid(), 0, now())",
         [req.id],
     )
+    from ops.models import Notification
     from retirements.models import Lifecycle, Workspace
 
     ws = Workspace.objects.create(
@@ -65,6 +66,16 @@ def one_of_each(django_user_model) -> dict[Any, Any]:
         NoticeSlot: NoticeSlot.objects.filter(request=retirement).first().id,  # type: ignore[union-attr]
         RetirementWatcher: RetirementWatcher.objects.filter(request=retirement).first().id,  # type: ignore[union-attr]
         PurgeJob: PurgeJob.objects.get(request=retirement).id,
+        Notification: Notification.objects.create(
+            recipient=hq,
+            key="test",
+            event="approval_waiting",
+            case_kind="deletion",
+            case_id=req.id,
+            subject="s",
+            body="b",
+            created_at=clock.now(),
+        ).id,
     }
     return rows
 

@@ -39,6 +39,7 @@ def test_the_walk_finds_every_workflow_lifecycle() -> None:
         "retirements.NoticeSlot.status",
         "retirements.RetirementWatcher.status",
         "retirements.PurgeJob.status",
+        "ops.Notification.status",
     }
 
 

@@ -108,6 +108,9 @@ def test_support_opens_the_operations_overview(browser, live_server, people) -> 
     deletion_submit(target="demo:bob", actor=named("operator-1"))
     page = log_in(browser, live_server, "support-1")
     page.click("text=Operations overview")
-    expect(page.locator("#waiting-on-human")).to_contain_text("deletion demo:bob")
+    # Support sees the target masked (core.access), and who holds the approval.
+    expect(page.locator("#waiting-on-human")).to_contain_text("deletion demo:…")
+    expect(page.locator("#waiting-on-human")).to_contain_text("approver-1")
+    assert "demo:bob" not in page.locator("#waiting-on-human").inner_text()
     shot(page, "operations-overview")
     page.close()

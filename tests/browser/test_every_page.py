@@ -121,6 +121,19 @@ def pages() -> list[Shot]:
             reverse("admin:retirements_workspace_request_retirement", args=[hooli.pk]),
         ),
         Shot("workspace-confirm-protect", reverse("admin:retirements_workspace_protect", args=[hooli.pk])),
+        Shot("inbox", reverse("inbox")),
+        Shot("notification-preferences", reverse("notification-preferences")),
+        Shot("retention-runs", reverse("admin:ops_retentionrun_changelist")),
+        Shot("tombstones", reverse("admin:ops_tombstone_changelist")),
+        Shot("records-holds", reverse("admin:ops_recordshold_changelist")),
+        Shot("deletion-proof-completed", deletion("demo:carol", "proof")),
+        Shot("retirement-proof-held", retirement("globex-old", "proof")),
+        Shot("deletion-confirm-take", deletion("demo:alice", "take")),
+        Shot("deletion-confirm-assign", deletion("demo:alice", "assign")),
+        Shot("deletion-confirm-hand-over", deletion("demo:alice", "hand_over")),
+        Shot("deletion-confirm-extend-deadline", deletion("demo:alice", "extend_deadline")),
+        Shot("deletion-confirm-reveal", deletion("demo:alice", "reveal")),
+        Shot("retirement-confirm-assign", retirement("globex-old", "assign")),
     ]
     return out
 
@@ -249,6 +262,24 @@ def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> N
         page.click("button[name=index]")
         page.wait_for_selector("#bulk-list")
         check(page, "deletions-bulk-cancel-confirmation", width)
+        page.close()
+        # Custody as an approver reads it: their inbox, and a case's person, backup and days left.
+        page = log_in(browser, live_server, "approver-1", width)
+        page.goto(f"{live_server.url}{reverse('inbox')}")
+        check(page, "inbox-as-approver", width)
+        if "you hold it" not in page.inner_text("#inbox") and "you are its backup" not in page.inner_text("#inbox"):
+            problems.append(f"inbox-as-approver@{width}: approver-1 holds or backs up no case in the demo")
+        page.goto(f"{live_server.url}{deletion('demo:alice')}")
+        check(page, "deletion-case-custody-as-approver", width)
+        panel = page.inner_text("#case-panel")
+        if "(backup: " not in panel or "days left" not in panel:
+            problems.append(f"deletion-case-custody-as-approver@{width}: no person, backup or days left: {panel!r}")
+        page.close()
+        page = log_in(browser, live_server, "support-1", width)
+        page.goto(f"{live_server.url}{deletion('demo:alice')}")
+        check(page, "deletion-case-masked-as-support", width)
+        if "demo:alice" in page.inner_text("body"):
+            problems.append(f"deletion-case-masked-as-support@{width}: support sees the full target")
         page.close()
     page = log_in(browser, live_server, "support-1", 1280)
     response = page.goto(f"{live_server.url}{deletion('demo:alice', 'approve')}")

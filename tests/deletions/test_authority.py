@@ -210,7 +210,7 @@ def test_decision_logs_are_append_only_in_the_database(cmd) -> None:
         "DELETE FROM entity_deletion_decisions WHERE request_id = %s",
     ):
         with (
-            pytest.raises(DatabaseError, match="Cannot update or delete"),
+            pytest.raises(DatabaseError, match="evidence rows are never rewritten or deleted"),
             transaction.atomic(),
             connection.cursor() as cur,
         ):

@@ -27,7 +27,10 @@ def test_demo_setup_prints_logins_seeds_cases_once_and_resets_passwords(cmd, mon
     first = cmd("demo_setup")
     assert first.code == 0, first.err
     assert "Demo staff login: username=demo password=first-pass-123" in first.out
-    assert "operator-1 (operators), approver-1 (approvers), support-1 (support (read-only))" in first.out
+    assert (
+        "operator-1 (operators), operator-2 (operators), approver-1 (approvers), approver-2 (approvers), "
+        "support-1 (support (read-only)), auditor-1 (auditors)"
+    ) in first.out
     assert "Demo cases created" in first.out
     statuses = dict(DeletionRequest.objects.values_list("target", "status"))
     assert statuses == {
@@ -86,7 +89,7 @@ def test_setup_schedules_is_idempotent(cmd) -> None:
         assert ran.code == 0
     assert sorted(Schedule.objects.values_list("name", "func")) == sorted(SCHEDULES.items())
     assert dict(Schedule.objects.values_list("name", "minutes")) == {name: MINUTES.get(name, 1) for name in SCHEDULES}
-    assert set(MINUTES.values()) == {60}
+    assert set(MINUTES.values()) == {60, 1440}  # hourly ones, and the daily retention job
 
 
 @pytest.mark.django_db

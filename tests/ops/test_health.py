@@ -47,6 +47,8 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "stage_workers",
         "purges_refused",
         "aged_retirements",
+        "deadlines_passed",
+        "notifications_failed",
     }
     assert data["checks"]["stage_workers"] == {"ok": True, "busy": 0, "waiting": 0, "detail": "no case waits"}
 
@@ -132,3 +134,20 @@ def test_red_when_the_database_is_unreachable_and_green_when_it_is_back() -> Non
     back = run(None)
     assert back.returncode == 0, back.stdout + back.stderr
     assert "health: GREEN" in back.stdout
+
+
+def test_red_when_a_deletion_is_open_past_its_legal_deadline() -> None:
+    from datetime import timedelta
+
+    import time_machine
+
+    from core import clock
+    from core.authority import named
+    from deletions.services import deletion_submit
+    from ops.health import report
+
+    deletion_submit(target="demo:overdue", actor=named("operator-a"), received_at=clock.now() - timedelta(days=20))
+    assert report(clock.now())["checks"]["deadlines_passed"] == {"ok": True, "count": 0}
+    with time_machine.travel(clock.now() + timedelta(days=12), tick=False):
+        data = report(clock.now())
+    assert data["checks"]["deadlines_passed"] == {"ok": False, "count": 1} and data["status"] == "red"

@@ -59,6 +59,12 @@ def test_a_scrape_after_a_run_shows_outcomes_durations_states_and_refusals(setti
     assert after[("backoffice_boundary_refusals_total", (("workflow", "deletion"),))] == 1
     assert 0 <= after[("backoffice_cluster_heartbeat_age_seconds", ())] < 5
     assert after[("backoffice_stalled_watchers", ())] == 0
+    # Deadlines: the open one (back in review) is due in a month, none passed yet.
+    assert after[("backoffice_deletion_deadlines", (("when", "passed"),))] == 0
+    assert after[("backoffice_deletion_deadlines", (("when", "within_warning"),))] == 0
+    with time_machine.travel(clock.now() + timedelta(days=40), tick=False):
+        late = scrape(client, TOKEN)
+    assert late[("backoffice_deletion_deadlines", (("when", "passed"),))] == 1
     observe(
         "scrape after two runs: "
         + ", ".join(f"{name}{dict(labels)}={value:g}" for (name, labels), value in sorted(after.items()))

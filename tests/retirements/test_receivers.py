@@ -203,7 +203,7 @@ def test_the_retirement_decision_log_is_append_only(hq, make_workspace) -> None:
         "DELETE FROM retirements_decision WHERE request_id = %s",
     ):
         with (
-            pytest.raises(DatabaseError, match="Cannot update or delete"),
+            pytest.raises(DatabaseError, match="evidence rows are never rewritten or deleted"),
             transaction.atomic(),
             connection.cursor() as cur,
         ):

@@ -1,10 +1,12 @@
+import dataclasses
 from typing import Any
 
 from django.core.management.base import CommandParser
 
+from core import access, authority, clock, present
 from core.commands import ServiceCommand
-from deletions import proposal
-from deletions.selectors import get_request, inspect
+from deletions import case, proposal
+from deletions.selectors import get_request, inspect, unsettled
 
 
 class Command(ServiceCommand):
@@ -13,18 +15,36 @@ class Command(ServiceCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("request_id")
         parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+        parser.add_argument("--by", metavar="USER", help="show it as this user may see it (support: the target masked)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         data = inspect(options["request_id"])
-        what = proposal.of_request(get_request(options["request_id"]))
+        req = get_request(options["request_id"])
+        what = proposal.of_request(req)
+        if options["by"] and not access.sees(access.roles_of(authority.named(options["by"]).user), access.TARGETS):
+            shown = access.mask(req.target)
+            data["request"]["target"] = data["request"]["inventory"]["target"] = shown
+            what = dataclasses.replace(what, target=shown)
+        now = clock.now()
+        held = case.custodians(req, now, unsettled(req.id))
+        custody = {
+            "responsible": held.person,
+            "backup": held.backup,
+            "responsible_why": held.why or None,
+            "due_at": req.due_at.isoformat(),
+            "received_at": req.received_at.isoformat(),
+            "days_left": case.days_left(req, now),
+        }
         if options["json"]:
-            self.print_json({**data, "proposal": what.as_json()})
+            self.print_json({**custody, **data, "proposal": what.as_json()})
             return
         r = data["request"]
         w = self.stdout.write
         w(f"request   {r['id']}  {r['target']}  status={r['status']}")
         w(f"requested {r['requested_by']} at {r['created_at']}; digest {r['inventory_digest']}")
-        w(f"case      owner={r['owner'] or '-'} next_check={r['next_check_at'] or '-'}")
+        w(f"custody   {held.words()}")
+        w(f"deadline  {case.deadline_words(req, now)} (received {present.absolute(req.received_at)})")
+        w(f"case      rota={r['owner'] or '-'} next_check={r['next_check_at'] or '-'}")
         w(f"          last action: {r['last_action'] or '-'}")
         if r["open_question"]:
             w(f"          open question: {r['open_question']}")

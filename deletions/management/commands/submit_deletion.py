@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from core import authority
-from core.commands import ServiceCommand
+from core.commands import ServiceCommand, parse_time
 from deletions.rules.inventory import DEMO_COMMUNITIES, MAX_COMMUNITIES
 from deletions.services import deletion_submit, submission_json
 
@@ -16,6 +16,11 @@ class Command(ServiceCommand):
         parser.add_argument("--requested-by", required=True, help="operator submitting the request")
         parser.add_argument("--reason", default="", help="ticket or why (kept in the decision log)")
         parser.add_argument(
+            "--received-at",
+            metavar="ISO",
+            help="when the request was received (intake; default now): its legal deadline runs from then",
+        )
+        parser.add_argument(
             "--demo-communities",
             type=int,
             default=DEMO_COMMUNITIES,
@@ -27,6 +32,10 @@ class Command(ServiceCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         actor = authority.named(options["requested_by"], flag="--requested-by")
         req = deletion_submit(
-            actor=actor, target=options["target"], reason=options["reason"], communities=options["demo_communities"]
+            actor=actor,
+            target=options["target"],
+            reason=options["reason"],
+            communities=options["demo_communities"],
+            received_at=parse_time(options["received_at"], "--received-at") if options["received_at"] else None,
         )
         self.print_json(submission_json(req))

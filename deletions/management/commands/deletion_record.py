@@ -1,0 +1,15 @@
+from typing import Any
+
+from core.commands import RecordCommand
+from deletions import proof
+
+
+class Command(RecordCommand):
+    help = "The signed proof of a deletion case (text or --json), or --verify FILE (exit 0 intact, 1 not)."
+    kind = "deletion"
+
+    def build(self, request_id: str, now: Any) -> dict[str, Any]:
+        return proof.of(request_id, now)
+
+    def lines(self, sealed: dict[str, Any]) -> list[str]:
+        return proof.lines(sealed)

@@ -1,0 +1,275 @@
+"""Retention: how long each kind of record lives, and the job that applies it.
+
+A closed case past its period becomes a tombstone (ids, dates, outcome, approver ids, operation ids
+and its proof's digest; no personal identifiers) and every other row of it is deleted; before that,
+its lease history and its copies of the target system's evidence go after their own (shorter)
+periods, and sent notifications after theirs. The job never touches an open case, a case under a
+records hold, or one whose investigation is open (an alarm not resolved, a withdrawal the target
+has not acknowledged). It works in batches, each case in its own transaction (the evidence triggers
+allow its deletions only there, `core.lifecycle.retention_on`), stops at its time budget, and
+logs every run with its counts (`RetentionRun`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Coalesce
+
+from core import authority, clock, proofs
+from core.authority import Actor
+from core.errors import BadInput, Refused, required_reason
+from core.lifecycle import retention_on
+from core.store import parse_id
+from deletions import proof as deletion_proof
+from deletions.models import AuthorityWithdrawal, DeletionAlarm, DeletionRequest
+from deletions.store import retention as deletion_store
+from ops.models import Notification, RecordsHold, RetentionRun, Tombstone
+from retirements import proof as retirement_proof
+from retirements.models import Alarm, RetirementRequest
+from retirements.store import retention as retirement_store
+
+KINDS = ("closed_case", "decision_log", "lease_history", "target_evidence", "notifications")
+WORDS = {
+    "closed_case": "closed case details (then a tombstone)",
+    "decision_log": "decision logs (go with the case: its tombstone waits for both)",
+    "lease_history": "lease events and attempts of a closed case",
+    "target_evidence": "a closed case's copies of the target system's evidence",
+    "notifications": "notifications sent",
+}
+HOLD = "ops.place_recordshold"
+CASE_KINDS = ("deletion", "retirement")
+
+
+def periods(closed_case_days: int | None = None) -> dict[str, int]:
+    """The periods in days, from settings; `closed_case_days` overrides, for one run, the period of
+    closed cases and of their decision logs (which go with them)."""
+    chosen = dict(settings.RETENTION_DAYS)
+    if closed_case_days is not None:
+        if closed_case_days < 0:
+            raise BadInput(f"--closed-case-days {closed_case_days} is refused: a number of days, 0 or more")
+        chosen["closed_case"] = chosen["decision_log"] = closed_case_days
+    return chosen
+
+
+@dataclass(frozen=True)
+class Verdict:
+    tombstone: bool = False
+    lease_history: bool = False
+    evidence: bool = False
+    kept: str = ""  # why nothing is done although a period passed
+
+
+def verdict(*, closed_at: datetime, now: datetime, days: dict[str, int], held: bool, investigating: bool) -> Verdict:
+    """What the job does to one closed case. Pure."""
+    age = now - closed_at
+
+    def past(kind: str) -> bool:
+        return age >= timedelta(days=days[kind])
+
+    wants = past("closed_case") and past("decision_log"), past("lease_history"), past("target_evidence")
+    if not any(wants):
+        return Verdict()
+    if held:
+        return Verdict(kept="under a records hold")
+    if investigating:
+        return Verdict(kept="its investigation is open")
+    tomb, lease, evidence = wants
+    return Verdict(tombstone=tomb, lease_history=lease and not tomb, evidence=evidence and not tomb)
+
+
+def _held(kind: str) -> Any:
+    return RecordsHold.objects.filter(case_kind=kind, case_id=OuterRef("pk"), released_at__isnull=True)
+
+
+def _deletion_candidates(cutoff: datetime, limit: int, after: Any) -> list[DeletionRequest]:
+    investigating = Q(Exists(DeletionAlarm.objects.filter(request=OuterRef("pk"), resolved_at__isnull=True))) | Q(
+        Exists(AuthorityWithdrawal.objects.filter(request=OuterRef("pk"), acknowledged_at__isnull=True))
+    )
+    rows = (
+        DeletionRequest.objects.filter(status__in=["completed", "cancelled"])
+        .annotate(closed_at=Coalesce("completed_at", "updated_at"), held=Exists(_held("deletion")))
+        .annotate(investigating=investigating)
+        .filter(closed_at__lte=cutoff)
+    )
+    if after is not None:
+        rows = rows.filter(Q(closed_at__gt=after[0]) | Q(closed_at=after[0], id__gt=after[1]))
+    return list(rows.order_by("closed_at", "id")[:limit])
+
+
+def _retirement_candidates(cutoff: datetime, limit: int, after: Any) -> list[RetirementRequest]:
+    rows = (
+        RetirementRequest.objects.filter(status__in=["completed", "cancelled", "closed"])
+        .annotate(
+            closed_at=Coalesce("concluded_at", "updated_at"),
+            held=Exists(_held("retirement")),
+            investigating=Exists(Alarm.objects.filter(request=OuterRef("pk"), resolved_at__isnull=True)),
+        )
+        .filter(closed_at__lte=cutoff)
+    )
+    if after is not None:
+        rows = rows.filter(Q(closed_at__gt=after[0]) | Q(closed_at=after[0], id__gt=after[1]))
+    return list(rows.order_by("closed_at", "id")[:limit])
+
+
+def _forget_elsewhere(kind: str, model: Any, case_id: UUID) -> int:
+    """Django's own change history and our notifications name the case: they go with it."""
+    ct = ContentType.objects.get_for_model(model)
+    logs = LogEntry.objects.filter(content_type=ct, object_id=str(case_id)).delete()[0]
+    return logs + Notification.objects.filter(case_kind=kind, case_id=case_id).delete()[0]
+
+
+def _tombstone(kind: str, req: Any, now: datetime, run: RetentionRun) -> Tombstone:
+    """What stays of the case: ids, dates, outcome, who approved (user ids), the operations and
+    the digest of its proof's record (the same digest every proof of the closed case carries)."""
+    if kind == "deletion":
+        record = deletion_proof.record(req)
+        opened, operations = req.created_at, [s["operation_id"] for s in record["stages"]]
+        deciders = req.approvals.values_list("approved_by_user_id", flat=True)
+    else:
+        record = retirement_proof.record(req)
+        opened, operations = req.requested_at, [record["purge"]["operation_id"]] if record["purge"] else []
+        deciders = req.decisions.values_list("actor_id", flat=True)
+    return Tombstone(
+        case_kind=kind,
+        case_id=req.id,
+        opened_at=opened,
+        closed_at=req.closed_at,
+        outcome=req.status,
+        approver_ids=sorted({a for a in deciders if a}),
+        operation_ids=operations,
+        proof_digest=proofs.digest(record),
+        made_at=now,
+        run=run,
+    )
+
+
+def run(
+    *,
+    dry_run: bool = False,
+    closed_case_days: int | None = None,
+    budget_seconds: float | None = None,
+    batch: int | None = None,
+) -> RetentionRun:
+    """One pass over what is past its period (see the module). A dry run decides the same and
+    writes nothing but its own log row."""
+    now = clock.now()
+    days = periods(closed_case_days)
+    budget = settings.RETENTION_SECONDS if budget_seconds is None else budget_seconds
+    batch = batch or settings.RETENTION_BATCH
+    started = time.monotonic()
+    counts: Counter[str] = Counter()
+    log = RetentionRun.objects.create(started_at=now, dry_run=dry_run, periods=days)
+    cutoff = now - timedelta(days=min(days["closed_case"], days["lease_history"], days["target_evidence"]))
+    stopped = False
+    for kind, candidates in (("deletion", _deletion_candidates), ("retirement", _retirement_candidates)):
+        after = None
+        while not stopped:
+            rows = candidates(cutoff, batch, after)
+            for req in rows:
+                if time.monotonic() - started > budget:
+                    stopped = True
+                    break
+                after = (req.closed_at, req.id)  # type: ignore[union-attr]
+                _apply(kind, req, now, days, log, counts, dry_run=dry_run)
+            if len(rows) < batch:
+                break
+    if not stopped:
+        gone = now - timedelta(days=days["notifications"])
+        old = Notification.objects.filter(status__in=["sent", "digested", "failed"], created_at__lt=gone)
+        ids = list(old.values_list("id", flat=True)[: batch * 10])
+        if ids:
+            counts["notifications deleted"] += (
+                len(ids) if dry_run else Notification.objects.filter(id__in=ids).delete()[0]
+            )
+    log.finished_at = clock.now()
+    log.counts = dict(sorted(counts.items()))
+    log.stopped_early = stopped
+    log.save(update_fields=["finished_at", "counts", "stopped_early"])
+    return log
+
+
+def _apply(
+    kind: str, req: Any, now: datetime, days: dict[str, int], log: RetentionRun, counts: Counter[str], *, dry_run: bool
+) -> None:
+    v = verdict(closed_at=req.closed_at, now=now, days=days, held=req.held, investigating=req.investigating)
+    if v.kept:
+        counts[f"{kind}s kept: {v.kept}"] += 1
+        return
+    if not (v.tombstone or v.lease_history or v.evidence):
+        return
+    if dry_run:
+        counts[f"{kind} tombstones" if v.tombstone else f"{kind}s trimmed"] += 1
+        return
+    with transaction.atomic():
+        with connection.cursor() as cur:
+            retention_on(cur)
+        if v.tombstone:
+            _tombstone(kind, req, now, log).save()
+            store = deletion_store if kind == "deletion" else retirement_store
+            for name, n in store.erase_case(req.id).items():
+                counts[f"{kind} rows deleted: {name}"] += n
+            counts[f"{kind} rows deleted: history and notifications"] += _forget_elsewhere(kind, type(req), req.id)
+            counts[f"{kind} tombstones"] += 1
+            return
+        if v.lease_history:
+            counts["deletion rows deleted: lease_history"] += deletion_store.drop_lease_history(req.id)
+        if v.evidence:
+            counts["deletion stages: evidence dropped"] += deletion_store.drop_evidence(req.id)
+
+
+# Records holds: a staff decision with a reason, on either workflow's case.
+
+
+def _case(kind: str, case_id: str | UUID) -> Any:
+    if kind not in CASE_KINDS:
+        raise BadInput(f"--kind {kind!r} is refused: deletion or retirement")
+    model = DeletionRequest if kind == "deletion" else RetirementRequest
+    pk = parse_id(case_id)
+    case = model.objects.filter(pk=pk).first()
+    if case is None:
+        raise Refused(f"no {kind} case with id {pk}")
+    return case
+
+
+def place_hold(*, actor: Actor, kind: str, case_id: str | UUID, reason: str) -> RecordsHold:
+    authority.require(actor, HOLD)
+    reason = required_reason(reason, "place a records hold")
+    with transaction.atomic():
+        case = _case(kind, case_id)
+        if (
+            RecordsHold.objects.select_for_update()
+            .filter(case_kind=kind, case_id=case.pk, released_at__isnull=True)
+            .exists()
+        ):
+            raise Refused(f"{kind} {case.pk} is already under a records hold")
+        return RecordsHold.objects.create(
+            case_kind=kind, case_id=case.pk, reason=reason, placed_by=actor.user, placed_at=clock.now()
+        )
+
+
+def release_hold(*, actor: Actor, kind: str, case_id: str | UUID, reason: str) -> RecordsHold:
+    authority.require(actor, HOLD)
+    reason = required_reason(reason, "release a records hold")
+    with transaction.atomic():
+        case = _case(kind, case_id)
+        hold = (
+            RecordsHold.objects.select_for_update()
+            .filter(case_kind=kind, case_id=case.pk, released_at__isnull=True)
+            .first()
+        )
+        if hold is None:
+            raise Refused(f"{kind} {case.pk} is under no records hold")
+        hold.released_at, hold.released_by, hold.release_reason = clock.now(), actor.user, reason
+        hold.save(update_fields=["released_at", "released_by", "release_reason"])
+        return hold

@@ -1,0 +1,89 @@
+"""Waiting for me: each user sees the cases they hold, those they back up, and those waiting on
+their rota with nobody named yet, soonest due first; the list filter says the same."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.urls import reverse
+
+from core.authority import named
+from deletions.models import DeletionRequest, Status
+from deletions.services import deletion_approve, deletion_custody, deletion_name_by_rota, deletion_submit
+from retirements.models import RetirementRequest
+from tests.support import force
+
+pytestmark = pytest.mark.django_db
+
+
+def fresh(case_id: Any) -> Any:
+    return DeletionRequest.objects.select_related("assignee", "backup").get(id=case_id)
+
+
+def inbox(client, who: str) -> str:
+    client.force_login(User.objects.get(username=who))
+    page = client.get(reverse("inbox"))
+    assert page.status_code == 200
+    return page.content.decode()
+
+
+def test_the_inbox_of_three_users(client) -> None:
+    lead = User.objects.create_user("lead-1", is_staff=True)
+    lead.groups.add(Group.objects.get(name="support (read-only)"))
+    approval = deletion_submit(target="demo:waits-approval", actor=named("operator-a"))  # the rota names b, c
+    attention = deletion_submit(target="demo:needs-hands", actor=named("operator-a"))
+    deletion_approve(request_id=attention.id, actor=named("operator-b"), digest=attention.inventory_digest)
+    force(DeletionRequest.objects.filter(id=attention.id), status=Status.NEEDS_ATTENTION, owner="operators on call",
+          open_question="failed 10 times")  # fmt: skip
+    deletion_name_by_rota()
+    deletion_custody(
+        actor=named("operator-b"), request_id=attention.id, how="assign", person="operator-c", reason="her system"
+    )
+    attention = fresh(attention.id)
+    approval = fresh(approval.id)
+    assert (approval.assignee.username, approval.backup.username) == ("operator-b", "operator-c")
+    assert attention.assignee.username == "operator-c" and attention.backup.username != "operator-c"
+    # operator-c holds the case needing attention and backs up the approval.
+    c = inbox(client, "operator-c")
+    assert "needs-hands" in c and "waits-approval" in c and "you hold it" in c and "you are its backup" in c
+    assert c.index("needs-hands") < c.index("waits-approval")  # due now, before the approval's next check
+    # operator-a submitted the approval (never hers) and backs up the other case or not.
+    a = inbox(client, "operator-a")
+    assert "waits-approval" not in a
+    assert ("needs-hands" in a) is (attention.backup.username == "operator-a")
+    # Support is on no rota and holds nothing.
+    assert "Nothing waits for you." in inbox(client, "lead-1")
+    # The list's saved view "waiting for me" is the same set.
+    client.force_login(User.objects.get(username="operator-c"))
+    mine = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"view": "mine"}).content.decode()
+    assert "needs-hands" in mine and "waits-approval" in mine
+
+
+def test_a_case_waiting_on_a_rota_before_anyone_is_named_is_in_every_members_inbox(client) -> None:
+    req = deletion_submit(target="demo:unnamed", actor=named("operator-a"))
+    deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
+    force(DeletionRequest.objects.filter(id=req.id), status=Status.NEEDS_ATTENTION, owner="operators on call",
+          open_question="failed 10 times")  # fmt: skip
+    for who in ("operator-a", "operator-b", "operator-c"):
+        page = inbox(client, who)
+        assert "unnamed" in page and "your rota: nobody named yet" in page, who
+    deletion_name_by_rota()
+    holders = [who for who in ("operator-a", "operator-b", "operator-c") if "unnamed" in inbox(client, who)]
+    assert len(holders) == 2  # the person and the backup, no longer the whole rota
+
+
+def test_the_retirement_list_has_waiting_for_me_too(client, cmd) -> None:
+    assert cmd("create_workspace", "--slug", "mine-ws", "--name", "M", "--disabled").code == 0
+    assert cmd("create_workspace", "--slug", "theirs-ws", "--name", "T", "--disabled").code == 0
+    for slug, who in (("mine-ws", "operator-a"), ("theirs-ws", "operator-b")):
+        ran = cmd("request_retirement", "--workspace", slug, "--requested-by", who, "--reason", "closed",
+                  "--confirm", slug)  # fmt: skip
+        assert ran.code == 0, ran.err
+    client.force_login(User.objects.get(username="operator-a"))
+    page = client.get(reverse("admin:retirements_retirementrequest_changelist"), {"view": "mine"}).content.decode()
+    assert "mine-ws" in page
+    theirs = RetirementRequest.objects.select_related("backup").get(workspace__slug="theirs-ws")
+    assert ("theirs-ws" in page) is (theirs.backup is not None and theirs.backup.username == "operator-a")
+    assert "mine-ws" in inbox(client, "operator-a")

@@ -1,0 +1,178 @@
+"""People are told when they must act: each occurrence once per person, at least once (a sender
+killed between send and save sends once more after its claim), never twice for nothing; digests
+and "off" follow each person's preference, deadlines come whatever it says."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import signal
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import time_machine
+from django.core import mail
+from django.utils import timezone
+
+from core.authority import named
+from deletions.models import DeletionRequest, Status
+from deletions.services import deletion_approve, deletion_submit
+from ops import notify
+from ops.models import Notification, NotificationPreference
+from tests.conftest import manage_argv, subprocess_env
+from tests.support import force
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def received(folder: Path) -> list[tuple[str, str]]:
+    """(recipient, subject) of every message the file backend wrote: what the mail server got."""
+    out = []
+    for path in sorted(folder.iterdir()):
+        for raw in path.read_text().split("\n" + "-" * 79 + "\n"):
+            if raw.strip():
+                msg = email.message_from_string(raw.strip(), policy=email.policy.default)
+                out.append((str(msg["To"]).strip(), " ".join(str(msg["Subject"]).split())))
+    return out
+
+
+def mail_env(folder: Path, **extra: str) -> dict[str, str]:
+    return subprocess_env(
+        EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend", EMAIL_FILE_PATH=str(folder), **extra
+    )
+
+
+def test_two_senders_at_once_tell_each_person_once(tmp_path, observe) -> None:
+    reqs = [deletion_submit(target=f"demo:tell-{i}", actor=named("operator-a")) for i in range(4)]
+    procs = [
+        subprocess.Popen(manage_argv("send_notifications"), env=mail_env(tmp_path), stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for proc in procs:
+        proc.communicate(timeout=120)
+        assert proc.returncode == 0
+    got = received(tmp_path)
+    # Each approval waiting goes to its person and its backup (never its submitter): 4 x 2 messages.
+    assert len(got) == 8 and len(set(got)) == 8, got
+    assert {to for to, _ in got} == {"operator-b@hq.example", "operator-c@hq.example"}
+    for submitted in reqs:
+        req: Any = DeletionRequest.objects.select_related("assignee", "backup").get(id=submitted.id)
+        about = f"[back-office] Approval waiting: deletion {str(req.id)[:8]}"
+        told = sorted(to for to, subject in got if subject.startswith(about))
+        assert told == sorted([req.assignee.email, req.backup.email]), (about, got)
+    assert set(Notification.objects.values_list("status", "attempts")) == {("sent", 1)}
+    # Nothing new happened: another pass tells nobody anything.
+    assert notify.tick()["sent"] == 0 and len(received(tmp_path)) == 8
+    observe("2 send_notifications processes over 4 approvals waiting: 8 messages, each person once per case")
+
+
+def test_a_sender_killed_between_send_and_save_sends_once_more_after_its_claim(tmp_path) -> None:
+    req: Any = deletion_submit(target="demo:crash", actor=named("operator-a"))
+    NotificationPreference.objects.create(user=req.backup, delivery="off")  # only the person is told
+    proc = subprocess.run(
+        manage_argv("send_notifications"), env=mail_env(tmp_path, CRASH_AT="notification-sent"), timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL
+    assert [to for to, _ in received(tmp_path)] == [req.assignee.email]  # sent, and the sender died
+    row = Notification.objects.get()
+    assert row.status == "sending" and row.claim_expires_at is not None
+    notify.send_due(timezone.now())  # the claim stands: nobody sends it again yet
+    assert mail.outbox == []
+    with time_machine.travel(row.claim_expires_at, tick=False):
+        assert notify.send_due(timezone.now()) == 1  # the sender is gone: at least once, sent again
+    with time_machine.travel(row.claim_expires_at + timedelta(hours=1), tick=False):
+        assert notify.tick()["sent"] == 0
+    assert [m.to for m in mail.outbox] == [[req.assignee.email]]
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == ("sent", 2)
+
+
+def test_a_new_occurrence_is_told_again_and_preferences_are_kept() -> None:
+    early = timezone.now().replace(hour=5, minute=0) + timedelta(days=1)  # before the digest hour (07:00)
+    with time_machine.travel(early, tick=False):
+        req: Any = deletion_submit(target="demo:rounds", actor=named("operator-a"))
+        person, backup = req.assignee, req.backup
+        NotificationPreference.objects.create(user=backup, delivery="digest")
+        notify.tick()
+        assert [m.to for m in mail.outbox] == [[person.email]]  # the backup waits for the digest
+        assert Notification.objects.get(recipient=backup).status == "digest"
+        # Approved, then back in review: a second round of "approval waiting" is a new occurrence.
+        deletion_approve(request_id=req.id, actor=named(person.username), digest=req.inventory_digest)
+        force(DeletionRequest.objects.filter(id=req.id), status=Status.NEEDS_REVIEW)
+        notify.tick()
+        notify.tick()
+        assert len([m for m in mail.outbox if "Approval waiting" in m.subject]) == 2
+    # The digest goes out from its hour, once a day, listing both rounds.
+    with time_machine.travel(early + timedelta(hours=3), tick=False):
+        notify.tick()
+        notify.tick()
+    digests = [m for m in mail.outbox if "Your digest" in m.subject]
+    assert len(digests) == 1 and digests[0].to == [backup.email]
+    assert digests[0].body.count("Approval waiting") == 2
+    rows = Notification.objects.filter(recipient=backup, event="approval_waiting")
+    assert set(rows.values_list("status", flat=True)) == {"digested"}
+
+
+def test_deadlines_reach_the_person_the_backup_and_then_the_group_even_when_off() -> None:
+    received_at = timezone.now() - timedelta(days=40)
+    req = deletion_submit(target="demo:late", actor=named("operator-a"), received_at=received_at)
+    for who in ("operator-a", "operator-b", "operator-c"):
+        NotificationPreference.objects.create(user=named(who).user, delivery="off")
+    notify.tick()
+    passed = sorted(m.to[0] for m in mail.outbox if "Deadline passed" in m.subject)
+    # The approvers' rota (not the submitter) is the group: person, backup, and anyone else on it.
+    assert passed == ["operator-b@hq.example", "operator-c@hq.example"]
+    assert not [m for m in mail.outbox if "Approval waiting" in m.subject]  # off: only deadlines
+    assert "Open the case: http" in mail.outbox[0].body and str(req.id) in mail.outbox[0].body
+
+
+def test_a_person_chooses_how_they_are_told_on_my_notifications(client) -> None:
+    from django.urls import reverse
+
+    user = named("operator-c").user
+    client.force_login(user)
+    page = client.get(reverse("notification-preferences"))
+    assert page.status_code == 200 and "Nothing yet." in page.content.decode()
+    saved = client.post(reverse("notification-preferences"), {"delivery": "digest"}, follow=True)
+    assert "Saved: one digest a day." in [str(m) for m in saved.context["messages"]]
+    assert NotificationPreference.objects.get(user=user).delivery == "digest"
+    refused = client.post(reverse("notification-preferences"), {"delivery": "hourly"})
+    assert refused.status_code == 200 and NotificationPreference.objects.get(user=user).delivery == "digest"
+
+
+def test_a_message_that_cannot_be_sent_is_tried_again_then_given_up_with_its_reason() -> None:
+    req: Any = deletion_submit(target="demo:no-address", actor=named("operator-a"))
+    NotificationPreference.objects.create(user=req.backup, delivery="off")
+    person = req.assignee
+    person.email = ""
+    person.save(update_fields=["email"])
+    at = timezone.now()
+    for attempt in range(1, notify.MAX_ATTEMPTS + 1):
+        with time_machine.travel(at, tick=False):
+            notify.tick()
+        row = Notification.objects.get(recipient=person)
+        assert row.attempts == attempt and "has no email address" in row.last_error
+        if row.status == "failed":
+            break
+        retry_at = row.next_attempt_at
+        assert row.status == "pending" and retry_at is not None and retry_at > at  # after its backoff
+        at = retry_at
+    assert (row.status, row.attempts) == ("failed", notify.MAX_ATTEMPTS)
+    assert mail.outbox == []
+
+
+def test_an_approval_expiring_within_a_day_tells_the_approvers_once() -> None:
+    req = deletion_submit(target="demo:expiring", actor=named("operator-a"))
+    deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
+    approval = req.approvals.get()
+    with time_machine.travel(approval.expires_at - timedelta(hours=30), tick=False):
+        notify.tick()
+    assert not [m for m in mail.outbox if "Approval expiring" in m.subject]
+    with time_machine.travel(approval.expires_at - timedelta(hours=12), tick=False):
+        notify.tick()
+        notify.tick()
+    told = sorted(m.to[0] for m in mail.outbox if "Approval expiring" in m.subject)
+    assert told == ["operator-b@hq.example", "operator-c@hq.example"]  # the approvers' rota, not the submitter
