@@ -172,3 +172,21 @@ def test_a_retirement_has_its_owner_and_a_backup_and_can_change_hands(cmd) -> No
     force(RetirementRequest.objects.filter(id=req.id), backup=None)
     assert retirement_name_by_rota() == 1
     assert RetirementRequest.objects.get(id=req.id).backup_id is not None
+
+
+@pytest.mark.django_db
+def test_hand_case_takes_assigns_and_hands_over_from_the_command_line(cmd) -> None:
+    req = deletion_submit(target="demo:by-command", actor=named("operator-a"))
+    person, backup = held(req)
+    took = cmd("hand_case", str(req.id), "--kind", "deletion", "--take", "--by", backup, "--reason", "mine now")
+    assert took.code == 0, took.err
+    assert json.loads(took.out)["responsible"] == backup
+    both = cmd("hand_case", str(req.id), "--kind", "deletion", "--take", "--assign", person, "--by", backup,
+               "--reason", "x")  # fmt: skip
+    assert both.code == 2 and "say one of" in both.err
+    given = cmd(
+        "hand_case", str(req.id), "--kind", "deletion", "--hand-over", person, "--by", backup, "--reason", "back"
+    )
+    assert given.code == 0 and json.loads(given.out)["responsible"] == person
+    nobody = cmd("hand_case", str(req.id), "--kind", "deletion", "--take", "--by", "nobody-9", "--reason", "x")
+    assert nobody.code == 1 and "no such user" in nobody.err

@@ -151,3 +151,24 @@ def test_evidence_is_deleted_only_by_the_retention_job() -> None:
     with pytest.raises((IntegrityError, InternalError)), transaction.atomic():
         DeletionDecision.objects.filter(id=decision.id).update(reason="rewritten")
     assert DeletionDecision.objects.filter(id=decision.id, reason=decision.reason).exists()
+
+
+def test_a_records_hold_is_a_decision_with_a_reason_and_a_permission(cmd) -> None:
+    from django.contrib.auth.models import Group, User
+
+    req = completed("demo:held-by-hand")
+    support = User.objects.create_user("support-4", is_staff=True)
+    support.groups.add(Group.objects.get(name="support (read-only)"))
+    refused = cmd("records_hold", str(req.id), "--kind", "deletion", "--by", "support-4", "--reason", "x")
+    assert refused.code == 1 and "records hold" in refused.err
+    placed = cmd("records_hold", str(req.id), "--kind", "deletion", "--by", "operator-b", "--reason", "complaint 9")
+    assert placed.code == 0 and json.loads(placed.out)["held"] is True
+    again = cmd("records_hold", str(req.id), "--kind", "deletion", "--by", "operator-b", "--reason", "again")
+    assert again.code == 1 and "already under a records hold" in again.err
+    assert json.loads(cmd("apply_retention", "--closed-case-days", "0").out)["counts"] == {
+        "deletions kept: under a records hold": 1
+    }
+    released = cmd("records_hold", str(req.id), "--kind", "deletion", "--by", "operator-b", "--reason", "closed",
+                   "--release")  # fmt: skip
+    assert released.code == 0 and json.loads(released.out)["held"] is False
+    assert json.loads(cmd("apply_retention", "--closed-case-days", "0").out)["counts"]["deletion tombstones"] == 1
