@@ -52,9 +52,20 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
 
 
 def ensure_groups(group_model: Any, permission_model: Any) -> None:
+    """Every group with exactly its permissions: one read of the permissions, one of each group's,
+    and a write only where a group differs."""
+    codes = {codename for perms in GROUPS.values() for _, codename in perms}
+    found = {
+        (app, codename): pk
+        for pk, app, codename in permission_model.objects.filter(codename__in=codes).values_list(
+            "pk", "content_type__app_label", "codename"
+        )
+    }
     for name, perms in GROUPS.items():
         group, _ = group_model.objects.get_or_create(name=name)
-        wanted = [
-            permission_model.objects.get(content_type__app_label=app, codename=codename) for app, codename in perms
-        ]
-        group.permissions.set(wanted)
+        missing = [f"{app}.{codename}" for app, codename in perms if (app, codename) not in found]
+        if missing:
+            raise LookupError(f"group {name}: no permission {', '.join(missing)} (migrate first)")
+        wanted = {found[(app, codename)] for app, codename in perms}
+        if set(group.permissions.values_list("pk", flat=True)) != wanted:
+            group.permissions.set(wanted)

@@ -19,6 +19,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+        parser.add_argument(
+            "--json-out", metavar="FILE", help="also write the rows as JSON to FILE (one rehearsal, two forms)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         results = self.run_tests()
@@ -34,6 +37,8 @@ class Command(BaseCommand):
             for row in ROWS
         ]
         fmt = options["format"]
+        if options["json_out"]:
+            Path(options["json_out"]).write_text(json.dumps(rows, indent=2))
         if fmt == "json":
             self.stdout.write(json.dumps(rows, indent=2))
         else:
