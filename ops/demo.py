@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group, User
 
 from core import authority, clock
@@ -37,11 +38,13 @@ def ensure_users(password: str, *, reset: bool) -> list[str]:
     """The demo staff logins, in their groups; a new login (or every one with `reset`) gets `password`.
     Returns the logins that got it."""
     given = []
+    hashed = ""  # the demo logins share one password: hashed once (each hash takes most of a second)
     for username, group in DEMO_USERS:
         user, created = User.objects.get_or_create(username=username, defaults={"email": f"{username}@localhost"})
         user.is_staff = True
         if created or reset:
-            user.set_password(password)
+            hashed = hashed or make_password(password)
+            user.password = hashed
             given.append(f"{username} ({group})")
         user.save()
         user.groups.set(Group.objects.filter(name=group))

@@ -128,12 +128,9 @@ def pages() -> list[Shot]:
         Shot("records-holds", reverse("admin:ops_recordshold_changelist")),
         Shot("deletion-proof-completed", deletion("demo:carol", "proof")),
         Shot("retirement-proof-held", retirement("globex-old", "proof")),
-        Shot("deletion-confirm-take", deletion("demo:alice", "take")),
         Shot("deletion-confirm-assign", deletion("demo:alice", "assign")),
-        Shot("deletion-confirm-hand-over", deletion("demo:alice", "hand_over")),
         Shot("deletion-confirm-extend-deadline", deletion("demo:alice", "extend_deadline")),
         Shot("deletion-confirm-reveal", deletion("demo:alice", "reveal")),
-        Shot("retirement-confirm-assign", retirement("globex-old", "assign")),
     ]
     return out
 
@@ -275,12 +272,13 @@ def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> N
         if "(backup: " not in panel or "days left" not in panel:
             problems.append(f"deletion-case-custody-as-approver@{width}: no person, backup or days left: {panel!r}")
         page.close()
-        page = log_in(browser, live_server, "support-1", width)
-        page.goto(f"{live_server.url}{deletion('demo:alice')}")
-        check(page, "deletion-case-masked-as-support", width)
-        if "demo:alice" in page.inner_text("body"):
-            problems.append(f"deletion-case-masked-as-support@{width}: support sees the full target")
-        page.close()
+        if width == 390:  # a phone: what support sees of a case, masked
+            page = log_in(browser, live_server, "support-1", width)
+            page.goto(f"{live_server.url}{deletion('demo:alice')}")
+            check(page, "deletion-case-masked-as-support", width)
+            if "demo:alice" in page.inner_text("body"):
+                problems.append(f"deletion-case-masked-as-support@{width}: support sees the full target")
+            page.close()
     page = log_in(browser, live_server, "support-1", 1280)
     response = page.goto(f"{live_server.url}{deletion('demo:alice', 'approve')}")
     assert response is not None and response.status == 403
