@@ -39,10 +39,10 @@ class Row:
     deadline: str
 
 
-def role(user: Any, person_id: int | None, backup_id: int | None) -> str:
-    if person_id == user.pk:
+def role(user: Any, person: str | None, backup: str | None) -> str:
+    if person == user.get_username():
         return "you hold it"
-    if backup_id == user.pk:
+    if backup == user.get_username():
         return "you are its backup"
     return "your rota: nobody named yet"
 
@@ -52,20 +52,20 @@ def rows(user: Any, now: datetime, *, see_targets: bool) -> list[Row]:
     deletions = deletion_selectors.waiting_for(user, deletion_services.rotas_of(user))
     for r in deletions.select_related("assignee", "backup").order_by("due_at", "id")[:LIMIT]:
         due = min(d for d in (deletion_case.next_check(r, now), r.due_at) if d is not None)
-        named_now = r.assigned_for.startswith(f"{r.status}:")
+        held = deletion_case.custodians(r, now)  # the panel's rule: named for the case's state now
         out.append(
             Row(
                 kind="deletion",
                 what=r.target if see_targets else access.mask(r.target),
                 url=reverse("admin:deletions_deletionrequest_change", args=[r.pk]),
                 status=r.get_status_display(),
-                role=role(user, r.assignee_id if named_now else None, r.backup_id if named_now else None),
+                role=role(user, held.person, held.backup),
                 question=deletion_case.open_question(r, now) or deletion_case.STATUS_WORDS[r.status],
                 due_at=due,
                 deadline=deletion_case.deadline_words(r, now),
             )
         )
-    retirements = retirement_selectors.waiting_for(user).select_related("workspace", "watcher")
+    retirements = retirement_selectors.waiting_for(user).select_related("workspace", "watcher", "owner", "backup")
     for w in retirements.order_by("next_wake_at", "id")[:LIMIT]:
         out.append(
             Row(
@@ -73,7 +73,9 @@ def rows(user: Any, now: datetime, *, see_targets: bool) -> list[Row]:
                 what=w.workspace.slug,
                 url=reverse("admin:retirements_retirementrequest_change", args=[w.pk]),
                 status=w.get_status_display(),
-                role=role(user, w.owner_id, w.backup_id),
+                role=role(
+                    user, w.owner.get_username() if w.owner else None, w.backup.get_username() if w.backup else None
+                ),
                 question=retirement_case.open_question(w, None) or "waiting period",
                 due_at=w.next_wake_at,
                 deadline="-",

@@ -33,6 +33,7 @@ from core.sql import Statements
 from deletions import case as deletion_case
 from deletions import selectors as deletion_selectors
 from deletions import services as deletion_services
+from deletions.contract import APPROVERS, OPERATORS_ON_CALL
 from deletions.models import DeletionAlarm, DeletionApproval, DeletionRequest, Status
 from ops.models import Delivery, Notification, NotificationPreference
 from retirements import services as retirement_services
@@ -81,10 +82,10 @@ def _deletion_people(
     named = tuple(i for i in (req.assignee_id, req.backup_id) if i is not None) if held.person else ()
     if named and not group:
         return named
-    rota = rota or deletion_case.rota_for(req, now, bool(getattr(req, "unsettled", False))) or "operators on call"
+    rota = rota or deletion_case.rota_for(req, now, bool(getattr(req, "unsettled", False))) or OPERATORS_ON_CALL
     if rota not in rotas:
         rotas[rota] = rota_rules.rota(rota, deletion_services.ROTA_PERMISSION[rota])
-    barred = req.requested_by_user_id if rota == "approvers" else None
+    barred = req.requested_by_user_id if rota == APPROVERS else None
     return tuple(dict.fromkeys([*named, *(u.pk for u in rotas[rota] if u.pk != barred)]))
 
 
@@ -120,7 +121,7 @@ def deletion_occurrences(now: datetime) -> list[Occurrence]:
                 f"approval_expiring:{a.pk}",
                 f"the approval by {a.approved_by} expires {present.absolute(a.expires_at)}; the case then goes back "
                 "to review and needs a new approval before any further stage",
-                rota="approvers",
+                rota=APPROVERS,
             )
     for req in base.filter(status=Status.NEEDS_ATTENTION).order_by("updated_at")[:LIMIT]:
         mark = req.next_check_at.isoformat() if req.next_check_at else req.updated_at.isoformat()

@@ -30,7 +30,7 @@ from core import authority, clock, proofs
 from core.authority import Actor
 from core.errors import BadInput, Refused, required_reason
 from core.lifecycle import retention_on
-from core.store import parse_id
+from core.store import get_or_not_found, parse_id
 from deletions import proof as deletion_proof
 from deletions.models import AuthorityWithdrawal, DeletionAlarm, DeletionRequest
 from deletions.store import retention as deletion_store
@@ -235,11 +235,7 @@ def _case(kind: str, case_id: str | UUID) -> Any:
     if kind not in CASE_KINDS:
         raise BadInput(f"--kind {kind!r} is refused: deletion or retirement")
     model = DeletionRequest if kind == "deletion" else RetirementRequest
-    pk = parse_id(case_id)
-    case = model.objects.filter(pk=pk).first()
-    if case is None:
-        raise Refused(f"no {kind} case with id {pk}")
-    return case
+    return get_or_not_found(model.objects.all(), parse_id(case_id), f"{kind} case")
 
 
 def place_hold(*, actor: Actor, kind: str, case_id: str | UUID, reason: str) -> RecordsHold:

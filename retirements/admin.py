@@ -343,16 +343,12 @@ class RetirementRequestAdmin(CaseAdmin):
                 stalled=stalled,
                 purge_refused=bool(refused),
             ),
-            *rota_rules.offers(
-                rota_name=services.ROTA if req.status in ("waiting", "held", "executing") else None,
-                why_nobody=f"the request is {case.STATUS_WORDS.get(req.status, req.status)}",
-                person=req.owner.get_username() if req.owner else None,
-                backup=req.backup.get_username() if req.backup else None,
+            *case.custody_offers(
+                req,
+                perms,
                 me=request.user.get_username(),
                 on_rota=any(m.pk == request.user.pk for m in rota_rules.rota(services.ROTA, services.HOLD)),
-                perms=perms,
-                rota_perm=services.VIEW,
-                assign_perm=services.ASSIGN,
+                rota=services.ROTA,
             ),
             self.proof_offer(request),
         ]

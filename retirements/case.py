@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from core import custody as rota_rules
 from core import present
 from core.present import CasePanel, Offer, offer
 from retirements import policy
@@ -23,12 +24,30 @@ def open_question(req: Any, stalled: str | None, purge_refused: str = "") -> str
     return ""
 
 
+OPEN = ("waiting", "held", "executing")
+
+
+def custody_offers(req: Any, perms: set[str], *, me: str, on_rota: bool, rota: str) -> list[Offer]:
+    """Take, assign and hand over on a retirement: open cases only (`core.custody.offers`'s rules)."""
+    return rota_rules.offers(
+        rota_name=rota if req.status in OPEN else None,
+        why_nobody=f"the request is {STATUS_WORDS.get(req.status, req.status)}",
+        person=req.owner.get_username() if req.owner_id is not None else None,
+        backup=req.backup.get_username() if req.backup_id is not None else None,
+        me=me,
+        on_rota=on_rota,
+        perms=perms,
+        rota_perm=VIEW,
+        assign_perm=ASSIGN,
+    )
+
+
 def custody_words(req: Any) -> str:
     """The owner and backup of an open case; who held it last once it ended."""
     if req.owner_id is None:
         return "operators on call (group): nobody named yet"
     owner = req.owner.get_username()
-    if req.status not in ("waiting", "held", "executing"):
+    if req.status not in OPEN:
         return f"nobody now (the case has ended; {owner} held it)"
     backup = req.backup.get_username() if req.backup_id is not None else "none on the rota"
     return f"{owner} (backup: {backup})"
@@ -110,6 +129,7 @@ HOLD, CANCEL, RESUME, RETRY = (
     "retirements.resume_retirementrequest",
     "retirements.retry_notices_retirementrequest",
 )
+VIEW, ASSIGN = "retirements.view_retirementrequest", "retirements.assign_retirementrequest"
 
 # -- the timeline picture -------------------------------------------------------------------
 

@@ -176,3 +176,30 @@ def test_an_approval_expiring_within_a_day_tells_the_approvers_once() -> None:
         notify.tick()
     told = sorted(m.to[0] for m in mail.outbox if "Approval expiring" in m.subject)
     assert told == ["operator-b@hq.example", "operator-c@hq.example"]  # the approvers' rota, not the submitter
+
+
+def test_needs_attention_a_missed_check_and_a_retirement_alarm_reach_whoever_holds_them(cmd) -> None:
+    from retirements.models import Alarm, RetirementRequest
+
+    req = deletion_submit(target="demo:stuck", actor=named("operator-a"))
+    deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
+    force(DeletionRequest.objects.filter(id=req.id), status=Status.NEEDS_ATTENTION, owner="operators on call",
+          open_question="failed 10 times", next_check_at=timezone.now() - timedelta(hours=1))  # fmt: skip
+    assert cmd("create_workspace", "--slug", "alarm-ws", "--name", "A", "--disabled").code == 0
+    ran = cmd("request_retirement", "--workspace", "alarm-ws", "--requested-by", "operator-c", "--reason", "gone",
+              "--confirm", "alarm-ws")  # fmt: skip
+    assert ran.code == 0, ran.err
+    retirement: Any = RetirementRequest.objects.select_related("owner", "backup").get(workspace__slug="alarm-ws")
+    Alarm.objects.create(
+        request=retirement, kind="watcher_stalled", message="watcher stalled", created_at=timezone.now()
+    )
+    notify.tick()
+    held: Any = DeletionRequest.objects.select_related("assignee", "backup").get(id=req.id)
+    by_event: dict[str, set[str]] = {}
+    for m in mail.outbox:
+        by_event.setdefault(m.subject.split(":")[0].removeprefix("[back-office] "), set()).add(m.to[0])
+    people = {held.assignee.email, held.backup.email}
+    assert by_event["Needs attention"] == people and by_event["Next check passed"] == people
+    assert by_event["Alarm"] == {retirement.owner.email, retirement.backup.email}
+    notify.tick()  # nothing new: nobody is told twice
+    assert sum(len(v) for v in by_event.values()) == len(mail.outbox)
