@@ -68,18 +68,10 @@ def build(n: int) -> dict[str, Any]:
     slug = f"console-{uuid.uuid4().hex[:8]}"
     call_command("create_workspace", "--slug", slug, "--name", "Console template", "--disabled", stdout=StringIO())
     out = StringIO()
-    call_command(
-        "request_retirement",
-        "--workspace",
-        slug,
-        "--requested-by",
-        user.username,
-        "--reason",
-        "bench",
-        "--confirm",
-        slug,
-        stdout=out,
-    )
+    from tests.conftest import with_token
+
+    asked = ("--workspace", slug, "--requested-by", user.username, "--reason", "bench", "--confirm", slug)
+    call_command("request_retirement", *with_token(asked), stdout=out)
     from retirements.models import RetirementRequest
 
     retirement = RetirementRequest.objects.get(workspace__slug=slug)

@@ -16,26 +16,13 @@ from django.core.management import call_command
 
 def submitted_and_approved(communities: int) -> str:
     out = StringIO()
-    call_command(
-        "submit_deletion",
-        "--target",
-        f"demo:h-{uuid.uuid4().hex[:10]}",
-        "--requested-by",
-        "operator-a",
-        "--demo-communities",
-        str(communities),
-        stdout=out,
-    )
+    from tests.conftest import with_token  # the bench acts as operator-a and operator-b, with their tokens
+
+    submit = ("--target", f"demo:h-{uuid.uuid4().hex[:10]}", "--requested-by", "operator-a")
+    call_command("submit_deletion", *with_token(submit), "--demo-communities", str(communities), stdout=out)
     req = json.loads(out.getvalue())
-    call_command(
-        "approve_deletion",
-        req["id"],
-        "--approved-by",
-        "operator-b",
-        "--inventory-digest",
-        req["inventory_digest"],
-        stdout=StringIO(),
-    )
+    approve = (req["id"], "--approved-by", "operator-b", "--inventory-digest", req["inventory_digest"])
+    call_command("approve_deletion", *with_token(approve), stdout=StringIO())
     return req["id"]
 
 

@@ -41,6 +41,10 @@ if PRODUCTION:
         )
     if not ALLOWED_HOSTS:
         raise ImproperlyConfigured("ALLOWED_HOSTS must name the site's host names when DEPLOYMENT_ENV=production")
+    if any("*" in h for h in ALLOWED_HOSTS):
+        raise ImproperlyConfigured(
+            "ALLOWED_HOSTS=* (or any wildcard) is refused when DEPLOYMENT_ENV=production: name the site's host names"
+        )
     if os.environ.get("DJANGO_DEBUG") == "1":
         raise ImproperlyConfigured("DJANGO_DEBUG=1 is refused when DEPLOYMENT_ENV=production")
     # Test machinery: a stray crash or pause point would kill or freeze workers at a stage boundary.
@@ -61,10 +65,13 @@ INSTALLED_APPS = [
     "pgtrigger",
     "django_htmx",
     "axes",
+    "csp",
+    "ninja",
     "core",
     "deletions",
     "retirements",
     "demo_target",
+    "api",
     "ops",
 ]
 
@@ -80,6 +87,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "core.admin.BadFilterMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "axes.middleware.AxesMiddleware",  # last: it turns a lockout into the lockout page
 ]
 
@@ -94,13 +102,53 @@ if PRODUCTION:  # whitenoise serves the collected static files; development's ru
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = float(os.environ.get("AXES_COOLOFF_HOURS", "0.25"))  # hours
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
 AXES_CLIENT_STR_CALLABLE = "core.logs.pseudonymous_client"  # no username or address in log lines
+# Locked per person and address, and per address alone (one client trying many names): no client
+# can lock out another. The address is the client's, read through the proxies FORWARDED_ALLOW_IPS
+# trusts (the same list gunicorn is given), never the proxy's own.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_CLIENT_IP_CALLABLE = "core.clients.client_address"
+TRUSTED_PROXIES = [p.strip() for p in os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1").split(",") if p.strip()]
+
+SESSION_COOKIE_AGE = int(float(os.environ.get("SESSION_HOURS", "8")) * 3600)
+LOGIN_URL = "/admin/login/"
+LOGIN_REDIRECT_URL = "/admin/"
+
+# Personal tokens (core.tokens) for the API and the command line, and the API's limits.
+TOKEN_DAYS = int(os.environ.get("TOKEN_DAYS", "90"))
+API_RATE_PER_MINUTE = int(os.environ.get("API_RATE_PER_MINUTE", "120"))
+API_MAX_BODY_BYTES = 64 * 1024
+WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "5"))
+
+# The admin, htmx and the SVG pictures need nothing from elsewhere and no inline script.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],  # the admin's and our templates' style attributes
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # Prometheus scrapes /metrics with "Authorization: Bearer <this>"; unset, /metrics is off (404).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_EXAMPLE_TOKEN = "change-me-too"  # deploy/backoffice.env.example's value, refused in production
+if (
+    PRODUCTION
+    and METRICS_TOKEN
+    and (len(METRICS_TOKEN) < 32 or len(set(METRICS_TOKEN)) < 8 or METRICS_EXAMPLE_TOKEN in METRICS_TOKEN)
+):
+    raise ImproperlyConfigured(
+        "METRICS_TOKEN is too weak for production: use at least 32 random characters "
+        "(python -c 'import secrets; print(secrets.token_urlsafe(32))'), or leave it unset to turn /metrics off"
+    )
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

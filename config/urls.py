@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import path
 
+from api.views import api
 from ops.health import healthz
 from ops.inbox import inbox_view, preferences_view
 from ops.overview import operations_view
@@ -12,7 +13,7 @@ admin.site.index_title = "Cases"
 admin.site.site_url = None  # no public site: no "View site" link leading to a 404
 
 # The product first on the index, then operations, then the libraries' own pages.
-INDEX_ORDER = ["deletions", "retirements", "ops", "django_q", "axes", "auth"]
+INDEX_ORDER = ["deletions", "retirements", "ops", "core", "api", "django_q", "axes", "auth"]
 _app_list = admin.site.get_app_list
 
 
@@ -33,4 +34,5 @@ urlpatterns = [
     path("admin/inbox/notifications/", admin.site.admin_view(preferences_view), name="notification-preferences"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    path("api/v1/", api.urls),
 ]

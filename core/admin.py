@@ -21,7 +21,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import DateFieldListFilter
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import EmptyResultSet, PermissionDenied, ValidationError
 from django.core.paginator import Page, Paginator
 from django.db import DataError, connection, models
 from django.db.models import QuerySet
@@ -32,7 +32,7 @@ from django.urls import URLPattern, path, reverse
 
 from core import access, clock, present, proofs
 from core.authority import Actor
-from core.errors import DomainError
+from core.errors import DomainError, shown
 from core.present import Offer
 from core.store import parse_id
 
@@ -203,7 +203,10 @@ class EstimatedCountPaginator(Paginator):
     def count(self) -> int:
         rows = getattr(self.object_list, "values_list", None)
         if rows is not None:
-            sql, params = rows("pk").query.sql_with_params()
+            try:
+                sql, params = rows("pk").query.sql_with_params()
+            except EmptyResultSet:  # a filter no row can match (an id past the column's range)
+                return 0
             with connection.cursor() as cur:
                 cur.execute("EXPLAIN (FORMAT JSON) " + sql, params)
                 plan = cur.fetchone()[0]
@@ -439,6 +442,28 @@ class BadFilterMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view: Any, args: Any, kwargs: Any) -> HttpResponse | None:
+        """A list's bulk action POSTed with selected ids that are not ids of its rows (any admin
+        list: ours, django-q2's, the users'): a 400 before the action runs."""
+        model_admin = getattr(view, "model_admin", None)
+        if request.method != "POST" or model_admin is None or "_selected_action" not in request.POST:
+            return None
+        key = model_admin.model._meta.pk
+        for raw in request.POST.getlist("_selected_action"):
+            try:
+                key.to_python(raw)
+                if "\x00" in raw:
+                    raise ValidationError("a NUL byte")
+            except ValidationError:
+                logging.getLogger("django.request").warning("bad selection on %s", request.path[:200])
+                return refusal_page(
+                    request,
+                    ValueError(f"the selected rows are not valid: {shown(raw)} is not an id of this list"),
+                    status=400,
+                    title="Not valid",
+                )
+        return None
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if request.method != "GET" or not request.path.startswith("/admin/"):

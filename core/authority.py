@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from core import present
-from core.errors import BadInput, Refused, shown
+from core.errors import BadInput, NotAllowed, Refused, shown
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def may_sql(user_id: str, perm: str, *, staff: bool = True) -> tuple[str, list[A
 def require(actor: Actor, perm: str) -> Any:
     """The acting user, when it may `perm`; otherwise a refusal naming the rule."""
     if not may(actor.user, perm):
-        raise Refused(
+        raise NotAllowed(
             f"{actor.name} is not allowed to {present.permission_words(perm)} (only active staff holding {perm})"
         )
     return actor.user

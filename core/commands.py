@@ -8,14 +8,15 @@ call, the result as JSON.
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core import authority
+from core import authority, tokens
 from core.authority import Actor
-from core.errors import BadInput, DomainError, shown
+from core.errors import BadInput, DomainError, Refused, shown
 
 REASON_REQUIRED, REASON_OPTIONAL, NO_REASON = "required", "optional", "none"
 
@@ -33,6 +34,41 @@ def parse_time(text: str, flag: str) -> datetime:
     except ValueError:
         raise BadInput(f"{flag} {shown(text)} is refused: give an ISO date or time, e.g. 2027-03-01T09:30") from None
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+TOKEN_ENV = "BACKOFFICE_TOKEN"
+TOKEN_HELP = f"a file holding your personal token (default: the {TOKEN_ENV} environment variable)"
+
+
+def add_token_argument(parser: CommandParser) -> None:
+    parser.add_argument("--token-file", metavar="FILE", help=TOKEN_HELP)
+
+
+def acting(options: dict[str, Any], flag: str, *, decides: bool = True) -> Actor:
+    """The person an actor flag names, proven by their personal token (`--token-file`, else
+    BACKOFFICE_TOKEN): a command acts only as whoever holds the token, and a decision needs a token
+    of scope `decide`. Refused (exit 1, nothing written) otherwise."""
+    actor = authority.named(options[flag.lstrip("-").replace("-", "_")], flag=flag)
+    if options.get("token_file"):
+        try:
+            with open(options["token_file"], encoding="utf-8") as f:
+                raw = f.read(500)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"--token-file {shown(options['token_file'])} cannot be read ({exc})") from None
+    else:
+        raw = os.environ.get(TOKEN_ENV, "")
+    try:
+        holder = tokens.use(raw)
+    except tokens.Unauthenticated as exc:
+        raise Refused(f"{flag} {actor.name} is refused: {exc.message} ({TOKEN_ENV} or --token-file)") from None
+    if not authority.same_person(holder.actor.user, actor.user):
+        raise Refused(
+            f"{flag} {actor.name} is refused: the token is {holder.actor.name}'s, and a command acts only as "
+            "the person whose token it holds"
+        )
+    if decides and not holder.may_decide():
+        raise Refused(f"{flag} {actor.name} is refused: the token {holder.name!r} may only read (scope read)")
+    return holder.actor
 
 
 class ServiceCommand(BaseCommand):
@@ -59,6 +95,7 @@ class DecisionCommand(ServiceCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("request_id")
         parser.add_argument(self.actor_flag, required=True, metavar="USER")
+        add_token_argument(parser)
         if self.reason != NO_REASON:
             parser.add_argument("--reason", required=self.reason == REASON_REQUIRED, default="")
         self.add_options(parser)
@@ -67,8 +104,7 @@ class DecisionCommand(ServiceCommand):
         """Flags of this decision beyond the id, the actor and the reason."""
 
     def handle(self, *args: Any, **options: Any) -> None:
-        flag = self.actor_flag.lstrip("-")
-        actor = authority.named(options[flag.replace("-", "_")], flag=f"--{flag}")
+        actor = acting(options, self.actor_flag)
         extra = {"reason": options["reason"]} if self.reason != NO_REASON else {}
         self.print_json(self.decide(actor=actor, request_id=options["request_id"], options=options, **extra))
 
@@ -88,6 +124,7 @@ class RecordCommand(ServiceCommand):
         parser.add_argument("--by", metavar="USER", help="who reads it (their role must allow proofs)")
         parser.add_argument("--json", action="store_true", help="print the proof as JSON (what --verify reads)")
         parser.add_argument("--verify", metavar="FILE", help="check a saved JSON proof instead")
+        add_token_argument(parser)
 
     def build(self, request_id: str, now: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -114,7 +151,7 @@ class RecordCommand(ServiceCommand):
             return
         if not options["request_id"] or not options["by"]:
             raise CommandError(f"give a {self.kind} id and --by USER (or --verify FILE)", returncode=2)
-        reader = authority.named(options["by"])
+        reader = acting(options, "--by", decides=False)
         if not access.sees(access.roles_of(reader.user), access.PROOF):
             raise CommandError(
                 f"{reader.name} may not read proofs (only approvers, auditors and superusers)", returncode=1

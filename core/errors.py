@@ -10,9 +10,10 @@ import unicodedata
 class DomainError(Exception):
     exit_code = 1
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.field = field  # the input it concerns, where one does (the API names it)
 
 
 class BadInput(DomainError):
@@ -73,3 +74,7 @@ class NotFound(DomainError):
 
 class Refused(DomainError):
     """The saved state (or the actor's permissions) does not allow this."""
+
+
+class NotAllowed(Refused):
+    """The actor's permissions do not allow this (whatever the saved state)."""

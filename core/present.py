@@ -8,6 +8,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 
+def terminal(text: Any) -> str:
+    """Text as a terminal may print it: control characters (an escape sequence, a NUL) shown
+    escaped, never acted on; line breaks and tabs kept."""
+    import unicodedata
+
+    value = "" if text is None else str(text)
+    return "".join(c if c in "\n\t" or unicodedata.category(c)[0] != "C" else repr(c)[1:-1] for c in value)
+
+
 def span(seconds: float) -> str:
     """A length of time in at most two units: "3 s", "4 min 10 s", "3 h 4 min", "2 d 5 h"."""
     s = int(abs(seconds))

@@ -115,8 +115,8 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
             raise Refused(f"request {req.id} is {req.status}, not submitted: it cannot be approved again{by}")
         if submitted_by(req, actor):
             raise Refused(
-                f"four eyes: {actor.name} submitted request {req.id} and cannot approve it; "
-                "a second operator must approve"
+                f"four eyes: {req.requested_by} submitted request {req.id}, so they cannot also approve it; "
+                "another approver must"
             )
         recomputed = inventory_digest(req.inventory_json)
         if recomputed != req.inventory_digest:
@@ -192,6 +192,7 @@ def deletion_resume(
     """
     rid = parse_request_id(request_id)
     authority.require(actor, RUN)
+    reason = optional_reason(reason)
     now = clock.now()
     with transaction.atomic():
         req = lock_request(rid)

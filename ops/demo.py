@@ -32,6 +32,42 @@ DEMO_USERS = [
     ("support-1", "support (read-only)"),
     ("auditor-1", "auditors"),  # reads every case and its proof, decides nothing
 ]
+INTAKE_ACCOUNT = ("intake-portal", "intake")  # a privacy portal's service account: submits and reads, no login
+READ_ONLY = {"support-1", "auditor-1"}
+
+
+def ensure_intake_account() -> User:
+    user, _ = User.objects.get_or_create(username=INTAKE_ACCOUNT[0], defaults={"email": "portal@localhost"})
+    user.is_staff = True
+    user.set_unusable_password()
+    user.save()
+    user.groups.set(Group.objects.filter(name=INTAKE_ACCOUNT[1]))
+    return user
+
+
+def ensure_tokens(usernames: list[str], folder: Path) -> list[str]:
+    """A personal token for each demo person in `folder/<username>` (only they may read it), kept
+    while it still works, else a new one: what the README's command lines use. Returns the
+    people who got a new one."""
+    from core import tokens
+
+    folder.mkdir(mode=0o700, exist_ok=True)
+    made = []
+    for username in usernames:
+        path = folder / username
+        user = User.objects.get(username=username)
+        if path.exists():
+            try:
+                if tokens.use(path.read_text()).actor.user.pk == user.pk:
+                    continue
+            except tokens.Unauthenticated:
+                pass
+        scope = tokens.READ if username in READ_ONLY else tokens.DECIDE
+        raw = tokens.issue(user, name="demo command line", scope=scope)
+        path.touch(mode=0o600)
+        path.write_text(raw)
+        made.append(username)
+    return made
 
 
 def ensure_users(password: str, *, reset: bool) -> list[str]:

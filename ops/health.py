@@ -85,9 +85,47 @@ def report(now: datetime) -> dict[str, Any]:
     return {"status": status, "at": now.isoformat(), "checks": checks}
 
 
+def _reachable() -> bool:
+    try:
+        with connection.cursor() as cur:
+            cur.execute("SELECT 1")
+        return True
+    except Exception:  # any driver error means unreachable here
+        return False
+
+
+def _staff_session(request: HttpRequest) -> bool:
+    """Whether the request carries an active staff login (this answers before the session and
+    authentication middleware, so it reads the session itself)."""
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.contrib.auth import get_user
+
+    key = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
+    if not key:
+        return False
+    try:
+        request.session = import_module(settings.SESSION_ENGINE).SessionStore(key)
+        user = get_user(request)
+    except Exception:  # the database is away: nobody can be told more than that
+        return False
+    return bool(user.is_active and user.is_staff)
+
+
+def may_read_report(request: HttpRequest) -> bool:
+    """The full report is for staff and for whoever holds the metrics token."""
+    from ops.metrics import bearer_matches
+
+    return bearer_matches(request) or _staff_session(request)
+
+
 def healthz(request: HttpRequest) -> JsonResponse:
-    """For a load balancer: 503 only when this instance cannot reach its database;
-    the body carries the full operations status for dashboards."""
+    """For a load balancer: 503 only when this instance cannot reach its database, and the body
+    says only that. Staff (logged in) and the metrics token get the full operations report."""
+    if not may_read_report(request):
+        up = _reachable()
+        return JsonResponse({"status": "ok" if up else "unavailable"}, status=200 if up else 503)
     data = report(clock.now())
     return JsonResponse(data, status=200 if data["checks"]["database"]["ok"] else 503)
 

@@ -130,12 +130,19 @@ class DatabaseCollector:
         )
 
 
-def metrics_view(request: HttpRequest) -> HttpResponse:
+def bearer_matches(request: HttpRequest) -> bool:
+    """`Authorization: Bearer <METRICS_TOKEN>`, exactly (a bare token is not accepted)."""
     token = getattr(settings, "METRICS_TOKEN", "")
-    given = request.headers.get("Authorization", "").removeprefix("Bearer ")
-    if not token:
+    header = request.headers.get("Authorization", "")
+    if not token or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header[len("Bearer ") :].encode(), token.encode())
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    if not getattr(settings, "METRICS_TOKEN", ""):
         return HttpResponse("metrics are off: set METRICS_TOKEN\n", status=404, content_type="text/plain")
-    if not hmac.compare_digest(given.encode(), token.encode()):
+    if not bearer_matches(request):
         return HttpResponse("a valid bearer token is required\n", status=401, content_type="text/plain")
     registry = CollectorRegistry()
     registry.register(DatabaseCollector(clock.now()))  # type: ignore[arg-type]

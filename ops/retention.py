@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 
+from api.models import IdempotencyKey, WebhookDelivery
 from core import authority, clock, proofs
 from core.authority import Actor
 from core.errors import BadInput, Refused, required_reason
@@ -39,6 +40,7 @@ from retirements import proof as retirement_proof
 from retirements.models import Alarm, RetirementRequest
 from retirements.store import retention as retirement_store
 
+IDEMPOTENCY_DAYS = timedelta(days=1)
 KINDS = ("closed_case", "decision_log", "lease_history", "target_evidence", "notifications")
 WORDS = {
     "closed_case": "closed case details (then a tombstone)",
@@ -123,10 +125,12 @@ def _retirement_candidates(cutoff: datetime, limit: int, after: Any) -> list[Ret
 
 
 def _forget_elsewhere(kind: str, model: Any, case_id: UUID) -> int:
-    """Django's own change history and our notifications name the case: they go with it."""
+    """Django's own change history, our notifications and the webhook deliveries name the case:
+    they go with it."""
     ct = ContentType.objects.get_for_model(model)
     logs = LogEntry.objects.filter(content_type=ct, object_id=str(case_id)).delete()[0]
-    return logs + Notification.objects.filter(case_kind=kind, case_id=case_id).delete()[0]
+    told = WebhookDelivery.objects.filter(case_kind=kind, case_id=case_id).delete()[0]
+    return logs + told + Notification.objects.filter(case_kind=kind, case_id=case_id).delete()[0]
 
 
 def _tombstone(kind: str, req: Any, now: datetime, run: RetentionRun) -> Tombstone:
@@ -152,6 +156,13 @@ def _tombstone(kind: str, req: Any, now: datetime, run: RetentionRun) -> Tombsto
         made_at=now,
         run=run,
     )
+
+
+def _forget(model: Any, old: Q, what: str, counts: Counter[str], batch: int, dry_run: bool) -> None:
+    """Rows of no case that are past their period: at most ten batches a run, the rest next run."""
+    ids = list(model.objects.filter(old).values_list("id", flat=True)[: batch * 10])
+    if ids:
+        counts[f"{what} deleted"] += len(ids) if dry_run else model.objects.filter(id__in=ids).delete()[0]
 
 
 def run(
@@ -186,12 +197,13 @@ def run(
                 break
     if not stopped:
         gone = now - timedelta(days=days["notifications"])
-        old = Notification.objects.filter(status__in=["sent", "digested", "failed"], created_at__lt=gone)
-        ids = list(old.values_list("id", flat=True)[: batch * 10])
-        if ids:
-            counts["notifications deleted"] += (
-                len(ids) if dry_run else Notification.objects.filter(id__in=ids).delete()[0]
-            )
+        done = ["sent", "digested", "failed"]
+        _forget(Notification, Q(status__in=done, created_at__lt=gone), "notifications", counts, batch, dry_run)
+        done = ["delivered", "failed"]
+        _forget(WebhookDelivery, Q(status__in=done, created_at__lt=gone), "webhook deliveries", counts, batch, dry_run)
+        # An Idempotency-Key answers repeats for a day, as Stripe's do; then it is forgotten.
+        old_keys = Q(created_at__lt=now - IDEMPOTENCY_DAYS)
+        _forget(IdempotencyKey, old_keys, "idempotency keys", counts, batch, dry_run)
     log.finished_at = clock.now()
     log.counts = dict(sorted(counts.items()))
     log.stopped_early = stopped

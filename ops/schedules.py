@@ -17,6 +17,7 @@ SCHEDULES = {
     "ops: prune old task results": "ops.tasks.prune_results",
     "ops: send notifications": "ops.tasks.send_notifications",
     "ops: apply retention": "ops.tasks.apply_retention",
+    "api: send webhooks": "api.tasks.send_webhooks",
 }
 MINUTES = {
     "ops: prune old task results": 60,

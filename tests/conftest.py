@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import os
 import sys
+import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,44 @@ class Ran:
     err: str
 
 
-def run_command(name: str, *args: str) -> Ran:
-    """Run a management command in-process and return its exit code and output."""
+ACTOR_FLAGS = ("--by", "--approved-by", "--requested-by")
+TOKEN_DIR = Path(tempfile.mkdtemp(prefix="backoffice-test-tokens-"))
+
+
+def token_file(username: str, *, scope: str = "decide") -> str | None:
+    """A file holding a fresh personal token of `username` (None when no such user exists)."""
+    from django.contrib.auth.models import User
+
+    from core import tokens
+
+    if not username.isprintable() or len(username) > 150:
+        return None  # the command refuses the name itself
+    user = User.objects.filter(username__iexact=username).first()
+    if user is None:
+        return None
+    path = TOKEN_DIR / f"{uuid.uuid4().hex}.token"
+    path.write_text(tokens.issue(user, name="test", scope=scope))
+    return str(path)
+
+
+def with_token(args: tuple[str, ...]) -> tuple[str, ...]:
+    """The command line a person types holding their own token: the person the actor flag names
+    proves it with `--token-file` (the command checks it as it would any token)."""
+    if "--token-file" in args:
+        return args
+    for i, arg in enumerate(args[:-1]):
+        if arg in ACTOR_FLAGS:
+            path = token_file(args[i + 1])
+            return (*args, "--token-file", path) if path else args
+    return args
+
+
+def run_command(name: str, *args: str, token: bool = True) -> Ran:
+    """Run a management command in-process and return its exit code and output; an actor flag's
+    person holds their own token unless `token=False`."""
     out, err = io.StringIO(), io.StringIO()
     try:
-        call_command(name, *args, stdout=out, stderr=err)
+        call_command(name, *(with_token(args) if token else args), stdout=out, stderr=err)
         code = 0
     except CommandError as exc:
         code = exc.returncode

@@ -20,11 +20,11 @@ def section(name: str) -> str:
     return "\n".join(blocks)
 
 
-def run(script: str) -> subprocess.CompletedProcess[str]:
+def run(script: str, **env: str) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + script],
         cwd=ROOT,
-        env=subprocess_env(),
+        env=subprocess_env(**env),
         capture_output=True,
         text=True,
         timeout=600,  # below the tests' own limit (pytestmark), so a hang reports its output
@@ -66,3 +66,16 @@ def test_custody_walkthrough_runs_as_written() -> None:
     assert "Exit code: 1 (changed)" in out and "NOT intact" in err
     assert "Exit code: 1 (support reads no proofs)" in out and "support-1 may not read proofs" in err
     assert '"dry_run": true' in out
+
+
+def test_api_walkthrough_runs_as_written(live_server) -> None:
+    proc = run(section("api-walkthrough"), API=f"{live_server.url}/api/v1")
+    out = proc.stdout
+    submitted = out.split("submitted ")[1].split()[0]
+    assert f"repeat {submitted}" in out  # the same key and body: the first answer
+    assert '"code": "idempotency_key_reused"' in out
+    assert '"code": "not_allowed"' in out and "intake-portal is not allowed to approve" in out
+    assert "status approved" in out
+    assert f"listed {submitted} approved demo:ap…" in out  # the portal reads the target masked
+    assert '"field": "priority"' in out
+    assert "without a token: 401" in out

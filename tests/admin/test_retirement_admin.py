@@ -77,6 +77,7 @@ def test_hold_and_release_from_the_case_page(login, waiting) -> None:
     again = client.post(url("hold", waiting), {"reason": "again"}, follow=True)
     assert any("already held by operator-1" in str(m) for m in again.context["messages"])
     with time_machine.travel(clock.now() + timedelta(days=3), tick=False):
+        client = login("operator")  # a session lasts 8 hours: three days on, they log in again
         client.post(url("release", waiting), {"reason": "owner agreed"})
     req = RetirementRequest.objects.get(id=waiting.id)
     assert req.status == "waiting" and req.eligible_at >= waiting.eligible_at + timedelta(days=3)

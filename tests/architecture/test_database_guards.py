@@ -49,6 +49,7 @@ def one_of_each(django_user_model) -> dict[Any, Any]:
         " gen_random_uuid(), 0, now())",
         [req.id],
     )
+    from api.models import WebhookDelivery, WebhookSubscriber
     from ops.models import Notification
     from retirements.models import Lifecycle, Workspace
 
@@ -75,6 +76,17 @@ def one_of_each(django_user_model) -> dict[Any, Any]:
             subject="s",
             body="b",
             created_at=clock.now(),
+        ).id,
+        WebhookDelivery: WebhookDelivery.objects.create(
+            subscriber=WebhookSubscriber.objects.create(
+                name="s", url="http://x.invalid", secret="s", created_at=clock.now()
+            ),
+            event="deletion.approved",
+            case_kind="deletion",
+            case_id=req.id,
+            payload={},
+            created_at=clock.now(),
+            next_attempt_at=clock.now(),
         ).id,
     }
     return rows

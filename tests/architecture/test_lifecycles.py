@@ -7,7 +7,7 @@ from django.apps import apps
 from django.db.models import Model
 from django_fsm import FSMField, TransitionNotAllowed
 
-OUR_APPS = ("deletions", "retirements", "ops")
+OUR_APPS = ("deletions", "retirements", "api", "ops")
 LIFECYCLE_NAMES = ("status", "lifecycle")
 
 
@@ -40,6 +40,7 @@ def test_the_walk_finds_every_workflow_lifecycle() -> None:
         "retirements.RetirementWatcher.status",
         "retirements.PurgeJob.status",
         "ops.Notification.status",
+        "api.WebhookDelivery.status",
     }
 
 

@@ -13,7 +13,7 @@ import pytest
 from core.sql import Statements
 from tests.conftest import ROOT
 
-APPS = ("core", "deletions", "retirements", "ops", "config")
+APPS = ("core", "deletions", "retirements", "api", "ops", "config")
 OUR_TABLE = r"(entity_deletion_\w+|retirements_\w+)"  # the demo target system (target_*) is another system
 WRITE = re.compile(rf"\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+{OUR_TABLE}", re.IGNORECASE)
 

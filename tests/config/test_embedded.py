@@ -108,6 +108,8 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
     env.update(EMBEDDED_PGDATA=str(datadir), DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
     env["Q_LOG_LEVEL"] = "INFO"  # the cluster says "running." when it is up
     env.pop("EMBEDDED_PG_CLEANUP", None)
+    tokens = tmp_path / "tokens"  # demo_setup writes each demo person's token here
+    env["DEMO_TOKEN_DIR"] = str(tokens)
 
     def manage(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -164,11 +166,26 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
         back = until(lambda: _get(healthz) == 200, 15)
         assert int((datadir / "postmaster.pid").read_text().splitlines()[0]) != postmaster
 
-        submitted = manage("submit_deletion", "--target", "demo:after-restart", "--requested-by", "operator-1")
+        submitted = manage(
+            "submit_deletion",
+            "--target",
+            "demo:after-restart",
+            "--requested-by",
+            "operator-1",
+            "--token-file",
+            str(tokens / "operator-1"),
+        )
         assert submitted.returncode == 0, submitted.stderr
         req = json.loads(submitted.stdout)
         approved = manage(
-            "approve_deletion", req["id"], "--approved-by", "approver-1", "--inventory-digest", req["inventory_digest"]
+            "approve_deletion",
+            req["id"],
+            "--approved-by",
+            "approver-1",
+            "--inventory-digest",
+            req["inventory_digest"],
+            "--token-file",
+            str(tokens / "approver-1"),
         )
         assert approved.returncode == 0, approved.stderr
         try:

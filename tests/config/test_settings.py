@@ -94,7 +94,7 @@ def test_healthz_answers_a_probe_by_address_over_plain_http(client, settings, db
     settings.ALLOWED_HOSTS = ["backoffice.example"]
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")  # as production sets it
     probe = client.get("/healthz", HTTP_HOST="10.0.0.5:8000")
-    assert probe.status_code == 200 and probe.json()["checks"]["database"]["ok"] is True
+    assert probe.status_code == 200 and probe.json() == {"status": "ok"}
     assert client.get("/admin/", HTTP_HOST="10.0.0.5:8000").status_code == 400  # everything else is host-checked
     assert client.get("/admin/", HTTP_HOST="backoffice.example").status_code == 301  # and redirected to https
     secure = client.get("/admin/login/", HTTP_HOST="backoffice.example", HTTP_X_FORWARDED_PROTO="https")

@@ -40,7 +40,7 @@ def distinct_effects(request_id) -> int:
     ("setup", "by", "message"),
     [
         (None, "no-such-user", "--approved-by 'no-such-user': no such user"),
-        ("inactive", "operator-c", "(only active staff holding deletions.approve_deletionrequest)"),
+        ("inactive", "operator-c", "belongs to an inactive user"),
         ("support", "support-7", "(only active staff holding deletions.approve_deletionrequest)"),
         (None, "Operator-A", "four eyes: operator-a submitted request"),
         (None, "operator-a", "four eyes: operator-a submitted request"),

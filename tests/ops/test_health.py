@@ -112,12 +112,28 @@ def test_red_for_a_stalled_watcher_and_green_after_resume(cmd) -> None:
         assert health(cmd)[0] == 0
 
 
-def test_healthz_serves_the_same_report_without_personal_data(client) -> None:
+def test_healthz_serves_the_same_report_without_personal_data(client, settings) -> None:
+    """The full report for the metrics token (and staff); a load balancer gets the status only."""
     beat()
     submit_and_approve()
-    response = client.get("/healthz")
+    settings.METRICS_TOKEN = "t" * 40
+    response = client.get("/healthz", HTTP_AUTHORIZATION="Bearer " + "t" * 40)
     assert response.status_code == 200 and response.json()["status"] == "green"
     assert "operator" not in response.content.decode() and "demo:" not in response.content.decode()
+    assert client.get("/healthz", HTTP_AUTHORIZATION="t" * 40).json() == {"status": "ok"}  # no "Bearer ": public
+
+
+def test_healthz_tells_the_public_only_its_status_and_staff_everything(client) -> None:
+    from django.contrib.auth.models import User
+
+    beat()
+    public = client.get("/healthz", HTTP_HOST="10.0.0.5:8000")
+    assert public.status_code == 200 and public.json() == {"status": "ok"}
+    client.force_login(User.objects.create_user("ops-1", is_staff=True))
+    full = client.get("/healthz").json()
+    assert full["status"] == "green" and "cluster" in full["checks"]
+    client.force_login(User.objects.create_user("customer-1", is_staff=False))
+    assert client.get("/healthz").json() == {"status": "ok"}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -3,10 +3,11 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from core import access, authority, clock, present
-from core.commands import ServiceCommand
+from core import access, clock, present
+from core.commands import ServiceCommand, acting, add_token_argument
 from deletions import case, proposal
-from deletions.selectors import get_request, inspect, unsettled
+from deletions.reading import case_view
+from deletions.selectors import get_request, unsettled
 
 
 class Command(ServiceCommand):
@@ -16,30 +17,26 @@ class Command(ServiceCommand):
         parser.add_argument("request_id")
         parser.add_argument("--json", action="store_true", help="print JSON instead of text")
         parser.add_argument("--by", metavar="USER", help="show it as this user may see it (support: the target masked)")
+        add_token_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        data = inspect(options["request_id"])
-        req = get_request(options["request_id"])
-        what = proposal.of_request(req)
-        if options["by"] and not access.sees(access.roles_of(authority.named(options["by"]).user), access.TARGETS):
-            shown = access.mask(req.target)
-            data["request"]["target"] = data["request"]["inventory"]["target"] = shown
-            what = dataclasses.replace(what, target=shown)
+        reader = acting(options, "--by", decides=False) if options["by"] else None
+        roles = access.roles_of(reader.user) if reader else frozenset(access.ROLES)
         now = clock.now()
-        held = case.custodians(req, now, unsettled(req.id))
-        custody = {
-            "responsible": held.person,
-            "backup": held.backup,
-            "responsible_why": held.why or None,
-            "due_at": req.due_at.isoformat(),
-            "received_at": req.received_at.isoformat(),
-            "days_left": case.days_left(req, now),
-        }
+        data = case_view(options["request_id"], roles=roles, now=now)
         if options["json"]:
-            self.print_json({**custody, **data, "proposal": what.as_json()})
+            self.print_json(data)
             return
+        req = get_request(options["request_id"])
+        held = case.custodians(req, now, unsettled(req.id))
+        what = proposal.of_request(req)
+        if not access.sees(roles, access.TARGETS):
+            what = dataclasses.replace(what, target=data["request"]["target"])
         r = data["request"]
-        w = self.stdout.write
+
+        def w(line: str) -> None:
+            self.stdout.write(present.terminal(line))
+
         w(f"request   {r['id']}  {r['target']}  status={r['status']}")
         w(f"requested {r['requested_by']} at {r['created_at']}; digest {r['inventory_digest']}")
         w(f"custody   {held.words()}")

@@ -2,8 +2,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from core import authority
-from core.commands import ServiceCommand, parse_time
+from core.commands import ServiceCommand, acting, add_token_argument, parse_time
 from deletions.rules.inventory import DEMO_COMMUNITIES, MAX_COMMUNITIES
 from deletions.services import deletion_submit, submission_json
 
@@ -14,6 +13,7 @@ class Command(ServiceCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--target", required=True, help="demo:NAME")
         parser.add_argument("--requested-by", required=True, help="operator submitting the request")
+        add_token_argument(parser)
         parser.add_argument("--reason", default="", help="ticket or why (kept in the decision log)")
         parser.add_argument(
             "--received-at",
@@ -30,7 +30,7 @@ class Command(ServiceCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        actor = authority.named(options["requested_by"], flag="--requested-by")
+        actor = acting(options, "--requested-by")
         req = deletion_submit(
             actor=actor,
             target=options["target"],

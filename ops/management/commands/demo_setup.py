@@ -1,5 +1,6 @@
 import os
 import secrets
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -32,12 +33,20 @@ class Command(BaseCommand):
             user.set_password(password)
         user.save()
         others = demo.ensure_users(password, reset=reset)
+        demo.ensure_intake_account()
+        folder = Path(os.environ.get("DEMO_TOKEN_DIR", settings.BASE_DIR / ".demo-tokens"))
+        people = [username, *(name for name, _ in demo.DEMO_USERS), demo.INTAKE_ACCOUNT[0]]
+        new = demo.ensure_tokens(people, folder)
         if reset:
             self.stdout.write(f"Demo staff login: username={username} password={password}")
         else:
             self.stdout.write(f"Demo staff login: username={username} (password unchanged)")
         if others:
             self.stdout.write(f"Password {password} for: {', '.join(others)}")
+        self.stdout.write(
+            f"Personal tokens (command line: --token-file {folder}/USER; API: Authorization: Bearer) in {folder}/"
+            + (f"; new for {', '.join(new)}" if new else "")
+        )
         if not options["no_data"]:
             shown = demo.seed(user)
             if shown:

@@ -2,8 +2,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from core import authority
-from core.commands import ServiceCommand
+from core.commands import ServiceCommand, acting, add_token_argument
 from core.errors import BadInput
 from deletions.services import deletion_custody
 from retirements.services import retirement_custody
@@ -22,6 +21,7 @@ class Command(ServiceCommand):
         parser.add_argument("--assign", metavar="USER", help="name USER its person (needs the assign permission)")
         parser.add_argument("--hand-over", metavar="USER", help="give it to USER (you are its person or backup)")
         parser.add_argument("--by", required=True, metavar="USER")
+        add_token_argument(parser)
         parser.add_argument("--reason", required=True)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -32,7 +32,7 @@ class Command(ServiceCommand):
         how, person = moves[0]
         move = deletion_custody if options["kind"] == "deletion" else retirement_custody
         case: Any = move(
-            actor=authority.named(options["by"]),
+            actor=acting(options, "--by"),
             request_id=options["case_id"],
             how=how,
             person=person or "",

@@ -2,6 +2,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
+from core import present
 from core.commands import ServiceCommand
 from retirements.selectors import describe, get
 
@@ -18,7 +19,10 @@ class Command(ServiceCommand):
         if options["json"]:
             self.print_json(d)
             return
-        w = self.stdout.write
+
+        def w(line: str) -> None:
+            self.stdout.write(present.terminal(line))
+
         ws = d["workspace"]
         w(f"request    {d['id']}  status={d['status']}")
         w(f"workspace  {ws['slug']}  lifecycle={ws['lifecycle']}  legal_hold={ws['legal_hold']}")
