@@ -9,9 +9,6 @@ CREATE OR REPLACE FUNCTION api_announce_case_change() RETURNS trigger AS $$
 DECLARE
     kind text := TG_ARGV[0];
 BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.status IS NOT DISTINCT FROM NEW.status THEN
-        RETURN NULL;
-    END IF;
     INSERT INTO api_webhook_deliveries
         (id, subscriber_id, event, case_kind, case_id, payload, status, created_at, next_attempt_at, claimed_by,
          attempts, last_error)
@@ -34,17 +31,21 @@ TABLES = {"deletion": "entity_deletion_requests", "retirement": "retirements_ret
 def _create() -> list[str]:
     statements = [FUNCTION]
     for kind, table in TABLES.items():
-        statements.append(
-            f"CREATE TRIGGER api_announce_{kind} AFTER INSERT OR UPDATE OF status ON {table} "
-            f"FOR EACH ROW EXECUTE FUNCTION api_announce_case_change('{kind}')"
-        )
+        statements += [
+            f"CREATE TRIGGER api_announce_new_{kind} AFTER INSERT ON {table} "
+            f"FOR EACH ROW EXECUTE FUNCTION api_announce_case_change('{kind}')",
+            # Only a real change calls the function: the stage path's writes that keep the status cost nothing.
+            f"CREATE TRIGGER api_announce_{kind} AFTER UPDATE OF status ON {table} "
+            f"FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) "
+            f"EXECUTE FUNCTION api_announce_case_change('{kind}')",
+        ]
     return statements
 
 
 def _drop() -> list[str]:
-    return [f"DROP TRIGGER IF EXISTS api_announce_{kind} ON {table}" for kind, table in TABLES.items()] + [
-        "DROP FUNCTION IF EXISTS api_announce_case_change()"
-    ]
+    drops = [f"DROP TRIGGER IF EXISTS api_announce_{kind} ON {table}" for kind, table in TABLES.items()]
+    drops += [f"DROP TRIGGER IF EXISTS api_announce_new_{kind} ON {table}" for kind, table in TABLES.items()]
+    return [*drops, "DROP FUNCTION IF EXISTS api_announce_case_change()"]
 
 
 class Migration(migrations.Migration):
