@@ -223,6 +223,9 @@ def pages(built: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
         return fetch
 
+    from deletions.admin import DeletionRequestAdmin
+    from retirements.admin import RetirementRequestAdmin, WorkspaceAdmin
+
     deep = built["n"] // 200  # the middle page: page 500 of 1,000 at 100k
     deletions = "/admin/deletions/deletionrequest/"
     retirements = "/admin/retirements/retirementrequest/"
@@ -241,6 +244,13 @@ def pages(built: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         (f"retirements: page {deep}", retirements + f"?p={deep}"),
         ("retirements: case page", f"{retirements}{built['retirement']}/change/"),
         ("workspaces: search", "/admin/retirements/workspace/?q=4567"),
+        ("deletions: two-letter search", deletions + "?q=45"),
+        ("deletions: by next check", deletions + f"?o={_column(DeletionRequestAdmin, 'next_check')}"),
+        ("retirements: by eligible", retirements + f"?o={_column(RetirementRequestAdmin, 'eligible')}"),
+        ("retirements: by next check", retirements + f"?o={_column(RetirementRequestAdmin, 'next_check')}"),
+        ("workspaces: lifecycle filter", "/admin/retirements/workspace/?lifecycle__exact=disabled"),
+        ("workspaces: legal-hold filter", "/admin/retirements/workspace/?legal_hold__exact=1"),
+        ("workspaces: by lifecycle", f"/admin/retirements/workspace/?o={_column(WorkspaceAdmin, 'state')}"),
         ("operations overview", "/admin/operations/"),
         ("/healthz", "/healthz"),
     ]
@@ -251,6 +261,11 @@ def pages(built: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         except RuntimeError as exc:  # reported in the table, never hidden
             measured.append((name, {"ms": float("nan"), "queries": 0, "seq_scans": [], "error": str(exc)}))
     return measured
+
+
+def _column(model_admin: Any, name: str) -> int:
+    """The admin's sort parameter (`?o=N`) for a column of its list."""
+    return list(model_admin.list_display).index(name) + 1
 
 
 def _month_start() -> str:

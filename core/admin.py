@@ -125,6 +125,32 @@ class CaseAction:
     lands_on: Callable[[Any], str] | None = None  # where a success goes, from the service's result
 
 
+MIN_SEARCH = 3  # characters: a shorter term matches most of a big table, read row by row
+
+
+def too_short(request: HttpRequest, term: str) -> bool:
+    """A search term of 1 or 2 characters matches most of a big table, read row by row: it finds
+    nothing and the list says why (an id, 4 characters or more, is always found)."""
+    if 0 < len(term.strip()) < MIN_SEARCH:
+        messages.info(
+            request,
+            f"Type at least {MIN_SEARCH} characters to search ({shown(term.strip())} is too short), or paste an id.",
+        )
+        return True
+    return False
+
+
+class ShortSearchRefused:
+    """A model admin whose search follows `too_short`."""
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        if too_short(request, search_term):
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
+
+
 class CaseActionsMixin:
     """URLs and views for a model admin's `case_actions`."""
 
@@ -331,8 +357,10 @@ class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
         (a range on the primary key); anything else searches the usual fields, and `search_ids`
         adds cases found elsewhere. Each way is read on its own, through its own index, and
         the page is the union of their ids (at most SEARCH_LIMIT each): an OR of them in one
-        query would read the whole table."""
+        query would read the whole table. A term under 3 characters finds nothing (`too_short`)."""
         term = search_term.strip()
+        if too_short(request, term):
+            return queryset.none(), False
         try:
             return queryset.filter(id=parse_id(term.lower())), False
         except DomainError:

@@ -23,6 +23,7 @@ from core.admin import (
     CaseActionsMixin,
     CaseAdmin,
     EstimatedCountPaginator,
+    ShortSearchRefused,
     custody_actions,
     date_filter,
     humanized_filter,
@@ -61,7 +62,7 @@ class WorkspaceForm(forms.ModelForm):  # type: ignore[type-arg]
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class WorkspaceAdmin(ShortSearchRefused, CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     form = WorkspaceForm
     show_full_result_count = False
     paginator = EstimatedCountPaginator

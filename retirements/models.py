@@ -31,6 +31,12 @@ class Workspace(FSMModelMixin, models.Model):
 
     class Meta:
         ordering = ["slug"]
+        # The list's filters and sorts, each in the list's order (by slug): no full scan.
+        indexes = [
+            models.Index(fields=["lifecycle", "slug"], name="workspace_lifecycle"),
+            models.Index(fields=["legal_hold", "slug"], name="workspace_legal_hold"),
+            models.Index(fields=["is_disposable_test", "slug"], name="workspace_disposable"),
+        ]
         triggers = [FSMGuard(name="lifecycle_moves_as_declared", field="lifecycle")]
         permissions = [("protect_workspace", "Can set or lift a workspace's legal hold or protection")]
 
@@ -125,6 +131,8 @@ class RetirementRequest(FSMModelMixin, models.Model):
         indexes = [
             models.Index(fields=["status", "next_wake_at"], name="retirement_status_wake"),
             models.Index(fields=["-requested_at", "-id"], name="retirement_newest"),
+            models.Index(fields=["eligible_at", "-id"], name="retirement_eligible"),  # the list's sorts
+            models.Index(fields=["next_wake_at", "-id"], name="retirement_next_wake"),
             models.Index(fields=["status", "-requested_at", "-id"], name="retirement_status_newest"),
             models.Index(fields=["owner"], condition=Q(status__in=OPEN_REQUEST_STATUSES), name="retirement_open_owner"),
             models.Index(

@@ -163,3 +163,20 @@ def test_create_token_prints_it_once_and_keeps_a_digest(db) -> None:
     assert run_command("create_token", "nobody", "--name", "x").code == 2
     assert run_command("create_token", "operator-a", "--name", "x", "--days", "9999").code == 2
     assert run_command("create_token", "operator-a", "--name", "bad\x1bname").code == 2
+
+
+def test_demo_setup_gives_each_demo_person_a_token_they_alone_can_read(db, tmp_path, monkeypatch) -> None:
+    folder = tmp_path / "tokens"
+    monkeypatch.setenv("DEMO_TOKEN_DIR", str(folder))
+    first = run_command("demo_setup", "--no-data")
+    assert first.code == 0, first.err
+    assert "new for demo, operator-1" in first.out and "intake-portal" in first.out
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    approver = folder / "approver-1"
+    assert oct(approver.stat().st_mode & 0o777) == "0o600"
+    assert tokens.use(approver.read_text()).actor.name == "approver-1"
+    assert tokens.use((folder / "support-1").read_text()).scope == "read"
+    assert tokens.use((folder / "intake-portal").read_text()).actor.user.groups.get().name == "intake"
+    kept = approver.read_text()
+    again = run_command("demo_setup", "--no-data", "--keep-password")
+    assert "new for" not in again.out and approver.read_text() == kept  # tokens that still work are kept

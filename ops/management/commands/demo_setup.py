@@ -43,9 +43,10 @@ class Command(BaseCommand):
             self.stdout.write(f"Demo staff login: username={username} (password unchanged)")
         if others:
             self.stdout.write(f"Password {password} for: {', '.join(others)}")
+        where = folder.relative_to(settings.BASE_DIR) if folder.is_relative_to(settings.BASE_DIR) else folder
         self.stdout.write(
-            f"Personal tokens (command line: --token-file {folder}/USER; API: Authorization: Bearer) in {folder}/"
-            + (f"; new for {', '.join(new)}" if new else "")
+            f"Personal tokens in {where}/ (command line: --token-file {where}/USER; API: "
+            f'-H "Authorization: Bearer $(cat {where}/USER)")' + (f"; new for {', '.join(new)}" if new else "")
         )
         if not options["no_data"]:
             shown = demo.seed(user)
