@@ -100,7 +100,7 @@ class DeletionRequest(FSMModelMixin, models.Model):
             models.Index(fields=["assignee"], condition=Q(status__in=OPEN_STATUSES), name="deletion_open_assignee"),
             models.Index(fields=["backup"], condition=Q(status__in=OPEN_STATUSES), name="deletion_open_backup"),
             models.Index(fields=["due_at", "id"], name="deletion_due"),
-            models.Index(fields=["next_check_at", "-id"], name="deletion_next_check"),  # the list's sort
+            models.Index(fields=["next_check_at", "-created_at", "-id"], name="deletion_next_check"),  # the list's sort
         ]
         triggers = [
             FSMGuard(name="status_moves_as_declared", field="status"),

@@ -131,8 +131,10 @@ class RetirementRequest(FSMModelMixin, models.Model):
         indexes = [
             models.Index(fields=["status", "next_wake_at"], name="retirement_status_wake"),
             models.Index(fields=["-requested_at", "-id"], name="retirement_newest"),
-            models.Index(fields=["eligible_at", "-id"], name="retirement_eligible"),  # the list's sorts
-            models.Index(fields=["next_wake_at", "-id"], name="retirement_next_wake"),
+            models.Index(
+                fields=["eligible_at", "-requested_at", "-id"], name="retirement_eligible"
+            ),  # the list's sorts
+            models.Index(fields=["next_wake_at", "-requested_at", "-id"], name="retirement_next_wake"),
             models.Index(fields=["status", "-requested_at", "-id"], name="retirement_status_newest"),
             models.Index(fields=["owner"], condition=Q(status__in=OPEN_REQUEST_STATUSES), name="retirement_open_owner"),
             models.Index(
