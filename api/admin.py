@@ -13,6 +13,7 @@ from django.http import HttpRequest
 
 from api.models import WebhookDelivery, WebhookSubscriber
 from core import clock, tokens
+from core.admin import ReadOnly
 from core.models import ApiToken, TokenScope
 
 
@@ -109,19 +110,10 @@ class WebhookSubscriberAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class WebhookDeliveryAdmin(ReadOnly):
     """The delivery log: what was told to whom, how often it was tried and what came back."""
 
     list_display = ["created_at", "subscriber", "event", "case_id", "status", "attempts", "last_status", "last_error"]
     list_filter = ["status", "subscriber"]
     show_full_result_count = False
     list_select_related = ["subscriber"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

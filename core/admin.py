@@ -151,6 +151,19 @@ class ShortSearchRefused:
         return super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
 
 
+class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
+    """A record the product writes and staff only read."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class CaseActionsMixin:
     """URLs and views for a model admin's `case_actions`."""
 
@@ -252,7 +265,7 @@ class EstimatedCountPaginator(Paginator):
         return Page(list(rows.filter(pk__in=ids)), number, self)
 
 
-class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class CaseAdmin(CaseActionsMixin, ReadOnly):
     """A read-only list and case page: every change goes through a `CaseAction` and its service.
     The list exports what its filters and search select as CSV (`csv_fields`)."""
 
@@ -340,15 +353,6 @@ class CaseAdmin(CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
         if obj is None:
             raise Http404(f"no {self.model._meta.verbose_name} with id {pk}")
         return obj
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str

@@ -14,6 +14,7 @@ from django_q import admin as q_admin
 from django_q.models import Failure, OrmQ, Schedule, Success
 
 from core import present
+from core.admin import ReadOnly
 from core.errors import DomainError
 from core.store import parse_id
 from core.templatetags.present import when
@@ -105,19 +106,6 @@ class ScheduleAdmin(q_admin.ScheduleAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)  # a bulk delete would take the product's schedules too
         return actions
-
-
-class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
-    """A record the product writes and staff only read."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(RetentionRun)
