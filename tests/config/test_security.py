@@ -141,11 +141,13 @@ def test_a_bulk_action_with_a_malformed_selection_is_a_400(superuser_client) -> 
         response = superuser_client.post(url, {"action": "cancel_selected", "_selected_action": [selected], "index": 0})
         assert response.status_code == 400, (selected, response.status_code)
         assert b"not valid" in response.content
-    url = reverse("admin:retirements_workspace_changelist")
-    assert superuser_client.post(url, {"action": "delete_selected", "_selected_action": ["x"]}).status_code in (
-        400,
-        200,
-    )
+    for name in [
+        "admin:retirements_workspace_changelist",
+        "admin:auth_user_changelist",
+        "admin:core_apitoken_changelist",
+    ]:
+        response = superuser_client.post(reverse(name), {"action": "delete_selected", "_selected_action": ["x"]})
+        assert response.status_code == 400 and b"not an id of this list" in response.content, name  # any admin list
     assert table_rows("entity_deletion_requests") == before
 
 
@@ -155,7 +157,7 @@ def test_a_huge_id_filter_is_an_empty_list(superuser_client) -> None:
         "/admin/retirements/retirementrequest/?workspace__id__exact=99999999999999999999999",
     ]:
         response = superuser_client.get(path)
-        assert response.status_code in (200, 400), (path, response.status_code)
+        assert response.status_code == 200, (path, response.status_code)
     response = superuser_client.get("/admin/retirements/workspace/?id=99999999999999999999999")
     assert response.status_code == 200 and b"0 workspaces" in response.content
 
