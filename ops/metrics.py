@@ -1,7 +1,10 @@
 """Prometheus metrics, read from the database at each scrape.
 
-The tables are the source of truth, so every web process answers the same and nothing is
-lost when a worker restarts (no multiprocess collector, no per-process counters). Served at
+The database is the source of truth, so every web process answers the same and nothing is
+lost when a worker restarts (no multiprocess collector, no per-process counters). The counts
+are tallies the database keeps as things happen (`ops.models.Tally`), never a count of the
+tables, so a scrape costs the same at any size; the rest are bounded reads of the cases in
+flight and the open deadlines. Served at
 `/metrics` with `Authorization: Bearer $METRICS_TOKEN`; without a configured token it is off.
 """
 
@@ -13,22 +16,38 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import Count, Max
+from django.db import connection, transaction
+from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from core import clock
+from core.sql import Statements
 from deletions import selectors as deletion_selectors
-from deletions.models import DeletionDecision, DeletionRequest, StageAttempt, Status
+from deletions.models import Status
 from ops import saturation
-from ops.models import ClusterHeartbeat, Notification
-from retirements.models import Decision as RetirementDecision
-from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest
+from ops.models import ClusterHeartbeat, NotificationStatus
+from retirements.models import NoticeStatus, RequestStatus
 from retirements.selectors import count_stalls
 
-DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+SQL = Statements.beside(__file__, "tallies.sql")
+
+Tallies = dict[str, dict[str, tuple[int, float]]]  # metric -> label -> (count, sum)
+
+
+def read_tallies() -> tuple[Tallies, list[str]]:
+    """Fold the events the triggers appended since the last scrape, then read every tally and the
+    duration buckets' bounds: three statements, whatever the tables hold."""
+    tallies: Tallies = {}
+    with transaction.atomic(), connection.cursor() as cur:
+        SQL.run(cur, "fold")
+        cur.execute(SQL.sql("read"))
+        for metric, label, n, total in cur.fetchall():
+            tallies.setdefault(metric, {})[label] = (int(n), float(total))
+        cur.execute(SQL.sql("duration_buckets"))
+        bounds = [row[0] for row in cur.fetchall()]
+    return tallies, bounds
 
 
 class DatabaseCollector:
@@ -36,26 +55,29 @@ class DatabaseCollector:
         self.now = now
 
     def collect(self) -> Iterator[Any]:
+        tallies, bounds = read_tallies()
+
+        def count(metric: str, label: str) -> int:
+            return tallies.get(metric, {}).get(label, (0, 0.0))[0]
+
         outcomes = CounterMetricFamily(
             "backoffice_stage_attempts", "Deletion stage attempts by stage and outcome", labels=["stage", "outcome"]
         )
-        rows = StageAttempt.objects.values("stage__stage", "outcome").annotate(n=Count("id")).order_by()
-        for row in rows:
-            outcomes.add_metric([row["stage__stage"], row["outcome"]], row["n"])
+        for label, (n, _) in sorted(tallies.get("stage_attempts", {}).items()):
+            stage, outcome = label.split(":", 1)
+            outcomes.add_metric([stage, outcome], n)
         yield outcomes
-        yield self._durations()
+        yield _durations(tallies.get("stage_duration", {}), bounds)
 
         by_state = GaugeMetricFamily("backoffice_deletion_requests", "Deletion requests by state", labels=["state"])
-        counts = dict(DeletionRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
         for state in Status.values:
-            by_state.add_metric([state], counts.get(state, 0))
+            by_state.add_metric([state], count("deletion_requests", state))
         yield by_state
         retirements = GaugeMetricFamily(
             "backoffice_retirement_requests", "Workspace retirements by state", labels=["state"]
         )
-        counts = dict(RetirementRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
         for state in RequestStatus.values:
-            retirements.add_metric([state], counts.get(state, 0))
+            retirements.add_metric([state], count("retirement_requests", state))
         yield retirements
 
         soon = self.now + timedelta(days=settings.DELETION_DEADLINE_WARNING_DAYS)
@@ -67,8 +89,8 @@ class DatabaseCollector:
         deadlines.add_metric(["within_warning"], dead["soon"])
         yield deadlines
         notes = GaugeMetricFamily("backoffice_notifications", "Notifications by state", labels=["state"])
-        for state, n in Notification.objects.values_list("status").annotate(n=Count("id")).order_by():
-            notes.add_metric([state], n)
+        for state in NotificationStatus.values:
+            notes.add_metric([state], count("notifications", state))
         yield notes
 
         full = saturation.read(self.now)
@@ -101,33 +123,29 @@ class DatabaseCollector:
         yield GaugeMetricFamily(
             "backoffice_failed_notices",
             "Retirement notices that failed all their attempts",
-            value=NoticeSlot.objects.filter(status=NoticeStatus.FAILED).count(),
+            value=count("notice_slots", NoticeStatus.FAILED),
         )
         refusals = CounterMetricFamily(
             "backoffice_boundary_refusals", "Effects refused at a receiving boundary", labels=["workflow"]
         )
-        refusals.add_metric(["deletion"], DeletionDecision.objects.filter(action="boundary_refused").count())
-        refusals.add_metric(["retirement"], RetirementDecision.objects.filter(action="purge_refused").count())
+        for workflow in ("deletion", "retirement"):
+            refusals.add_metric([workflow], count("boundary_refusals", workflow))
         yield refusals
 
-    def _durations(self) -> HistogramMetricFamily:
-        """Completed attempts' durations, bucketed in SQL (one query)."""
-        cases = ", ".join(
-            f"COUNT(*) FILTER (WHERE EXTRACT(EPOCH FROM finished_at - started_at) <= {b})" for b in DURATION_BUCKETS
-        )
-        with connection.cursor() as cur:
-            cur.execute(
-                f"SELECT {cases}, COUNT(*), COALESCE(SUM(EXTRACT(EPOCH FROM finished_at - started_at)), 0) "
-                "FROM entity_deletion_stage_attempts WHERE outcome = 'completed' AND finished_at IS NOT NULL"
-            )
-            *counts, total, seconds = cur.fetchone()
-        buckets = [(str(b), int(n)) for b, n in zip(DURATION_BUCKETS, counts, strict=True)] + [("+Inf", int(total))]
-        return HistogramMetricFamily(
-            "backoffice_stage_duration_seconds",
-            "Duration of completed deletion stage attempts",
-            buckets=buckets,
-            sum_value=float(seconds),
-        )
+
+def _durations(tally: dict[str, tuple[int, float]], bounds: list[str]) -> HistogramMetricFamily:
+    """Completed attempts' durations: the tally keeps each bucket's own count (an attempt under
+    the first bound it fits), Prometheus wants them cumulative."""
+    buckets, running = [], 0
+    for bound in [*bounds, "+Inf"]:
+        running += tally.get(bound, (0, 0.0))[0]
+        buckets.append((bound, running))
+    return HistogramMetricFamily(
+        "backoffice_stage_duration_seconds",
+        "Duration of completed deletion stage attempts",
+        buckets=buckets,
+        sum_value=sum(total for _, total in tally.values()),
+    )
 
 
 def bearer_matches(request: HttpRequest) -> bool:

@@ -173,3 +173,42 @@ class RetentionRun(models.Model):
 
     def __str__(self) -> str:
         return f"retention run {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Tally(models.Model):
+    """A running count `/metrics` reads instead of counting the tables: how many cases are in
+    each state, stage attempts by stage and outcome, their durations, refusals at a boundary.
+
+    The database keeps it (triggers of migration ops/0014): each change writes a `TallyEvent` in
+    its own transaction, whatever wrote the change, and a scrape folds the events into these rows
+    (`ops.metrics`). So a scrape costs the same at a hundred cases or a million, and a count is
+    never ahead of or behind what committed."""
+
+    metric = models.CharField(max_length=40)
+    label = models.CharField(max_length=120)
+    n = models.BigIntegerField(default=0)
+    total = models.FloatField(default=0, help_text="a sum kept beside the count (seconds, for a histogram)")
+
+    class Meta:
+        db_table = "ops_tallies"
+        constraints = [models.UniqueConstraint(fields=["metric", "label"], name="one_tally_per_label")]
+
+    def __str__(self) -> str:
+        return f"{self.metric}[{self.label}] = {self.n}"
+
+
+class TallyEvent(models.Model):
+    """One change to a tally, appended by a trigger (never updated, so two writers never wait on
+    each other), and folded into `Tally` by the next scrape."""
+
+    id = models.BigAutoField(primary_key=True)
+    metric = models.CharField(max_length=40)
+    label = models.CharField(max_length=120)
+    n = models.BigIntegerField()
+    total = models.FloatField(default=0)
+
+    class Meta:
+        db_table = "ops_tally_events"
+
+    def __str__(self) -> str:
+        return f"{self.metric}[{self.label}] {self.n:+d}"

@@ -78,3 +78,87 @@ def test_metrics_need_the_token(settings) -> None:
     settings.METRICS_TOKEN = TOKEN
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+
+
+def _copies(request_id: object, n: int, status: str) -> None:
+    """n SQL copies of a request (new ids and targets, the given state): rows as a big system
+    holds them, written without the services, counted by the database's own triggers."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'entity_deletion_requests'"
+            " ORDER BY ordinal_position"
+        )
+        columns = [row[0] for row in cur.fetchall()]
+        made = {"id": "gen_random_uuid()", "target": "t.target || '-' || g", "status": "%s"}
+        select = ", ".join(made.get(c, f"t.{c}") for c in columns)
+        cur.execute(
+            f"INSERT INTO entity_deletion_requests ({', '.join(columns)}) SELECT {select}"
+            " FROM generate_series(1, %s) g CROSS JOIN entity_deletion_requests t WHERE t.id = %s",
+            [status, n, request_id],
+        )
+
+
+def test_a_scrape_asks_the_same_few_queries_whatever_the_tables_hold(settings, observe) -> None:
+    """The counts come from the tallies the database keeps, not from counting the tables: 2,000
+    more requests (written by SQL, not by our services) are counted, and the scrape's queries
+    stay the same in number."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from deletions.models import DeletionRequest
+
+    settings.METRICS_TOKEN = TOKEN
+    client = Client()
+    template = submit_and_approve("demo:metrics-many")
+    with CaptureQueriesContext(connection) as few:
+        small = scrape(client, TOKEN)
+    _copies(template.id, 2000, "completed")
+    _copies(template.id, 30, "needs_attention")
+    with CaptureQueriesContext(connection) as many:
+        large = scrape(client, TOKEN)
+    assert len(many) == len(few) <= 20, [q["sql"] for q in many.captured_queries]
+    state = "backoffice_deletion_requests"
+    assert large[(state, (("state", "completed"),))] == small[(state, (("state", "completed"),))] + 2000
+    assert large[(state, (("state", "needs_attention"),))] == 30
+    for status in ("completed", "needs_attention", "approved"):  # the tallies agree with the table
+        assert large[(state, (("state", status),))] == DeletionRequest.objects.filter(status=status).count()
+    scanned = [q["sql"] for q in many.captured_queries if "COUNT(" in q["sql"].upper() and "GROUP BY" in q["sql"]]
+    assert not scanned, scanned  # no count of a table by state
+    observe(f"a scrape asks {len(many)} queries at {DeletionRequest.objects.count():,} requests as at 1")
+
+
+def test_two_scrapes_at_once_count_each_event_once(settings) -> None:
+    """Folding the events is one statement: two scrapes in threads at the same moment, then a
+    third, and every request is counted once."""
+    import threading
+
+    from django.db import connection
+
+    from deletions.models import DeletionRequest
+
+    settings.METRICS_TOKEN = TOKEN
+    template = submit_and_approve("demo:metrics-fold")
+    _copies(template.id, 500, "completed")
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def scrape_now() -> None:
+        try:
+            start.wait(timeout=10)
+            scrape(Client(), TOKEN)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=scrape_now) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    after = scrape(Client(), TOKEN)
+    completed = DeletionRequest.objects.filter(status="completed").count()
+    assert after[("backoffice_deletion_requests", (("state", "completed"),))] == completed == 500
