@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -80,7 +81,7 @@ def test_metrics_need_the_token(settings) -> None:
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
 
 
-def _copies(request_id: object, n: int, status: str) -> None:
+def _copies(request_id: uuid.UUID, n: int, status: str) -> None:
     """n SQL copies of a request (new ids and targets, the given state): rows as a big system
     holds them, written without the services, counted by the database's own triggers."""
     from django.db import connection
