@@ -15,7 +15,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -25,7 +24,7 @@ from django.db import transaction
 from core import present
 from core.crashpoints import crash_point
 from retirements import policy
-from retirements.contract import DECISION_NOTICES, SlotView
+from retirements.contract import DECISION_NOTICES
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest, Workspace
 from retirements.store import locks
 from retirements.store import notices as store_notices
@@ -83,17 +82,16 @@ def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str) -> Sent:
     return Sent(slot_id, claimer, None, kind)
 
 
-def record(sent: list[Sent], *, request_id: UUID, now: datetime) -> list[SlotView] | None:
-    """Save what was sent (inside the transaction that holds the request's lock). Returns the
-    request's notices still to settle when every send went out, else None (read them again)."""
-    pending: list[SlotView] | None = None
+def record(sent: list[Sent], *, now: datetime) -> None:
+    """Save what was sent (inside the transaction that holds the requests' locks): the
+    deliveries in one statement per claimer, each failure on its own (retry or give up)."""
     for claimer in {s.claimer for s in sent}:
         delivered = [s.slot_id for s in sent if s.error is None and s.claimer == claimer]
-        pending = store_notices.record_delivered(delivered, claimer=claimer, now=now, request_id=request_id)
-    failed = [s for s in sent if s.error is not None]
-    for failure in failed:
-        _record_failure(failure.slot_id, failure.error or "", claimer=failure.claimer, now=now)
-    return pending if not failed and len({s.claimer for s in sent}) == 1 else None
+        if delivered:
+            store_notices.record_delivered(delivered, claimer=claimer, now=now)
+    for failure in sent:
+        if failure.error is not None:
+            _record_failure(failure.slot_id, failure.error, claimer=failure.claimer, now=now)
 
 
 def _record_failure(slot_id: int, error: str, *, claimer: str, now: datetime) -> None:
@@ -115,7 +113,7 @@ def deliver(slot_id: int, *, now: datetime) -> str:
             store_notices.suppress_slot(slot)
             return "suppressed"
         until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
-        if not store_notices.claim_due(slot.request_id, claimer=claimer, until=until, now=now, slot_id=slot_id):
+        if not store_notices.claim_due([slot.request_id], claimer=claimer, until=until, now=now, slot_id=slot_id):
             return "not due"
     try:
         send_notice(slot)
@@ -123,7 +121,7 @@ def deliver(slot_id: int, *, now: datetime) -> str:
         _record_failure(slot_id, f"{type(exc).__name__}: {exc}", claimer=claimer, now=now)
         return "failed"
     crash_point("notice-sent")
-    store_notices.record_delivered([slot_id], claimer=claimer, now=now, request_id=slot.request_id)
+    store_notices.record_delivered([slot_id], claimer=claimer, now=now)
     return "delivered"
 
 

@@ -22,7 +22,6 @@ from django.db import transaction
 from core import authority, clock, present
 from core.crashpoints import crash_point
 from retirements import jobs, notices, policy, selectors
-from retirements.contract import SlotView
 from retirements.models import (
     PurgeJob,
     PurgeStatus,
@@ -36,43 +35,70 @@ from retirements.store import decisions as store_decisions
 from retirements.store import notices as store_notices
 
 logger = logging.getLogger("retirements")
-STEP_BATCH = 200  # due steps read per query
+STEP_BATCH = 200  # due steps read per query and stepped together (`step_batch`)
 STALL_ALARMS_PER_TICK = 500  # newly stalled watchers alarmed per tick; the rest on the next one
 
 
-def step(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None, skip_locked: bool = False) -> str:
-    """Wake one watcher: beat, send what is due, recheck at the boundary, in at most two
-    transactions. The first beats and, with nothing to send, decides the boundary too; with
-    notices due it claims them (a claim is saved before its send), they are sent with no
-    transaction open, and the second saves their outcomes and decides the boundary, where
-    those outcomes count. `skip_locked`: a case another tick holds now is left to it ("busy").
-
-    One verdict decides (`policy.point_of_no_return`); its first rules, read from the request
-    alone (`policy.first_verdict`), settle the common step (waiting, not yet eligible) without
-    reading the workspace, the requester or the notices' gating."""
+def step(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None) -> str:
+    """Wake one watcher (a task, a command, a retry of a busy case): `steps` with a batch of one,
+    waiting for the locks."""
     if request_id is None:
         request_id = RetirementWatcher.objects.filter(id=watcher_id).values_list("request_id", flat=True).first()
         if request_id is None:
             return f"no watcher {watcher_id}"
+    return step_batch([(request_id, watcher_id)], now=now, skip_locked=False)[request_id]
+
+
+def step_batch(batch: list[tuple[UUID, UUID]], *, now: datetime, skip_locked: bool) -> dict[UUID, str]:
+    """Wake a batch of watchers ((request, watcher) pairs): beat, send what is due, recheck at the
+    boundary, in at most two transactions for the whole batch, each statement once for all of
+    them. The first locks the batch, beats and, for a case with nothing to send, decides the
+    boundary too; with notices due it claims them (a claim is saved before its send), they are
+    sent with no transaction open, and the second saves their outcomes and decides the boundary,
+    where those outcomes count. `skip_locked`: a case another tick holds now is left to it
+    ("busy").
+
+    One verdict decides (`policy.point_of_no_return`); its first rules, read from the request
+    alone (`policy.first_verdict`), settle the common step (waiting, not yet eligible) without
+    reading the workspace, the requester or the notices' gating. A case they do not settle is
+    decided on its own, in a savepoint, so one failing case leaves the batch's others standing."""
+    said: dict[UUID, str] = {}
     claimer = uuid.uuid4().hex
     until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
     with transaction.atomic():
-        woken = locks.lock_waiting(request_id, skip_locked=skip_locked)
-        if woken == "busy":
-            return "busy: another tick holds this case"
-        if not isinstance(woken, locks.Woken):
-            return f"no retirement request {request_id}"
-        first = _first(woken, watcher_id, now)
-        if first is not None and first.action != policy.WAIT:  # superseded, on hold, or no longer waiting
-            return _decide(request_id, watcher_id, now=now, beat=True)
-        if not steps.beat(watcher_id, request_id, now=now):
-            return f"watcher {RetirementWatcher.objects.values_list('status', flat=True).get(id=watcher_id)}"
-        crash_point("watcher-woke")  # killed here, the whole step rolls back: the wake-up stays due
-        claimed = store_notices.claim_due(request_id, claimer=claimer, until=until, now=now)
-        if not claimed:
-            return _conclude(woken, watcher_id, first, now=now)
-    sent = [notices.send(woken, slot_id, kind, claimer) for slot_id, kind in claimed]
-    return boundary(watcher_id, now=now, request_id=request_id, sent=sent)
+        woken, busy = locks.lock_waiting([r for r, _ in batch], skip_locked=skip_locked)
+        stepping: list[tuple[locks.Woken, UUID, policy.Verdict | None]] = []
+        for request_id, watcher_id in batch:
+            if request_id in busy:
+                said[request_id] = "busy: another tick holds this case"
+            elif request_id not in woken:
+                said[request_id] = f"no retirement request {request_id}"
+            else:
+                first = _first(woken[request_id], watcher_id, now)
+                if first is not None and first.action != policy.WAIT:  # superseded, on hold, or no longer waiting
+                    said[request_id] = _alone(request_id, watcher_id, now=now, beat=True)
+                else:
+                    stepping.append((woken[request_id], watcher_id, first))
+        beaten = steps.beat([(w, one.request_id) for one, w, _ in stepping], now=now) if stepping else set()
+        for one, watcher_id, _ in stepping:
+            if watcher_id not in beaten:
+                status = RetirementWatcher.objects.values_list("status", flat=True).get(id=watcher_id)
+                said[one.request_id] = f"watcher {status}"
+        stepping = [item for item in stepping if item[1] in beaten]
+        crash_point("watcher-woke")  # killed here, the whole batch rolls back: the wake-ups stay due
+        ids = [one.request_id for one, _, _ in stepping]
+        claimed = store_notices.claim_due(ids, claimer=claimer, until=until, now=now) if ids else {}
+        quiet = [item for item in stepping if item[0].request_id not in claimed]
+        if quiet:
+            said.update(_conclude(quiet, now=now))
+    sent = {
+        one.request_id: [notices.send(one, slot_id, kind, claimer) for slot_id, kind in claimed[one.request_id]]
+        for one, _, _ in stepping
+        if one.request_id in claimed
+    }
+    if sent:
+        said.update(_boundaries({one.request_id: w for one, w, _ in stepping}, sent, now=now))
+    return said
 
 
 def _first(woken: locks.Woken, watcher_id: UUID, now: datetime) -> policy.Verdict | None:
@@ -84,41 +110,61 @@ def _first(woken: locks.Woken, watcher_id: UUID, now: datetime) -> policy.Verdic
     )
 
 
-def _conclude(
-    woken: locks.Woken,
-    watcher_id: UUID,
-    first: policy.Verdict | None,
-    *,
-    now: datetime,
-    pending: list[SlotView] | None = None,
-) -> str:
-    """The boundary, under the locks the step holds: not yet eligible waits for the next thing
-    to do (`pending`: the notices still to settle, when the caller has just read them); anything
-    else takes the whole verdict."""
-    if first is not None and first.action == policy.WAIT:
-        if pending is None:
-            pending = store_notices.pending_slots(woken.request_id)
-        wake = policy.next_wake(eligible_at=woken.eligible_at, pending=pending, blocked_until=None)
-        steps.wait(woken.request_id, wake=wake, verdict=first, now=now)
-        return f"{policy.WAIT} until {present.absolute(wake)}"
-    return _decide(woken.request_id, watcher_id, now=now)
+def _conclude(stepping: list[tuple[locks.Woken, UUID, policy.Verdict | None]], *, now: datetime) -> dict[UUID, str]:
+    """The boundary, under the locks the batch holds: not yet eligible waits for the next thing to
+    do (its notices still to settle, read in one statement; the waits saved in one); anything
+    else takes the whole verdict, case by case."""
+    said: dict[UUID, str] = {}
+    waiting = [(one, first) for one, _, first in stepping if first is not None and first.action == policy.WAIT]
+    pending = store_notices.pending_slots([one.request_id for one, _ in waiting]) if waiting else {}
+    waits = []
+    for one, first in waiting:
+        wake = policy.next_wake(eligible_at=one.eligible_at, pending=pending[one.request_id], blocked_until=None)
+        waits.append((one.request_id, wake, first))
+        said[one.request_id] = f"{policy.WAIT} until {present.absolute(wake)}"
+    steps.wait(waits, now=now)
+    for one, watcher_id, verdict in stepping:
+        if verdict is None or verdict.action != policy.WAIT:
+            said[one.request_id] = _alone(one.request_id, watcher_id, now=now)
+    return said
 
 
-def boundary(
-    watcher_id: UUID, *, now: datetime, request_id: UUID | None = None, sent: list[notices.Sent] | None = None
-) -> str:
-    """Hop 4 (wait) or hop 6 (point of no return), then hop 7 (conclude) when done; first saving
-    the outcome of the notices this step just sent, under the same locks."""
-    if request_id is None:
-        request_id = RetirementWatcher.objects.values_list("request_id", flat=True).get(id=watcher_id)
+def boundary(watcher_id: UUID, *, now: datetime) -> str:
+    """Hop 4 (wait) or hop 6 (point of no return), then hop 7 (conclude) when done, for one watcher."""
+    request_id = RetirementWatcher.objects.values_list("request_id", flat=True).get(id=watcher_id)
+    return _boundaries({request_id: watcher_id}, {}, now=now)[request_id]
+
+
+def _boundaries(watchers: dict[UUID, UUID], sent: dict[UUID, list[notices.Sent]], *, now: datetime) -> dict[UUID, str]:
+    """The boundary of the cases in `sent` (or of the one in `watchers` when nothing was sent),
+    first saving the outcome of the notices just sent, under the same locks (waited for)."""
+    ids = list(sent) or list(watchers)
+    said: dict[UUID, str] = {}
     with transaction.atomic():
-        woken = locks.lock_waiting(request_id, skip_locked=False)
-        if not isinstance(woken, locks.Woken):
-            return f"no retirement request {request_id}"
-        pending = notices.record(sent or [], request_id=request_id, now=now) if sent else None
-        if any(s.error is None and s.kind == policy.FINAL_WARNING for s in sent or []):
-            woken = _warned(woken, now)
-        return _conclude(woken, watcher_id, _first(woken, watcher_id, now), now=now, pending=pending)
+        woken, _ = locks.lock_waiting(ids, skip_locked=False)
+        said.update({r: f"no retirement request {r}" for r in ids if r not in woken})
+        notices.record([s for r in ids for s in sent.get(r, [])], now=now)
+        stepping = []
+        for request_id in ids:
+            if request_id not in woken:
+                continue
+            one = woken[request_id]
+            if any(s.error is None and s.kind == policy.FINAL_WARNING for s in sent.get(request_id, [])):
+                one = _warned(one, now)
+            stepping.append((one, watchers[request_id], _first(one, watchers[request_id], now)))
+        said.update(_conclude(stepping, now=now))
+    return said
+
+
+def _alone(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = False) -> str:
+    """One case's whole verdict inside the batch's transaction, in a savepoint: a case that fails
+    is rolled back alone, logged, and said to be an error; the batch goes on."""
+    try:
+        with transaction.atomic():
+            return _decide(request_id, watcher_id, now=now, beat=beat)
+    except Exception:
+        logger.exception("watcher step failed request=%s watcher=%s", request_id, watcher_id)
+        return "error"
 
 
 def _warned(woken: locks.Woken, now: datetime) -> locks.Woken:
@@ -143,7 +189,7 @@ def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = F
     if watcher.status not in ACTIVE_WATCHER:
         return f"watcher {watcher.status}"
     if beat and request.watcher_id == watcher.id:
-        steps.beat(watcher.id, request.id, now=now)
+        steps.beat([(watcher.id, request.id)], now=now)
         crash_point("watcher-woke")
     requester = request.requested_by
     verdict = policy.point_of_no_return(
@@ -166,7 +212,7 @@ def _decide(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = F
     if verdict.action == policy.WAIT:
         wake = policy.next_wake(
             eligible_at=request.eligible_at,
-            pending=store_notices.pending_slots(request.id),
+            pending=store_notices.pending_slots([request.id])[request.id],
             blocked_until=verdict.wake_at if verdict.blocker else None,
         )
     job_id = steps.apply_verdict(verdict, request, workspace, watcher, wake=wake, now=now)
@@ -221,20 +267,16 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
         ]
         if not batch:
             break
-        for request_id, watcher_id in batch:
-            if time.monotonic() - started >= budget:
-                summary["more_due"] = True  # the next tick goes on from here
-                break
-            seen.add(request_id)
-            try:
-                summary["steps"][str(request_id)] = step(
-                    watcher_id, now=at(), request_id=request_id, skip_locked=True
-                )  # each decision carries its own time, not the tick's start
-            except Exception:
-                logger.exception("watcher step failed request=%s watcher=%s", request_id, watcher_id)
-                summary["steps"][str(request_id)] = "error"
-        if summary["more_due"]:
+        if time.monotonic() - started >= budget:
+            summary["more_due"] = True  # the next tick goes on from here
             break
+        seen.update(request_id for request_id, _ in batch)
+        try:  # each batch's decisions carry their own time, not the tick's start
+            said = step_batch(batch, now=at(), skip_locked=True)
+        except Exception:
+            logger.exception("watcher batch failed: %s", ", ".join(str(r) for r, _ in batch))
+            said = dict.fromkeys((r for r, _ in batch), "error")
+        summary["steps"].update({str(r): why for r, why in said.items()})
     # A case that was busy gets one more try, waiting for the lock this time: the other tick
     # may have let go of it without stepping it, and nothing due is left for a minute.
     busy = [rid for rid, said in summary["steps"].items() if said.startswith("busy")]

@@ -89,11 +89,11 @@ def lock_slot(slot_id: int) -> NoticeSlot:
 
 
 _WAKE = """
-    SELECT r.status, r.eligible_at, r.watcher_id, r.requested_at, u.username, u.email, w.slug, w.name
+    SELECT r.id, r.status, r.eligible_at, r.watcher_id, r.requested_at, u.username, u.email, w.slug, w.name
     FROM retirements_retirementrequest r
     JOIN retirements_workspace w ON w.id = r.workspace_id
     JOIN auth_user u ON u.id = r.requested_by_id
-    WHERE r.id = %s FOR UPDATE OF w, r"""
+    WHERE r.id = ANY(%s::uuid[]) ORDER BY r.id FOR UPDATE OF w, r"""
 
 
 @dataclass(frozen=True)
@@ -112,20 +112,29 @@ class Woken:
     name: str
 
 
-def lock_waiting(request_id: UUID, *, skip_locked: bool) -> Woken | str | None:
-    """Lock workspace and request (inside atomic()) and read them; "busy" when skipped as
-    locked by another transaction; None when there is no such request."""
+def lock_waiting(request_ids: list[UUID], *, skip_locked: bool) -> tuple[dict[UUID, Woken], set[UUID]]:
+    """Lock the workspaces and requests of a watcher tick's batch (inside atomic()) and read
+    them, in two statements at most: the woken by request, and those that were busy (skipped as
+    locked by another transaction). A request in neither does not exist.
+
+    Waiting for the locks, every workspace is locked before any request, in id order, as every
+    writer takes them (workspace first), so a batch never deadlocks with a writer or another
+    batch; skipping never waits."""
     with connection.cursor() as cur:
-        if not skip_locked:  # waiting for the locks: the workspace first, as every writer takes them
+        if not skip_locked:
             cur.execute(
-                "SELECT 1 FROM retirements_workspace WHERE id ="
-                " (SELECT workspace_id FROM retirements_retirementrequest WHERE id = %s) FOR UPDATE",
-                [request_id],
+                "SELECT 1 FROM retirements_workspace WHERE id IN"
+                " (SELECT workspace_id FROM retirements_retirementrequest WHERE id = ANY(%s::uuid[]))"
+                " ORDER BY id FOR UPDATE",
+                [request_ids],
             )
-        cur.execute(_WAKE + (" SKIP LOCKED" if skip_locked else ""), [request_id])  # skipping never waits
-        row = cur.fetchone()
-    if row is None:
-        exists = RetirementRequest.objects.filter(id=request_id).exists()
-        return "busy" if skip_locked and exists else None
-    status, eligible_at, current_watcher, requested_at, username, email, slug, name = row
-    return Woken(request_id, status, current_watcher, eligible_at, requested_at, username, email or "", slug, name)
+        cur.execute(_WAKE + (" SKIP LOCKED" if skip_locked else ""), [request_ids])
+        rows = cur.fetchall()
+    woken = {
+        row[0]: Woken(row[0], row[1], row[3], row[2], row[4], row[5], row[6] or "", row[7], row[8]) for row in rows
+    }
+    missing = [r for r in request_ids if r not in woken]
+    busy: set[UUID] = set()
+    if missing and skip_locked:
+        busy = set(RetirementRequest.objects.filter(id__in=missing).values_list("id", flat=True))
+    return woken, busy

@@ -20,32 +20,38 @@ SQL = Statements.beside(__file__, "notices.sql")
 
 
 def claim_due(
-    request_id: UUID, *, claimer: str, until: datetime, now: datetime, slot_id: int | None = None
-) -> list[tuple[int, str]]:
-    """Claim the request's due notices (or only `slot_id`), in due order: (id, kind) of each."""
+    request_ids: list[UUID], *, claimer: str, until: datetime, now: datetime, slot_id: int | None = None
+) -> dict[UUID, list[tuple[int, str]]]:
+    """Claim the due notices of these requests (or only `slot_id`), in each one's due order:
+    (id, kind) of each, by request; a request with nothing due is not in it."""
+    claimed: dict[UUID, list[tuple[int, str]]] = {}
     with connection.cursor() as cur:
         cur.execute(
             SQL.sql("claim_due"),
-            {"request_id": request_id, "slot_id": slot_id, "claimer": claimer, "until": until, "now": now},
+            {"request_ids": request_ids, "slot_id": slot_id, "claimer": claimer, "until": until, "now": now},
         )
-        return [(int(i), str(k)) for i, k in cur.fetchall()]
+        for request_id, slot, kind in cur.fetchall():
+            claimed.setdefault(request_id, []).append((int(slot), str(kind)))
+    return claimed
 
 
-def record_delivered(ids: list[int], *, claimer: str, now: datetime, request_id: UUID) -> list[SlotView]:
+def record_delivered(ids: list[int], *, claimer: str, now: datetime) -> None:
     """Delivered, for the claims this claimer still holds (a claim another sender took over, its
-    own having run out, is left to that sender); returns the request's notices still to settle."""
+    own having run out, is left to that sender)."""
     with connection.cursor() as cur:
-        cur.execute(SQL.sql("record_delivered"), {"ids": ids, "claimer": claimer, "now": now, "request_id": request_id})
-        rows = cur.fetchall()
-    if rows[-1][6] != len(ids):
-        logger.warning("notice outcome for a lost claim request=%s", request_id)
-    return [SlotView(*row[:6]) for row in rows if row[0] is not None]
+        recorded = SQL.one(cur, "record_delivered", ids=ids, claimer=claimer, now=now)
+    if recorded is None or recorded[0] != len(ids):
+        logger.warning("notice outcome for a lost claim: %s of %s recorded", recorded and recorded[0], len(ids))
 
 
-def pending_slots(request_id: UUID) -> list[SlotView]:
+def pending_slots(request_ids: list[UUID]) -> dict[UUID, list[SlotView]]:
+    """The notices not yet settled of each request (every request asked for is in it)."""
+    pending: dict[UUID, list[SlotView]] = {request_id: [] for request_id in request_ids}
     with connection.cursor() as cur:
-        cur.execute(SQL.sql("pending_slots"), {"request_id": request_id})
-        return [SlotView(*row) for row in cur.fetchall()]
+        cur.execute(SQL.sql("pending_slots"), {"request_ids": request_ids})
+        for request_id, *slot in cur.fetchall():
+            pending.setdefault(request_id, []).append(SlotView(*slot))
+    return pending
 
 
 def record_notice_failure(

@@ -26,30 +26,39 @@ from retirements.store.requests import end_without_purge, hold, settle_watcher
 SQL = Statements.beside(__file__, "steps.sql")
 
 
-def beat(watcher_id: UUID, request_id: UUID, *, now: datetime) -> bool:
-    """The authoritative watcher beats (started once) and any stall alarm clears. False when the
-    watcher is no longer active (nothing written)."""
+def beat(pairs: list[tuple[UUID, UUID]], *, now: datetime) -> set[UUID]:
+    """The authoritative watchers beat (each started once) and their stall alarms clear; pairs
+    of (watcher, request). Returns the watchers that beat: one missing is no longer active
+    (nothing written for it)."""
     with connection.cursor() as cur:
-        return SQL.one(cur, "beat", watcher_id=watcher_id, request_id=request_id, now=now) is not None
-
-
-def wait(request_id: UUID, *, wake: datetime, verdict: Verdict, now: datetime) -> None:
-    """A waiting request sleeps until `wake` (decided by the policy), showing the verdict's
-    blocker while it has one; inside the transaction that holds the request's lock."""
-    blocked = bool(verdict.blocker)
-    with connection.cursor() as cur:
-        saved = SQL.run(
-            cur,
-            "wait",
-            request_id=request_id,
-            wake=wake,
-            blocker=verdict.blocker,
-            blocked_until=verdict.wake_at if blocked else None,
-            action=f"waiting: {verdict.blocker}" if blocked else None,
-            now=now,
+        cur.execute(
+            SQL.sql("beat"),
+            {"watcher_ids": [w for w, _ in pairs], "request_ids": [r for _, r in pairs], "now": now},
         )
-    if saved != 1:
-        raise ValueError(f"request {request_id} is not waiting: it cannot wait until {wake.isoformat()}")
+        return {row[0] for row in cur.fetchall()}
+
+
+def wait(waits: list[tuple[UUID, datetime, Verdict]], *, now: datetime) -> None:
+    """Waiting requests sleep, each until its wake (decided by the policy), showing its verdict's
+    blocker while it has one; one statement inside the transaction that holds their locks."""
+    if not waits:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            SQL.sql("wait"),
+            {
+                "request_ids": [r for r, _, _ in waits],
+                "wakes": [wake for _, wake, _ in waits],
+                "blockers": [v.blocker for _, _, v in waits],
+                "blocked_untils": [v.wake_at if v.blocker else None for _, _, v in waits],
+                "actions": [f"waiting: {v.blocker}" if v.blocker else None for _, _, v in waits],
+                "now": now,
+            },
+        )
+        saved = {row[0] for row in cur.fetchall()}
+    missed = [str(r) for r, _, _ in waits if r not in saved]
+    if missed:
+        raise ValueError(f"request(s) {', '.join(missed)} not waiting: they cannot wait")
 
 
 def move_eligibility(request_id: UUID, *, eligible_at: datetime, reason: str, now: datetime) -> None:
@@ -85,7 +94,7 @@ def apply_verdict(
     elif verdict.action == WAIT:
         if wake is None:
             raise ValueError("a WAIT verdict needs the time to wake again")
-        wait(request.id, wake=wake, verdict=verdict, now=now)
+        wait([(request.id, wake, verdict)], now=now)
         if verdict.blocker:
             log_decision(
                 request=request, workspace=workspace, actor=None, action="boundary_wait", reason=verdict.reason, now=now

@@ -1,26 +1,32 @@
 -- The watcher step's own writes on the request and its watcher.
 
 -- name: beat
--- The authoritative watcher beats (started once) and any stall alarm clears, in one statement.
--- No row: the watcher is no longer active.
-WITH beat AS (
-    UPDATE retirements_retirementwatcher
+-- The authoritative watchers of a tick's batch beat (each started once) and their stall alarms
+-- clear, in one statement; pairs of (watcher, request). Returned: the watchers that beat (one
+-- missing is no longer active: nothing written for it).
+WITH pairs AS (
+    SELECT * FROM unnest(%(watcher_ids)s::uuid[], %(request_ids)s::uuid[]) AS p(watcher_id, request_id)
+), beat AS (
+    UPDATE retirements_retirementwatcher t
     SET status = 'running', started_at = COALESCE(started_at, %(now)s), heartbeat_at = %(now)s
-    WHERE id = %(watcher_id)s AND status IN ('pending', 'running')
-    RETURNING id
+    FROM pairs WHERE t.id = pairs.watcher_id AND t.status IN ('pending', 'running')
+    RETURNING t.id, pairs.request_id
 ), cleared AS (
     UPDATE retirements_alarm SET resolved_at = %(now)s
-    WHERE request_id = %(request_id)s AND kind = 'watcher_stalled' AND resolved_at IS NULL
-      AND EXISTS (SELECT 1 FROM beat)
+    WHERE request_id IN (SELECT request_id FROM beat) AND kind = 'watcher_stalled' AND resolved_at IS NULL
 )
 SELECT id FROM beat
 
 -- name: wait
--- A waiting request sleeps until the next thing to do, with its blocker (if the wait has one).
-UPDATE retirements_retirementrequest
-SET next_wake_at = %(wake)s, blocker = %(blocker)s, blocked_until = %(blocked_until)s,
-    last_action = COALESCE(%(action)s, last_action), updated_at = %(now)s
-WHERE id = %(request_id)s AND status = 'waiting'
+-- Waiting requests sleep until the next thing to do, each with its blocker (if its wait has
+-- one): one statement for a tick's batch. Returned: the requests that were waiting.
+UPDATE retirements_retirementrequest r
+SET next_wake_at = w.wake, blocker = w.blocker, blocked_until = w.blocked_until,
+    last_action = COALESCE(w.action, r.last_action), updated_at = %(now)s
+FROM unnest(%(request_ids)s::uuid[], %(wakes)s::timestamptz[], %(blockers)s::text[], %(blocked_untils)s::timestamptz[],
+            %(actions)s::text[]) AS w(request_id, wake, blocker, blocked_until, action)
+WHERE r.id = w.request_id AND r.status = 'waiting'
+RETURNING r.id
 
 -- name: sleep
 -- On hold: nothing to do until a release.

@@ -149,11 +149,11 @@ def test_send_followed_by_failed_save_is_sent_again_once_its_claim_runs_out(
     real = store_notices.record_delivered
     calls = {"n": 0}
 
-    def flaky(ids, *, claimer, now, request_id=None):  # the one writer of a delivery, on every path
+    def flaky(ids, *, claimer, now):  # the one writer of a delivery, on every path
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("database went away after the send")
-        return real(ids, claimer=claimer, now=now, request_id=request_id)
+        return real(ids, claimer=claimer, now=now)
 
     monkeypatch.setattr(store_notices, "record_delivered", flaky)
     claim = timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
