@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 STAMP := $(VENV)/.installed
 
-.PHONY: run serve test check install migrate stop-db clean bench bench-quick chaos
+.PHONY: run serve test check install migrate stop-db clean bench bench-deps bench-quick bench-million chaos
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,11 +47,19 @@ stop-db: install
 clean: stop-db
 	rm -rf .pgdata .pgdata.lock
 
-bench: install
+# The bench's own peer (procrastinate, bench/peer.py) is installed for it here, never by the project.
+bench-deps: install
+	$(PY) -m pip install --quiet -r requirements-bench.txt
+
+bench: bench-deps
 	$(PY) bench/run.py
 
-bench-quick: install
+bench-quick: bench-deps
 	$(PY) bench/run.py --quick
+
+# The console, /metrics and the watcher at a million cases of each workflow, on their own.
+bench-million: install
+	$(PY) bench/run.py --only million
 
 chaos: install
 	$(MANAGE) chaos --seconds 600 --workers 4 --requests 40 --db-restarts

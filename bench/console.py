@@ -27,6 +27,7 @@ from django.test import Client
 
 BIG_TABLES = (
     "entity_deletion_requests",
+    "entity_deletion_stage_attempts",
     "entity_deletion_decisions",
     "entity_deletion_stage_history",
     "retirements_retirementrequest",
@@ -78,6 +79,8 @@ def build(n: int) -> dict[str, Any]:
     rid, wid = str(template.id), str(retirement.id)
     req_id = "md5(g::text || 'req' || t.id::text)::uuid"
     with transaction.atomic():
+        with connection.cursor() as cur:  # the build's statements are big; the project's timeout is for pages
+            cur.execute("SET LOCAL statement_timeout = 0")
         status = (
             "CASE WHEN g %% 50 = 0 THEN 'submitted' WHEN g %% 50 = 1 THEN 'needs_attention'"
             " WHEN g %% 25 = 2 THEN 'cancelled' ELSE 'completed' END"
@@ -106,6 +109,17 @@ def build(n: int) -> dict[str, Any]:
                 "operation_id": "md5(g::text || 'op' || t.operation_id::text)::uuid",
             },
             [rid],
+        )
+        _clone(  # each copy's stage attempts, on its own stage rows
+            "entity_deletion_stage_attempts",
+            "t.request_id = %s",
+            n,
+            {
+                "request_id": f"md5(g::text || 'req' || '{rid}')::uuid",
+                "stage_id": "md5(g::text || 'stage' || t.stage_id::text)::uuid",
+            },
+            [rid],
+            skip=("id",),
         )
         _clone(  # each copy's decisions, the submitter's reason naming its own ticket
             "entity_deletion_decisions",
@@ -166,9 +180,20 @@ def build(n: int) -> dict[str, Any]:
             cur.execute(f"ANALYZE {table}")
         cur.execute("SELECT count(*) FROM entity_deletion_stage_history")
         stage_rows = cur.fetchone()[0]
+        cur.execute("SELECT count(*) FROM entity_deletion_stage_attempts")
+        attempts = cur.fetchone()[0]
         cur.execute("SELECT count(*) FROM retirements_noticeslot")
         slots = cur.fetchone()[0]
-    return {"n": n, "deletion": rid, "retirement": wid, "stage_rows": stage_rows, "slots": slots, "user": user}
+    return {
+        "n": n,
+        "deletion": rid,
+        "retirement": wid,
+        "workspace": slug,
+        "stage_rows": stage_rows,
+        "attempts": attempts,
+        "slots": slots,
+        "user": user,
+    }
 
 
 def _superuser() -> Any:
@@ -207,16 +232,25 @@ def measure(fetch: Callable[[], Any], runs: int = 3) -> dict[str, Any]:
             start = time.perf_counter()
             fetch()
             times.append(time.perf_counter() - start)
-    return {"ms": statistics.median(times) * 1000, "queries": len(seen), "seq_scans": _seq_scans(seen)}
+    return {
+        "ms": statistics.median(times) * 1000,
+        "min_ms": min(times) * 1000,
+        "max_ms": max(times) * 1000,
+        "queries": len(seen),
+        "seq_scans": _seq_scans(seen),
+    }
 
 
-def pages(built: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def pages(built: dict[str, Any], *, every: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """The console's pages over the built data. `every`: also every sort each case list offers
+    (both directions) and every choice of each of its filters, read from the admin itself."""
     client = Client()
     client.force_login(built["user"])
+    metrics_token = "bench-metrics-token-0123456789abcdef"
 
-    def get(url: str) -> Callable[[], Any]:
+    def get(url: str, headers: dict[str, str] | None = None) -> Callable[[], Any]:
         def fetch() -> Any:
-            response = client.get(url)
+            response = client.get(url, headers=headers or {})
             if response.status_code != 200:
                 raise RuntimeError(f"{url} answered HTTP {response.status_code}")
             return response
@@ -226,9 +260,10 @@ def pages(built: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     from deletions.admin import DeletionRequestAdmin
     from retirements.admin import RetirementRequestAdmin, WorkspaceAdmin
 
-    deep = built["n"] // 200  # the middle page: page 500 of 1,000 at 100k
+    deep = built["n"] // 200  # the middle page: page 500 of 1,000 at 100k, page 5,000 at 1M
     deletions = "/admin/deletions/deletionrequest/"
     retirements = "/admin/retirements/retirementrequest/"
+    workspaces = "/admin/retirements/workspace/"
     urls = [
         ("deletions: first page", deletions),
         ("deletions: status filter", deletions + "?status__exact=needs_attention"),
@@ -243,24 +278,65 @@ def pages(built: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         ("retirements: search", retirements + "?q=4567"),
         (f"retirements: page {deep}", retirements + f"?p={deep}"),
         ("retirements: case page", f"{retirements}{built['retirement']}/change/"),
-        ("workspaces: search", "/admin/retirements/workspace/?q=4567"),
+        ("workspaces: first page", workspaces),
+        ("workspaces: search", workspaces + "?q=4567"),
+        (f"workspaces: page {deep}", workspaces + f"?p={deep}"),
+        ("deletions: one-letter search", deletions + "?q=4"),
         ("deletions: two-letter search", deletions + "?q=45"),
+        ("retirements: two-letter search", retirements + "?q=45"),
+        ("workspaces: two-letter search", workspaces + "?q=45"),
         ("deletions: by next check", deletions + f"?o={_column(DeletionRequestAdmin, 'next_check')}"),
         ("retirements: by eligible", retirements + f"?o={_column(RetirementRequestAdmin, 'eligible')}"),
         ("retirements: by next check", retirements + f"?o={_column(RetirementRequestAdmin, 'next_check')}"),
-        ("workspaces: lifecycle filter", "/admin/retirements/workspace/?lifecycle__exact=disabled"),
-        ("workspaces: legal-hold filter", "/admin/retirements/workspace/?legal_hold__exact=1"),
-        ("workspaces: by lifecycle", f"/admin/retirements/workspace/?o={_column(WorkspaceAdmin, 'state')}"),
+        ("workspaces: lifecycle filter", workspaces + "?lifecycle__exact=disabled"),
+        ("workspaces: legal-hold filter", workspaces + "?legal_hold__exact=1"),
+        ("workspaces: by lifecycle", workspaces + f"?o={_column(WorkspaceAdmin, 'state')}"),
         ("operations overview", "/admin/operations/"),
         ("/healthz", "/healthz"),
     ]
+    if every:
+        urls += _every_sort_and_filter(built["user"])
     measured = []
-    for name, url in urls:
-        try:
-            measured.append((name, measure(get(url))))
-        except RuntimeError as exc:  # reported in the table, never hidden
-            measured.append((name, {"ms": float("nan"), "queries": 0, "seq_scans": [], "error": str(exc)}))
+    from django.test import override_settings
+
+    with override_settings(METRICS_TOKEN=metrics_token):
+        for name, url in [*urls, ("/metrics", "/metrics")]:
+            headers = {"Authorization": f"Bearer {metrics_token}"} if url == "/metrics" else None
+            try:
+                measured.append((name, measure(get(url, headers))))
+            except RuntimeError as exc:  # reported in the table, never hidden
+                measured.append((name, {"ms": float("nan"), "queries": 0, "seq_scans": [], "error": str(exc)}))
     return measured
+
+
+def _every_sort_and_filter(user: Any) -> list[tuple[str, str]]:
+    """Each case list's sorts (every sortable column, both ways) and filter choices, as its
+    changelist offers them to this user."""
+    from django.contrib import admin
+    from django.test import RequestFactory
+
+    from deletions.models import DeletionRequest
+    from retirements.models import RetirementRequest, Workspace
+
+    urls = []
+    for label, model in (("deletions", DeletionRequest), ("retirements", RetirementRequest), ("workspaces", Workspace)):
+        base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+        request = RequestFactory().get(base)
+        request.user = user
+        model_admin = admin.site._registry[model]
+        changelist = model_admin.get_changelist_instance(request)
+        for i, column in enumerate(changelist.list_display):
+            if column != "action_checkbox" and changelist.get_ordering_field(column):
+                urls += [
+                    (f"{label}: sort {column}", f"{base}?o={i}"),
+                    (f"{label}: sort {column} desc", f"{base}?o=-{i}"),
+                ]
+        specs = changelist.get_filters(request)[0]
+        for spec in specs:
+            for choice in spec.choices(changelist):
+                if not choice.get("selected") and choice["query_string"] not in ("?", ""):
+                    urls.append((f"{label}: filter {spec.title} = {choice['display']}", base + choice["query_string"]))
+    return urls
 
 
 def _column(model_admin: Any, name: str) -> int:

@@ -158,9 +158,14 @@ def _seed(n: int) -> list[tuple[uuid.UUID, uuid.UUID, int]]:
 
 def raw_round(n: int) -> tuple[float, float, float]:
     """What a stage needs, in minimal SQL, four durable transactions per stage across the two databases."""
+    return raw_stages(_seed(n))
+
+
+def raw_stages(seeds: list[tuple[uuid.UUID, uuid.UUID, int]]) -> tuple[float, float, float]:
+    """The raw stages of seeded requests (`_seed`): seconds, statements and commits per stage."""
     from core import grants
 
-    seeds = _seed(n)
+    n = len(seeds)
     case, target = connections["default"], connections["target"]
     key = grants.receiver_key()
     saved = case.get_autocommit(), target.get_autocommit()
