@@ -4,6 +4,7 @@ request is completed. Also the peak resident memory of the cluster's worker proc
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -43,7 +44,9 @@ def _peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def drain(requests: int, workers: int, database_url: str, target_url: str) -> dict[str, Any]:
+def drain(
+    requests: int, workers: int, database_url: str, target_url: str, q_options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     from deletions.models import DeletionRequest, StageHistory, Status
     from tests.conftest import submit_and_approve
 
@@ -52,7 +55,8 @@ def drain(requests: int, workers: int, database_url: str, target_url: str) -> di
         **os.environ,
         "DATABASE_URL": database_url,
         "TARGET_DATABASE_URL": target_url,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "bench.settings_drain",
+        "BENCH_Q_OPTIONS": json.dumps(q_options or {}),
         "DJANGO_DEBUG": "0",
         "Q_WORKERS": str(workers),
         "DELETION_DEMO_STAGE_DELAY_MS": "0",

@@ -125,9 +125,10 @@ def _seed(n: int) -> list[tuple[uuid.UUID, uuid.UUID, int]]:
             cur.execute(
                 "INSERT INTO bench_requests (id, entity_type, target, requested_by, inventory_json, inventory_version,"
                 " inventory_digest, status, lease_owner, lease_generation, lease_expires_at, retry_count,"
-                " created_at, updated_at, owner, open_question, last_action, cancel_requested_by, cancel_reason)"
+                " created_at, updated_at, owner, open_question, last_action, cancel_requested_by, cancel_reason,"
+                " assigned_for, received_at, due_at)"
                 " VALUES (%s, 'user', %s, 'bench', %s, 1, %s, 'running', 'bench', 1, now() + interval '60 s', 0,"
-                " now(), now(), 'system', '', '', '', '')",
+                " now(), now(), 'system', '', '', '', '', '', now(), now() + interval '30 days')",
                 [rid, f"demo:{rid.hex[:10]}", json.dumps({"version": 1, "communities": []}), "0" * 64],
             )
             cur.execute(

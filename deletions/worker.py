@@ -1,17 +1,18 @@
 """The worker: claim, heartbeat, dispatch, repeat, release. No branching.
 
 It never inspects handler results or chooses branches; `get_next_stage`
-decides. The heartbeat runs beside the handler on its own connection, renews
-the lease every ten seconds and is joined before the lease is released, so it
-never outlives the run.
+decides. The process's heartbeat thread (one per worker process, not one per
+run) renews the run's lease on its own connection every ten seconds; the run
+lets go of it before the lease is released, so no renewal outlives the run.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from django.conf import settings
@@ -44,38 +45,94 @@ class RunOutcome:
     refused: bool = False  # the run ended with the case back in review: an effect was refused
 
 
-class Heartbeat(threading.Thread):
-    """Renews the lease on its own connection; sets `lost` if ownership is gone."""
+@dataclass
+class _Held:
+    """One run's lease as the process's heartbeat holds it."""
 
-    def __init__(self, lease: Lease, stop: threading.Event, interval: float, lease_seconds: int) -> None:
-        super().__init__(name=f"heartbeat-{lease.request_id}", daemon=True)
-        self.lease = lease
-        self.run_stop = stop
-        self.interval = interval
-        self.lease_seconds = lease_seconds
-        self.finished = threading.Event()
-        self.lost = threading.Event()
+    lease: Lease
+    stop: threading.Event
+    interval: float
+    lease_seconds: int
+    due: float  # monotonic time of its next renewal
+    lost: threading.Event = field(default_factory=threading.Event)
+    finished: bool = False
+    renewing: threading.Lock = field(default_factory=threading.Lock)  # held while its renewal runs
 
-    def run(self) -> None:
-        try:
-            while not self.finished.wait(self.interval):
-                if not leases.heartbeat(self.lease, now=clock.now(), lease_seconds=self.lease_seconds):
-                    if self.finished.is_set():  # the run ended (and may have released the lease) meanwhile
-                        return
-                    logger.warning("lease lost request=%s generation=%s", self.lease.request_id, self.lease.generation)
-                    self.lost.set()
-                    self.run_stop.set()
-                    return
-        except Exception:
-            logger.exception("heartbeat failed request=%s", self.lease.request_id)
-            self.lost.set()
-            self.run_stop.set()
-        finally:
-            connections.close_all()
 
-    def stop(self) -> None:
-        self.finished.set()
-        self.join()
+class Heartbeats:
+    """One heartbeat thread per worker process, on its own connection, renewing the lease of every
+    run the process has going (threads of one process run several), each every `interval` from
+    its run's start; a lease it finds lost (or cannot renew) stops its run. A run lets go of its
+    lease before releasing it, and letting go waits for a renewal in flight, so no renewal
+    outlives its run. Started at the first run of a process (a forked worker starts its own)."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, _Held] = {}
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def hold(self, lease: Lease, stop: threading.Event, interval: float, lease_seconds: int) -> _Held:
+        held = _Held(lease, stop, interval, lease_seconds, due=time.monotonic() + interval)
+        with self._changed:
+            self._held[id(held)] = held
+            if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._beat, name="lease-heartbeat", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+        return held
+
+    def let_go(self, held: _Held) -> None:
+        with held.renewing:  # a renewal in flight ends first
+            held.finished = True
+        with self._changed:
+            self._held.pop(id(held), None)
+            self._changed.notify()  # the last one gone: the thread closes its connection
+
+    def _beat(self) -> None:
+        connected = False
+        while True:
+            with self._changed:
+                idle = not self._held
+            if idle and connected:  # no run going: no connection kept open for nothing
+                connections.close_all()
+                connected = False
+            with self._changed:
+                now = time.monotonic()
+                due = [h for h in self._held.values() if h.due <= now]
+                if not due:
+                    wait = min((h.due for h in self._held.values()), default=now + 60) - now
+                    self._changed.wait(timeout=max(wait, 0.01))
+                    continue
+            for held in due:
+                connected = True
+                self._renew(held)
+
+    def _renew(self, held: _Held) -> None:
+        with held.renewing:
+            if held.finished:
+                return
+            held.due = time.monotonic() + held.interval
+            try:
+                renewed = leases.heartbeat(held.lease, now=clock.now(), lease_seconds=held.lease_seconds)
+            except Exception:
+                logger.exception("heartbeat failed request=%s", held.lease.request_id)
+                connections.close_all()  # the next renewal opens a fresh connection
+                renewed = False
+            else:
+                if not renewed:
+                    logger.warning("lease lost request=%s generation=%s", held.lease.request_id, held.lease.generation)
+            if not renewed:
+                held.lost.set()
+                held.stop.set()
+                held.finished = True
+        if held.finished:
+            with self._changed:
+                self._held.pop(id(held), None)
+
+
+HEARTBEATS = Heartbeats()
 
 
 def run(
@@ -120,8 +177,7 @@ def run(
     crash_point("after-claim")
     req = get_request(request_id)  # read under this lease: the plan is the inventory as it is now
     plan = Plan.of(req.inventory_json)  # immutable (trigger); each grant checks the community is in it
-    heartbeat = Heartbeat(lease, stop, settings.DELETION_HEARTBEAT_SECONDS, settings.DELETION_LEASE_SECONDS)
-    heartbeat.start()
+    heartbeat = HEARTBEATS.hold(lease, stop, settings.DELETION_HEARTBEAT_SECONDS, settings.DELETION_LEASE_SECONDS)
     handled = 0
     started = time.monotonic()
     nxt: NextStage | None = None
@@ -153,7 +209,7 @@ def run(
             raise StaleLease(f"lease of {executor_id} generation {lease.generation} was lost: {exc.message}") from exc
         raise
     finally:
-        heartbeat.stop()
+        HEARTBEATS.let_go(heartbeat)
         if not (isinstance(nxt, Finished) and nxt.lease_released):
             leases.release(lease, now=clock.now())  # a stale release is refused and logged by the store
 

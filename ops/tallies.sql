@@ -19,3 +19,8 @@ SELECT metric, label, n, total FROM ops_tallies
 
 -- name: duration_buckets
 SELECT b::text FROM unnest(ops_duration_buckets()) b ORDER BY b
+
+-- name: recount
+-- Every tally counted again from the tables (ops_tally_recount(), migration ops/0014): after a
+-- bulk load written with the triggers off.
+SELECT ops_tally_recount()

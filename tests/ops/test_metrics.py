@@ -163,3 +163,28 @@ def test_two_scrapes_at_once_count_each_event_once(settings) -> None:
     after = scrape(Client(), TOKEN)
     completed = DeletionRequest.objects.filter(status="completed").count()
     assert after[("backoffice_deletion_requests", (("state", "completed"),))] == completed == 500
+
+
+def test_the_tallies_the_triggers_keep_equal_a_count_of_the_tables(settings) -> None:
+    """After real runs (a completed request, a failure retried, a refusal), the tallies kept as
+    things happened equal the tallies counted again from the tables."""
+    from ops.metrics import read_tallies, recount_tallies
+
+    done = submit_and_approve("demo:metrics-recount")
+    worker.run(done.id, executor_id="w1", options=RunOptions(fail_stage="purge_db"))
+    with time_machine.travel(clock.now() + timedelta(seconds=31), tick=False):
+        worker.run(done.id, executor_id="w1")
+    submit_and_approve("demo:metrics-recount-open")
+    kept, _ = read_tallies()
+    recount_tallies()
+    counted, _ = read_tallies()
+
+    def nonzero(tallies: dict) -> dict:
+        return {(m, label): n for m, labels in tallies.items() for label, (n, _) in labels.items() if n}
+
+    assert nonzero(kept) == nonzero(counted)
+    assert nonzero(kept)[("deletion_requests", "completed")] == 1
+    from deletions.models import StageAttempt
+
+    completed = StageAttempt.objects.filter(outcome="completed").count()
+    assert completed >= 5 and sum(n for n, _ in kept["stage_duration"].values()) == completed
