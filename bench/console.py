@@ -332,8 +332,9 @@ def _every_sort_and_filter(user: Any) -> list[tuple[str, str]]:
         request.user = user
         model_admin = admin.site._registry[model]
         changelist = model_admin.get_changelist_instance(request)
+        sortable = model_admin.get_sortable_by(request)
         for i, column in enumerate(changelist.list_display):
-            if column != "action_checkbox" and changelist.get_ordering_field(column):
+            if column != "action_checkbox" and column in sortable and changelist.get_ordering_field(column):
                 urls += [
                     (f"{label}: sort {column}", f"{base}?o={i}"),
                     (f"{label}: sort {column} desc", f"{base}?o=-{i}"),

@@ -34,6 +34,7 @@ class Workspace(FSMModelMixin, models.Model):
         # The list's filters and sorts, each in the list's order (by slug): no full scan.
         indexes = [
             models.Index(fields=["lifecycle", "slug"], name="workspace_lifecycle"),
+            models.Index(fields=["name", "slug"], name="workspace_by_name"),
             models.Index(fields=["legal_hold", "slug"], name="workspace_legal_hold"),
             models.Index(fields=["is_disposable_test", "slug"], name="workspace_disposable"),
         ]
