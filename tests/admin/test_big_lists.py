@@ -74,11 +74,10 @@ def test_every_sort_offered_reads_an_index_both_ways(client, five) -> None:
     from django.test import RequestFactory
     from django.test.utils import CaptureQueriesContext
 
-    from deletions.models import DeletionRequest
-    from retirements.models import RetirementRequest, Workspace
-
     from core import clock
     from core.authority import Actor
+    from deletions.models import DeletionRequest
+    from retirements.models import RetirementRequest, Workspace
     from retirements.services import retirement_request
 
     Workspace.objects.create(slug="sorted-ws", name="Sorted", lifecycle="disabled", created_at=clock.now())
