@@ -361,6 +361,9 @@ class LeaseEvent(models.Model):
         return f"{self.event} by {self.owner} (generation {self.generation})"
 
 
+FAILED_OUTCOMES = ("failed", "effect_unknown")  # an attempt that did not do its stage's effect (or may not have)
+
+
 class StageAttempt(models.Model):
     """One attempt at a stage: who ran it under which generation, and how it ended.
     Written by the store with the stage's own writes, so a failure never disappears
@@ -373,6 +376,8 @@ class StageAttempt(models.Model):
         EFFECT_UNKNOWN = "effect_unknown", "effect unknown"
         REFUSED = "refused", "refused at the receiving boundary"
         INTERRUPTED = "interrupted", "interrupted (worker stopped or lost)"
+
+    FAILED_OUTCOMES = FAILED_OUTCOMES
 
     request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="attempts")
     stage = models.ForeignKey(StageHistory, on_delete=models.PROTECT, related_name="attempt_rows")
@@ -387,6 +392,9 @@ class StageAttempt(models.Model):
     class Meta:
         db_table = "entity_deletion_stage_attempts"
         constraints = [models.UniqueConstraint(fields=["stage", "attempt"], name="one_row_per_stage_attempt")]
+        indexes = [  # the list's "failed this week": the few failed attempts, not all of them
+            models.Index(fields=["-started_at"], condition=Q(outcome__in=FAILED_OUTCOMES), name="attempt_failed")
+        ]
         # An attempt's outcome is a state: running, then one final outcome that never changes.
         triggers = [
             pgtrigger.Protect(

@@ -298,6 +298,20 @@ def test_search_finds_a_case_by_its_id_prefix_or_its_requester(login, staff) -> 
     assert url("change", other) in page and (url("change", mine) not in page or str(mine.id)[:6] == str(other.id)[:6])
 
 
+def test_failed_this_week_lists_the_cases_with_a_failure_in_the_last_seven_days(login, staff) -> None:
+    """The saved view reads the week's failed attempts through their own index: a stage that
+    failed today is listed, one that failed eight days ago and a case that never failed are not."""
+    recent, old, fine = approved("demo:fw-recent"), approved("demo:fw-old"), approved("demo:fw-fine")
+    with time_machine.travel(clock.now() - timedelta(days=8), tick=False):
+        worker.run(old.id, executor_id="w-old", options=RunOptions(fail_stage="purge_db"))
+    worker.run(recent.id, executor_id="w-new", options=RunOptions(fail_stage="purge_db"))
+    worker.run(fine.id, executor_id="w-fine", next_step=True)
+    assert StageAttempt.objects.filter(request=old, outcome="failed").exists()
+    page = login("operator").get(reverse("admin:deletions_deletionrequest_changelist"), {"view": "failed-week"})
+    listed = {r.target for r in (recent, old, fine) if url("change", r) in page.content.decode()}
+    assert listed == {"demo:fw-recent"}
+
+
 INDEX_APPS = ["deletions", "retirements", "django_q", "auth"]
 
 
