@@ -160,8 +160,11 @@ class OneIndexPerSort(ChangeList):
     whole table. A sort by several columns is left as Django orders it."""
 
     def get_ordering(self, request: HttpRequest, queryset: QuerySet[Any]) -> list[Any]:
-        ordering = super().get_ordering(request, queryset)
         chosen = [p for p in str(self.params.get(ORDER_VAR, "")).split(".") if p]
+        if any(not self._offered(p) for p in chosen):  # a column the list does not offer to sort by (a typed URL)
+            self.params = {k: v for k, v in self.params.items() if k != ORDER_VAR}
+            chosen = []
+        ordering = super().get_ordering(request, queryset)
         if len(chosen) != 1 or not ordering or not isinstance(ordering[0], str):
             return ordering
         primary = ordering[0]
@@ -180,6 +183,14 @@ class OneIndexPerSort(ChangeList):
             return field[1:] if field.startswith("-") else f"-{field}"
 
         return [primary, *(turned(f) for f in default if isinstance(f, str) and f.lstrip("-") != name)]
+
+    def _offered(self, param: str) -> bool:
+        """`?o=` names a column by its place in the list: one the list offers to sort by."""
+        try:
+            column = self.list_display[int(param.lstrip("-"))]
+        except (ValueError, IndexError):
+            return False
+        return column in (self.sortable_by or ())
 
 
 class IndexedSorts:

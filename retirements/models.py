@@ -137,6 +137,7 @@ class RetirementRequest(FSMModelMixin, models.Model):
             ),  # the list's sorts
             models.Index(fields=["next_wake_at", "-requested_at", "-id"], name="retirement_next_wake"),
             models.Index(fields=["status", "-requested_at", "-id"], name="retirement_status_newest"),
+            models.Index(fields=["eligibility_policy", "-requested_at", "-id"], name="retirement_policy_newest"),
             models.Index(fields=["owner"], condition=Q(status__in=OPEN_REQUEST_STATUSES), name="retirement_open_owner"),
             models.Index(
                 fields=["backup"], condition=Q(status__in=OPEN_REQUEST_STATUSES), name="retirement_open_backup"

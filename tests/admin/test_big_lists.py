@@ -112,3 +112,24 @@ def test_every_sort_offered_reads_an_index_both_ways(client, five) -> None:
                 assert " Sort " not in f" {plan} " and "Sort Key" not in plan, f"{base}?o={way} ({name}):\n{plan}"
                 checked.append(f"{model._meta.model_name}.{name}{'' if way[0] != '-' else ' desc'}")
     assert len(checked) == 2 * (4 + 4 + 5), checked  # deletions, retirements, workspaces: both ways each
+
+
+def test_a_typed_sort_by_a_column_not_offered_shows_the_default_order(client, five) -> None:
+    """`?o=` on a column the list does not offer (a person's column of the retirements, the
+    deletions' target) is ignored, not run: it would join and sort every row."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from retirements.admin import RetirementRequestAdmin
+
+    owner = RetirementRequestAdmin.list_display.index("owner")  # no bulk actions: no checkbox column
+    assert "owner" not in RetirementRequestAdmin.sortable_by
+    for url, table in (
+        (f"/admin/retirements/retirementrequest/?o={owner}", "retirements_retirementrequest"),
+        ("/admin/deletions/deletionrequest/?o=1", "entity_deletion_requests"),  # the target column
+    ):
+        with CaptureQueriesContext(connection) as seen:
+            assert client.get(url).status_code == 200
+        order = _page_query(seen.captured_queries, table).split("ORDER BY")[-1]
+        newest = "requested_at" if "retirement" in table else "created_at"
+        assert order.strip().startswith(f'"{table}"."{newest}" DESC'), order
