@@ -190,7 +190,7 @@ class OneIndexPerSort(ChangeList):
             column = self.list_display[int(param.lstrip("-"))]
         except (ValueError, IndexError):
             return False
-        return column in (self.sortable_by or ())
+        return self.sortable_by is None or column in self.sortable_by
 
 
 class IndexedSorts:
