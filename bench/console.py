@@ -352,7 +352,8 @@ def _column(model_admin: Any, name: str) -> int:
     admin shows it (with a checkbox column first only when the list has bulk actions)."""
     from django.contrib import admin
 
-    shown = admin.site._registry[model_admin.model].get_actions(_request())
+    registered = next(a for a in admin.site._registry.values() if type(a) is model_admin)
+    shown = registered.get_actions(_request())
     return list(model_admin.list_display).index(name) + (1 if shown else 0)
 
 
