@@ -40,7 +40,7 @@ STALL_ALARMS_PER_TICK = 500  # newly stalled watchers alarmed per tick; the rest
 
 
 def step(watcher_id: UUID, *, now: datetime, request_id: UUID | None = None) -> str:
-    """Wake one watcher (a task, a command, a retry of a busy case): `steps` with a batch of one,
+    """Wake one watcher (a task, a command, a retry of a busy case): `step_batch` with a batch of one,
     waiting for the locks."""
     if request_id is None:
         request_id = RetirementWatcher.objects.filter(id=watcher_id).values_list("request_id", flat=True).first()
