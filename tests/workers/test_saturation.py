@@ -7,6 +7,7 @@ minutes while a third case waits, two retirements are requested and the schedule
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -89,8 +90,12 @@ def test_two_workers_busy_with_120_s_stages_for_4_minutes_delay_no_control_work(
         _, err = proc.communicate(timeout=60)
 
     # The stage workers were busy the whole window and a case waited: saturated (but for the
-    # moment between a stage's end and the next run's claim).
-    assert all(busy >= 1 for _, _, busy, _ in samples), [s[2] for s in samples]
+    # moment between a stage's end and the next run's claim). Both workers started together on
+    # stages of the same length, so their runs turn over at about the same moment, every 120 s:
+    # a sample may fall in one such moment with both between runs, never in more.
+    idle = [i for i, (_, _, busy, _) in enumerate(samples) if busy == 0]
+    apart = all(b - a > 1 for a, b in itertools.pairwise(idle))
+    assert len(idle) <= WINDOW // 120 and apart, [s[2] for s in samples]
     assert sum(1 for *_, full in samples if full) >= 0.8 * len(samples), [(s[2], s[3]) for s in samples]
     # The heartbeat stayed fresh (it beats each minute; health's limit is 3 minutes).
     ages = [age for _, age, _, _ in samples]
