@@ -363,3 +363,41 @@ def test_a_worker_paused_past_its_lease_is_rejected_where_the_effect_lands(cmd, 
         f"completed; worker-a resumed: exit {original.returncode}, refused at the target as stale; "
         f"effects at receiver: {len(applied)}, all generation 2, each once"
     )
+
+
+def test_one_heartbeat_thread_renews_every_run_of_its_process_and_stops_only_the_lost_one() -> None:
+    """Two runs of one process share one heartbeat thread: both leases are renewed; the one taken
+    over is stopped and marked lost while the other goes on; a run let go is renewed no more."""
+    first, second, third = (submit_and_approve(target=f"manual:hb-{n}") for n in range(3))
+    now = timezone.now()
+    lease_a, lease_b, lease_c = (
+        leases.claim(request_id=r.id, owner=f"worker-{r.target}", now=now, lease_seconds=60)
+        for r in (first, second, third)
+    )
+    beats = worker.Heartbeats()
+    before = {t for t in threading.enumerate() if t.name == "lease-heartbeat"}
+    stops = [threading.Event() for _ in range(3)]
+    held_a = beats.hold(lease_a, stops[0], 0.05, 60)
+    held_b = beats.hold(lease_b, stops[1], 0.05, 60)
+
+    def expiry(request: DeletionRequest) -> Any:
+        return DeletionRequest.objects.values_list("lease_expires_at", flat=True).get(id=request.id)
+
+    wait_for(lambda: expiry(first) > now + timedelta(seconds=60), what="the first run's lease renewed")
+    wait_for(lambda: expiry(second) > now + timedelta(seconds=60), what="the second run's lease renewed")
+    assert len({t for t in threading.enumerate() if t.name == "lease-heartbeat"} - before) == 1
+    leases.claim(request_id=second.id, owner="thief", now=now + timedelta(seconds=61), lease_seconds=60)
+    assert held_b.lost.wait(timeout=30) and stops[1].is_set()
+    renewed = expiry(first)
+    wait_for(lambda: expiry(first) > renewed, what="the first run renewed after the second was lost")
+    assert not stops[0].is_set() and not held_a.lost.is_set()
+    beats.let_go(held_a)
+    let_go_at = expiry(first)
+    held_c = beats.hold(lease_c, stops[2], 0.05, 60)
+    seen = expiry(third)
+    wait_for(lambda: expiry(third) > seen, what="a later run renewed")
+    seen = expiry(third)
+    wait_for(lambda: expiry(third) > seen, what="a later run renewed twice")
+    assert expiry(first) == let_go_at  # the thread went round twice and left the let-go lease alone
+    beats.let_go(held_c)
+    assert len({t for t in threading.enumerate() if t.name == "lease-heartbeat"} - before) <= 1

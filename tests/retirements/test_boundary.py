@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth.models import Group
 
-from retirements import notices
+from retirements import notices, watcher
 from retirements.models import NoticeSlot, PurgeJob, Workspace
 from retirements.store import notices as store_notices
 from tests.retirements.helpers import fresh, notice_states, request_at, run_at, subjects
@@ -167,3 +167,37 @@ def test_send_followed_by_failed_save_is_sent_again_once_its_claim_runs_out(
     assert notice_states(req)["request_received"] == "delivered"
     run_at(T + claim + timedelta(minutes=2))  # a delivered slot is never sent again
     assert len(subjects()) == 2
+
+
+def test_a_case_that_fails_in_a_batch_is_rolled_back_alone_and_stepped_next_tick(
+    waiting, hq, make_workspace, monkeypatch, caplog
+) -> None:
+    """Two cases reach the point of no return in one batch; the first one's recheck raises. Its
+    savepoint rolls back alone (still waiting, still due, nothing queued for it), the error is
+    logged and said; the other case goes on to its purge in the same tick. The next tick steps
+    the failed case again."""
+    make_workspace("other-old")
+    other = request_at(T, hq, slug="other-old")
+    run_at(T)
+    run_at(T + 23 * DAY)
+    run_at(T + 29 * DAY)
+    real = watcher.selectors.undelivered_gating
+
+    def gating(request):
+        if request.id == waiting.id:
+            raise RuntimeError("the notices' gating could not be read")
+        return real(request)
+
+    monkeypatch.setattr(watcher.selectors, "undelivered_gating", gating)
+    with caplog.at_level(logging.ERROR, logger="retirements"):
+        ran = run_at(ELIGIBLE)
+    assert ran["steps"] == {str(waiting.id): "error", str(other.id): "proceed"}
+    assert any(f"watcher step failed request={waiting.id}" in r.getMessage() for r in caplog.records)
+    failed = fresh(waiting)
+    assert (failed.status, failed.workspace.lifecycle) == ("waiting", "deletion_pending")
+    assert failed.next_wake_at is not None and failed.next_wake_at <= ELIGIBLE  # still due
+    assert not PurgeJob.objects.filter(request=waiting).exists()
+    assert fresh(other).workspace.lifecycle == "deleted"
+    monkeypatch.undo()
+    assert run_at(ELIGIBLE + timedelta(minutes=1))["steps"] == {str(waiting.id): "proceed"}
+    assert fresh(waiting).workspace.lifecycle == "deleted"
