@@ -25,6 +25,8 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.test import Client
 
+from tests.support import clone_rows
+
 BIG_TABLES = (
     "entity_deletion_requests",
     "entity_deletion_stage_attempts",
@@ -35,28 +37,6 @@ BIG_TABLES = (
     "retirements_retirementwatcher",
     "retirements_noticeslot",
 )
-
-
-def _columns(table: str) -> list[str]:
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
-            [table],
-        )
-        return [r[0] for r in cur.fetchall()]
-
-
-def _clone(table: str, template: str, n: int, overrides: dict[str, str], params: list[Any], skip=()) -> None:
-    """INSERT n copies of the template rows of `table`, column by column, with `overrides`
-    (SQL over t = the template row and g = the copy's number)."""
-    cols = [c for c in _columns(table) if c not in skip]
-    select = ", ".join(overrides.get(c, f"t.{c}") for c in cols)
-    with connection.cursor() as cur:
-        cur.execute(
-            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select}"
-            f" FROM generate_series(1, {int(n)}) g CROSS JOIN {table} t WHERE {template}",
-            params,
-        )
 
 
 def build(n: int) -> dict[str, Any]:
@@ -89,7 +69,7 @@ def build(n: int) -> dict[str, Any]:
             "CASE WHEN g %% 50 = 0 THEN 'submitted' WHEN g %% 50 = 1 THEN 'needs_attention'"
             " WHEN g %% 25 = 2 THEN 'cancelled' ELSE 'completed' END"
         )
-        _clone(
+        clone_rows(
             "entity_deletion_requests",
             "t.id = %s",
             n,
@@ -103,7 +83,7 @@ def build(n: int) -> dict[str, Any]:
             },
             [rid],
         )
-        _clone(
+        clone_rows(
             "entity_deletion_stage_history",
             "t.request_id = %s",
             n,
@@ -114,7 +94,7 @@ def build(n: int) -> dict[str, Any]:
             },
             [rid],
         )
-        _clone(  # each copy's stage attempts, on its own stage rows
+        clone_rows(  # each copy's stage attempts, on its own stage rows
             "entity_deletion_stage_attempts",
             "t.request_id = %s",
             n,
@@ -125,7 +105,7 @@ def build(n: int) -> dict[str, Any]:
             [rid],
             skip=("id",),
         )
-        _clone(  # each copy's decisions, the submitter's reason naming its own ticket
+        clone_rows(  # each copy's decisions, the submitter's reason naming its own ticket
             "entity_deletion_decisions",
             "t.request_id = %s",
             n,
@@ -136,7 +116,7 @@ def build(n: int) -> dict[str, Any]:
             [rid],
             skip=("id",),
         )
-        _clone(
+        clone_rows(
             "retirements_workspace",
             "t.slug = %s",
             n,
@@ -145,7 +125,7 @@ def build(n: int) -> dict[str, Any]:
             skip=("id",),
         )
         ws = "(SELECT w.id FROM retirements_workspace w WHERE w.slug = %s || '-' || g)"
-        _clone(
+        clone_rows(
             "retirements_retirementrequest",
             "t.id = %s",
             n,
@@ -158,7 +138,7 @@ def build(n: int) -> dict[str, Any]:
             },
             [slug, wid],
         )
-        _clone(
+        clone_rows(
             "retirements_retirementwatcher",
             "t.request_id = %s",
             n,
@@ -171,7 +151,7 @@ def build(n: int) -> dict[str, Any]:
             },
             [wid],
         )
-        _clone(
+        clone_rows(
             "retirements_noticeslot",
             "t.request_id = %s",
             n,

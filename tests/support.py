@@ -67,3 +67,29 @@ def force(queryset: Any, **values: Any) -> int:
             return int(queryset.update(**values))
         finally:
             cur.execute("SET session_replication_role = origin")
+
+
+def table_columns(table: str) -> list[str]:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+            [table],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+
+def clone_rows(
+    table: str, template: str, n: int, overrides: dict[str, str], params: list[Any], skip: tuple[str, ...] = ()
+) -> None:
+    """INSERT n copies of the template rows of `table` (those `template`, a condition over t,
+    selects), column by column, with `overrides` (SQL over t = the template row and g = the copy's
+    number): rows as a big system holds them, written without the services. The bench builds its
+    data with it too."""
+    cols = [c for c in table_columns(table) if c not in skip]
+    select = ", ".join(overrides.get(c, f"t.{c}") for c in cols)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select}"
+            f" FROM generate_series(1, {int(n)}) g CROSS JOIN {table} t WHERE {template}",
+            params,
+        )

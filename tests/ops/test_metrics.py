@@ -17,6 +17,7 @@ from deletions.handlers import RunOptions
 from deletions.services import deletion_revoke_approval
 from ops.health import beat
 from tests.conftest import submit_and_approve
+from tests.support import clone_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TOKEN = "metrics-token-for-tests-0123456789"
@@ -82,23 +83,10 @@ def test_metrics_need_the_token(settings) -> None:
 
 
 def _copies(request_id: uuid.UUID, n: int, status: str) -> None:
-    """n SQL copies of a request (new ids and targets, the given state): rows as a big system
-    holds them, written without the services, counted by the database's own triggers."""
-    from django.db import connection
-
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'entity_deletion_requests'"
-            " ORDER BY ordinal_position"
-        )
-        columns = [row[0] for row in cur.fetchall()]
-        made = {"id": "gen_random_uuid()", "target": "t.target || '-' || g", "status": "%s"}
-        select = ", ".join(made.get(c, f"t.{c}") for c in columns)
-        cur.execute(
-            f"INSERT INTO entity_deletion_requests ({', '.join(columns)}) SELECT {select}"
-            " FROM generate_series(1, %s) g CROSS JOIN entity_deletion_requests t WHERE t.id = %s",
-            [status, n, request_id],
-        )
+    """n SQL copies of a request (new ids and targets, the given state), counted by the
+    database's own triggers."""
+    made = {"id": "gen_random_uuid()", "target": "t.target || '-' || g", "status": "%s"}
+    clone_rows("entity_deletion_requests", "t.id = %s", n, made, [status, request_id])
 
 
 def test_a_scrape_asks_the_same_few_queries_whatever_the_tables_hold(settings, observe) -> None:
