@@ -19,7 +19,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin import DateFieldListFilter
+from django.contrib.admin import DateFieldListFilter, helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.core.exceptions import EmptyResultSet, PermissionDenied, ValidationError
@@ -30,6 +30,9 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
 
 from core import access, clock, present, proofs
 from core.authority import Actor
@@ -224,6 +227,17 @@ class CaseActionsMixin:
 
     def url_name(self, name: str) -> str:
         return f"{self.model._meta.app_label}_{self.model._meta.model_name}_{name.replace('-', '_')}"
+
+    def action_checkbox(self, obj: Any) -> SafeString:
+        """The row's selection box, the same markup as Django's, written directly: Django renders it
+        through the widget templates, a fifth of a 50-row list page's time."""
+        label = format_html(gettext("Select this object for an action - {}"), str(obj))
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            str(obj.pk),
+            label,
+        )
 
     def offers(self, offers: list[Offer], pk: Any) -> list[dict[str, Any]]:
         """Offers with their URLs, for `admin/case_actions.html`."""

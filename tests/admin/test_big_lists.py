@@ -133,3 +133,23 @@ def test_a_typed_sort_by_a_column_not_offered_shows_the_default_order(client, fi
         order = _page_query(seen.captured_queries, table).split("ORDER BY")[-1]
         newest = "requested_at" if "retirement" in table else "created_at"
         assert order.strip().startswith(f'"{table}"."{newest}" DESC'), order
+
+
+def test_each_rows_selection_box_is_djangos_own_markup(db) -> None:
+    """The lists write the row's selection box directly (the widget templates were a fifth of a
+    page's time); the markup is Django's, escaping included."""
+    from django.contrib import admin
+    from django.utils import timezone
+
+    from retirements.admin import RetirementRequestAdmin, WorkspaceAdmin
+    from retirements.models import Workspace
+
+    case = submit_and_approve('manual:<b>"x" & y</b>')
+    space = Workspace.objects.create(slug="a-b", name="x", created_at=timezone.now())
+    for model_admin, obj in (
+        (DeletionRequestAdmin(type(case), admin.site), case),
+        (WorkspaceAdmin(Workspace, admin.site), space),
+    ):
+        assert model_admin.action_checkbox(obj) == admin.ModelAdmin.action_checkbox(model_admin, obj)
+    assert "&lt;b&gt;&quot;x&quot; &amp; y" in DeletionRequestAdmin(type(case), admin.site).action_checkbox(case)
+    assert RetirementRequestAdmin.action_checkbox is DeletionRequestAdmin.action_checkbox
