@@ -1,27 +1,28 @@
-"""The overview's counts stop at a cap, so they cost the same at 100 or 100,000 cases."""
+"""The overview's counts by state are the tallies the database keeps where each change happens:
+exact at any size, and the same few statements however big the tables grow."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.store import capped_counts, shown_count
-from deletions.models import DeletionRequest
+from core import clock
+from core.authority import named
+from deletions.models import DeletionRequest, Status
+from deletions.services import deletion_cancel
+from ops.overview import overview
 from tests.conftest import submit_and_approve
+from tests.support import clone_rows
 
 pytestmark = pytest.mark.django_db
-ORDER = ("-created_at", "-id")  # the rest of the index deletion_status_newest
 
 
-def test_counts_are_exact_below_the_cap_and_marked_above_it() -> None:
-    for n in range(4):
-        submit_and_approve(f"demo:count-{n}")
-    counts = capped_counts(DeletionRequest, "status", ["approved", "completed"], index_order=ORDER, cap=2)
-    assert counts == {"approved": 3, "completed": 0}  # at most cap + 1 read
-    assert shown_count(counts["approved"], cap=2) == "2+" and shown_count(counts["completed"], cap=2) == "0"
-    assert capped_counts(DeletionRequest, "status", ["approved"], index_order=ORDER) == {"approved": 4}
-    assert shown_count(10_001) == "10,000+" and shown_count(10_000) == "10,000"
-
-
-def test_only_code_values_are_written_into_the_statement() -> None:
-    with pytest.raises(ValueError, match="code values only"):
-        capped_counts(DeletionRequest, "status", ["approved' OR '1'='1"], index_order=ORDER)
+def test_the_overview_counts_every_state_exactly_from_the_tallies() -> None:
+    cases = [submit_and_approve(f"demo:count-{n}") for n in range(4)]
+    deletion_cancel(actor=named("operator-a"), request_id=cases[0].id, reason="asked twice")
+    template = DeletionRequest.objects.get(target="demo:count-1")
+    made = {"id": "gen_random_uuid()", "target": "t.target || '-' || g"}
+    clone_rows("entity_deletion_requests", "t.id = %s", 10_001, made, [template.id])  # past the old 10,000 cap
+    counts = {value: shown for _, shown, value in overview(clock.now())["deletion_counts"]}
+    assert counts["cancelled"] == "1" and counts["completed"] == "0"
+    for status in Status.values:
+        assert int(counts[status].replace(",", "")) == DeletionRequest.objects.filter(status=status).count(), status
