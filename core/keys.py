@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from functools import lru_cache
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
 
@@ -25,8 +26,21 @@ def unb64(text: str) -> bytes:
 def signing_key(configured: str, use: str) -> Ed25519PrivateKey:
     """The private key `configured` names, else the one derived for `use` from SECRET_KEY."""
     seed = unb64(configured) if configured else hashlib.sha256(f"{use}|{settings.SECRET_KEY}".encode()).digest()
+    return _private(seed)
+
+
+@lru_cache(maxsize=16)
+def _private(seed: bytes) -> Ed25519PrivateKey:
+    """The key of a seed, made once per process (each stage signs a grant)."""
     return Ed25519PrivateKey.from_private_bytes(seed)
 
 
+@lru_cache(maxsize=16)
+def public(text: str) -> Ed25519PublicKey:
+    """The public key of its text form, made once per process (each effect checks a grant)."""
+    return Ed25519PublicKey.from_public_bytes(unb64(text))
+
+
+@lru_cache(maxsize=16)
 def public_text(key: Ed25519PrivateKey) -> str:
     return b64(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))

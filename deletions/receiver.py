@@ -1,10 +1,10 @@
 """The back-office's side of the receiving boundary: the grant for one effect.
 
-One case-database transaction locks the request, checks the lease owner and generation, reads
-the latest approval and the people behind it, and applies the pure rule
-(`deletions.authority.refusal`); only then does it sign a grant naming the operation, the lease
-generation, the approval, the community and the data version expected there, good until the
-approval or the lease ends. The target system checks the grant again in the transaction that
+One case-database statement (its own transaction) locks the request, checks the lease owner and
+generation, and reads the latest approval and the people behind it; the pure rule
+(`deletions.authority.refusal`) decides from what it read, and only then is a grant signed, naming
+the operation, the lease generation, the approval, the community and the data version expected
+there, good until the approval or the lease ends. The target system checks the grant again in the transaction that
 applies the effect (`deletions.targets`), so a check here followed by a separate update leaves
 no gap a stale or unauthorized effect could use.
 """
@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from django.db import transaction
 
 from core import grants
 from deletions import authority
@@ -41,10 +39,9 @@ class Grant:
 
 def grant(lease: Lease, row: StageSnapshot, *, target: str, now: datetime) -> Grant:
     """A signed grant for this stage's effect, or AuthorityRefused (nothing to send)."""
-    with transaction.atomic():
-        facts = approvals.lock_for_effect(lease, row, now=now, rules_version=RULES_VERSION)
-        refused = authority.refusal(facts)
-        if refused is not None:
-            raise AuthorityRefused(refused, facts.approval_id)
-        payload = authority.grant(facts, lease=lease, row=row, target=target)
-        return Grant(token=grants.sign(payload), payload=payload, approval_id=facts.approval_id)
+    facts = approvals.lock_for_effect(lease, row, now=now, rules_version=RULES_VERSION)
+    refused = authority.refusal(facts)
+    if refused is not None:
+        raise AuthorityRefused(refused, facts.approval_id)
+    payload = authority.grant(facts, lease=lease, row=row, target=target)
+    return Grant(token=grants.sign(payload), payload=payload, approval_id=facts.approval_id)

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Value
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Concat
 
 from core.store import parse_id
 from deletions.contract import CancelFacts, StageSnapshot, chain_order
 from deletions.errors import UnknownRequest
-from deletions.models import OPEN_STATUSES, DeletionAlarm, DeletionRequest, StageHistory, Status
+from deletions.models import OPEN_STATUSES, DeletionAlarm, DeletionApproval, DeletionRequest, StageHistory, Status
 
 
 def parse_request_id(raw: str | UUID) -> UUID:
@@ -25,6 +25,28 @@ def get_request(request_id: str | UUID) -> DeletionRequest:
         return DeletionRequest.objects.get(id=rid)
     except DeletionRequest.DoesNotExist:
         raise UnknownRequest(f"no deletion request with id {rid}") from None
+
+
+class RunHead(NamedTuple):
+    """What a run reads before its claim: whether there is anything to do, and where."""
+
+    status: str
+    target: str
+    completed_at: datetime | None
+    approval_expires_at: datetime | None  # the latest approval's, read without a lock
+
+
+def run_head(request_id: UUID) -> RunHead:
+    latest = DeletionApproval.objects.filter(request_id=OuterRef("id")).order_by("-approved_at", "-id")
+    row = (
+        DeletionRequest.objects.filter(id=request_id)
+        .annotate(expiry=Subquery(latest.values("expires_at")[:1]))
+        .values_list("status", "target", "completed_at", "expiry")
+        .first()
+    )
+    if row is None:
+        raise UnknownRequest(f"no deletion request with id {request_id}")
+    return RunHead(*row)
 
 
 def stage_snapshot(row: StageHistory) -> StageSnapshot:

@@ -27,7 +27,7 @@ from deletions.handlers import HandlerContext, RunOptions, run_handler
 from deletions.models import Status
 from deletions.rules import custody
 from deletions.rules.workflow import Plan
-from deletions.selectors import get_request
+from deletions.selectors import run_head
 from deletions.store import approvals, leases
 from deletions.targets.base import TargetUnreachable
 from deletions.transition import next_stage, start
@@ -148,41 +148,42 @@ def run(
     options = options or RunOptions()
     budget = settings.DELETION_HANDLER_BUDGET if budget is None else budget
     stop = stop or threading.Event()
-    req = get_request(request_id)
-    if req.status == Status.COMPLETED:
+    head = run_head(request_id)
+    if head.status == Status.COMPLETED:
         return RunOutcome(
-            0, f"request {req.id} already completed at {present.absolute(req.completed_at)}; nothing changed", 0
+            0, f"request {request_id} already completed at {present.absolute(head.completed_at)}; nothing changed", 0
         )
-    if req.status == Status.APPROVED:
+    if head.status == Status.APPROVED:
         now = clock.now()
         expired = approvals.expire_if_due(
-            request_id=req.id,
+            request_id=request_id,
+            latest_expiry=head.approval_expires_at,
             now=now,
             custody=lambda approver, expires_at: custody.expired(approver=approver, expires_at=expires_at, now=now),
         )
         if expired:
             raise Refused(expired)
-    target = targets.for_target(req.target)
+    target = targets.for_target(head.target)
     try:
-        fence = target.fence(req.id)
+        fence = target.fence(request_id)
     except TargetUnreachable as exc:
         raise Refused(f"{exc.message}: its fence cannot be read, so nothing was claimed or sent") from None
-    lease = leases.claim(
-        request_id=req.id,
+    claimed = leases.claim_run(
+        request_id=request_id,
         owner=executor_id,
         now=clock.now(),
         lease_seconds=settings.DELETION_LEASE_SECONDS,
         past=fence,
     )
+    lease = claimed.lease
     crash_point("after-claim")
-    req = get_request(request_id)  # read under this lease: the plan is the inventory as it is now
-    plan = Plan.of(req.inventory_json)  # immutable (trigger); each grant checks the community is in it
+    plan = Plan.of(claimed.inventory)  # read under this lease; immutable (trigger); each grant checks it
     heartbeat = HEARTBEATS.hold(lease, stop, settings.DELETION_HEARTBEAT_SECONDS, settings.DELETION_LEASE_SECONDS)
     handled = 0
     started = time.monotonic()
     nxt: NextStage | None = None
     try:
-        nxt = start(lease, req.status, req.inventory_json, req.inventory_version, now=clock.now())
+        nxt = start(lease, claimed.status, claimed.inventory, claimed.inventory_version, now=clock.now())
         while isinstance(nxt, StageSnapshot):
             if handled >= budget:
                 return RunOutcome(0, f"budget of {budget} handler calls used; {nxt.stage} is next", handled, True)

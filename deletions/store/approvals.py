@@ -19,20 +19,17 @@ from deletions.store.leases import check_owner
 from deletions.store.requests import inventory_digest
 
 
-def expire_if_due(*, request_id: UUID, now: datetime, custody: Callable[[str, datetime], Custody]) -> str | None:
+def expire_if_due(
+    *, request_id: UUID, latest_expiry: datetime | None, now: datetime, custody: Callable[[str, datetime], Custody]
+) -> str | None:
     """An approved, unstarted request whose approval expired goes back to submitted.
 
-    Returns the refusal to report, or None when the approval still holds. An unexpired latest
-    approval is seen without a lock; an expired one is checked again under the request lock, and
+    Returns the refusal to report, or None when the approval still holds. `latest_expiry` is the
+    latest approval's, as the caller read it without a lock (`selectors.run_head`): unexpired,
+    nothing more is read; expired, it is checked again under the request lock, and
     `custody(approver, expires_at)` says who holds the case then.
     """
-    expiry = (
-        DeletionApproval.objects.filter(request_id=request_id)
-        .order_by("-approved_at", "-id")
-        .values_list("expires_at", flat=True)
-        .first()
-    )
-    if expiry is None or expiry > now:
+    if latest_expiry is None or latest_expiry > now:
         return None
     with transaction.atomic():
         req = DeletionRequest.objects.select_for_update().filter(id=request_id, status=Status.APPROVED).first()
@@ -114,10 +111,11 @@ SUBMIT = "deletions.submit_deletionrequest"
 
 def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_version: int) -> AuthorityFacts:
     """Lock the request, check the lease and read what the receiving boundary rechecks, in one
-    statement (call inside atomic()): the latest approval, whether its approver and the requester
-    are, now, active staff holding their permissions (`core.authority.may_sql`), whether the stored
-    inventory lists the stage's community, the data versions its grant may expect there, and the
-    request's authority epoch (how many withdrawals it has seen)."""
+    statement, its own transaction (the grant is decided from what it read): the latest approval,
+    whether its approver and the requester are, now, active staff holding their permissions
+    (`core.authority.may_sql`), whether the stored inventory lists the stage's community, the data
+    versions its grant may expect there, and the request's authority epoch (how many withdrawals
+    it has seen)."""
     approver_may, approver_params = authority.may_sql("a.approved_by_user_id", APPROVE)
     requester_may, requester_params = authority.may_sql("r.requested_by_user_id", SUBMIT)
     with connection.cursor() as cur:

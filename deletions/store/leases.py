@@ -6,13 +6,14 @@ the row count says whether the caller still owns the request.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import connection, transaction
+from django.db import connection
 
 from core import present
 from core.errors import DomainError
@@ -26,73 +27,61 @@ logger = logging.getLogger("deletions")
 SQL = Statements.beside(__file__, "leases.sql")
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """A claim and what its run reads under it: the request's status and approved inventory."""
+
+    lease: Lease
+    status: str
+    inventory: dict[str, Any]
+    inventory_version: int
+
+
 def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int, past: int = 0) -> Lease:
+    """Take ownership with a new generation (see `claim_run`)."""
+    return claim_run(request_id=request_id, owner=owner, now=now, lease_seconds=lease_seconds, past=past).lease
+
+
+def claim_run(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int, past: int = 0) -> Claimed:
     """Take ownership with a new generation, above the saved one and above `past` (the target
     system's fence: after the case database was restored from a backup, the saved generation
-    may be one the target already saw); the lifecycle status is preserved.
+    may be one the target already saw); the lifecycle status is preserved. One statement (every
+    run starts here): the locked row, the claim, its lease event and the run's read.
 
     A cancellation recorded while running does not block the claim: the first
     transition of the new owner finishes the request as cancelled.
     """
     expires = now + timedelta(seconds=lease_seconds)
-    with transaction.atomic(), connection.cursor() as cur:  # every run starts here: two statements
-        row = SQL.one(cur, "lock_for_claim", request_id=request_id)
-        previous = dict(zip(_CLAIM_COLUMNS, row, strict=True)) if row is not None else None
-        if previous is not None and _claimable(previous, now):
-            generation = max(previous["lease_generation"], past) + 1  # the row is locked: no one else moves it
-            takeover = previous["lease_owner"] is not None
-            SQL.one(
-                cur,
-                "claim",
-                request_id=request_id,
-                owner=owner,
-                generation=generation,
-                previous=previous["lease_generation"],
-                expires=expires,
-                now=now,
-                event="takeover" if takeover else "claim",
-                previous_owner=previous["lease_owner"],
-                previous_expires_at=previous["lease_expires_at"],
-            )
-            event(
-                logger,
-                "takeover" if takeover else "claim",
-                request_id=request_id,
-                executor=owner,
-                generation=generation,
-                reason=_claim_reason(previous, past, takeover),
-            )
-            return Lease(request_id=request_id, owner=owner, generation=generation, expires_at=expires)
-    refusal = _claim_refusal(request_id, now)
-    event(logger, "refusal", request_id=request_id, executor=owner, reason=refusal.message)
-    raise refusal
-
-
-def _claim_reason(previous: Mapping[str, Any], past: int, takeover: bool) -> str | None:
-    said = [f"previous owner {previous['lease_owner']}"] if takeover else []
-    if past > previous["lease_generation"]:
-        said.append(f"moved past the target system's fence {past} (saved generation {previous['lease_generation']})")
-    return "; ".join(said) or None
-
-
-_CLAIM_COLUMNS = (
-    "status",
-    "lease_owner",
-    "lease_expires_at",
-    "lease_generation",
-    "next_attempt_at",
-    "cancel_requested_at",
-)
-
-
-def _claimable(row: Mapping[str, Any], now: datetime) -> bool:
-    """Runnable, not leased (or the lease ran out), not waiting for a retry, not cancelled before it started."""
-    return (
-        row["status"] in RUNNABLE_STATUSES
-        and (row["lease_owner"] is None or row["lease_expires_at"] <= now)
-        and not (row["status"] == Status.RETRY_WAIT and row["next_attempt_at"] and row["next_attempt_at"] > now)
-        and not (row["status"] == Status.APPROVED and row["cancel_requested_at"] is not None)
+    with connection.cursor() as cur:  # one statement: its own transaction
+        row = SQL.one(
+            cur,
+            "claim",
+            request_id=request_id,
+            owner=owner,
+            past=past,
+            expires=expires,
+            now=now,
+            runnable=[str(s) for s in RUNNABLE_STATUSES],
+        )
+    if row is None:
+        refusal = _claim_refusal(request_id, now)
+        event(logger, "refusal", request_id=request_id, executor=owner, reason=refusal.message)
+        raise refusal
+    generation, saved, previous_owner, status, inventory, version = row
+    takeover = previous_owner is not None
+    said = [f"previous owner {previous_owner}"] if takeover else []
+    if past > saved:
+        said.append(f"moved past the target system's fence {past} (saved generation {saved})")
+    event(
+        logger,
+        "takeover" if takeover else "claim",
+        request_id=request_id,
+        executor=owner,
+        generation=generation,
+        reason="; ".join(said) or None,
     )
+    lease = Lease(request_id=request_id, owner=owner, generation=generation, expires_at=expires)
+    return Claimed(lease, status, json.loads(inventory) if isinstance(inventory, str) else inventory, version)
 
 
 def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:
@@ -124,7 +113,7 @@ def heartbeat(lease: Lease, *, now: datetime, lease_seconds: int) -> bool:
 
 def release(lease: Lease, *, now: datetime) -> bool:
     """Give up ownership; False when a newer owner already holds the request."""
-    with transaction.atomic(), connection.cursor() as cur:
+    with connection.cursor() as cur:  # one statement: its own transaction
         released = SQL.one(cur, "release", **_fenced(lease), now=now) is not None
     event(
         logger,

@@ -1,24 +1,34 @@
 -- A request's lease: claim (a new generation), heartbeat and release, each fenced by owner and
 -- generation; every claim and release is also a lease event.
 
--- name: lock_for_claim
-SELECT status, lease_owner, lease_expires_at, lease_generation, next_attempt_at, cancel_requested_at
-FROM entity_deletion_requests WHERE id = %(request_id)s FOR UPDATE
-
 -- name: claim
--- The row is locked (lock_for_claim): the new generation is past what it read and past the
--- target system's fence.
-WITH claimed AS (
-    UPDATE entity_deletion_requests
-    SET lease_owner = %(owner)s, lease_generation = %(generation)s, lease_expires_at = %(expires)s,
-        heartbeat_at = %(now)s, updated_at = %(now)s
-    WHERE id = %(request_id)s AND lease_generation = %(previous)s
-    RETURNING id
+-- One statement: lock the request, take it when it is claimable (runnable, not leased or its
+-- lease ran out, not waiting for a retry, not cancelled before it started) with a generation past
+-- the saved one and past the target system's fence, write the lease event, and return what the
+-- run reads under its lease (its status and inventory). No row: not claimable (the caller says why).
+WITH previous AS (
+    SELECT id, lease_owner, lease_expires_at, lease_generation
+    FROM entity_deletion_requests WHERE id = %(request_id)s FOR UPDATE
+), claimed AS (
+    UPDATE entity_deletion_requests r
+    SET lease_owner = %(owner)s, lease_generation = greatest(p.lease_generation, %(past)s) + 1,
+        lease_expires_at = %(expires)s, heartbeat_at = %(now)s, updated_at = %(now)s
+    FROM previous p
+    WHERE r.id = p.id
+      AND r.status = ANY(%(runnable)s)
+      AND (r.lease_owner IS NULL OR r.lease_expires_at <= %(now)s)
+      AND NOT (r.status = 'retry_wait' AND r.next_attempt_at IS NOT NULL AND r.next_attempt_at > %(now)s)
+      AND NOT (r.status = 'approved' AND r.cancel_requested_at IS NOT NULL)
+    RETURNING r.id, r.lease_generation, p.lease_generation AS saved_generation, p.lease_owner AS previous_owner,
+              p.lease_expires_at AS previous_expires_at, r.status, r.inventory_json, r.inventory_version
+), logged AS (
+    INSERT INTO entity_deletion_lease_events
+        (request_id, event, owner, generation, previous_owner, previous_expires_at, at)
+    SELECT id, CASE WHEN previous_owner IS NULL THEN 'claim' ELSE 'takeover' END, %(owner)s, lease_generation,
+           previous_owner, previous_expires_at, %(now)s
+    FROM claimed
 )
-INSERT INTO entity_deletion_lease_events
-    (request_id, event, owner, generation, previous_owner, previous_expires_at, at)
-SELECT id, %(event)s, %(owner)s, %(generation)s, %(previous_owner)s, %(previous_expires_at)s, %(now)s FROM claimed
-RETURNING generation
+SELECT lease_generation, saved_generation, previous_owner, status, inventory_json, inventory_version FROM claimed
 
 -- name: heartbeat
 UPDATE entity_deletion_requests SET heartbeat_at = %(now)s, lease_expires_at = %(expires)s

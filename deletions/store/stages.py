@@ -116,7 +116,7 @@ def start(lease: Lease, first: NewStage, *, now: datetime) -> StageSnapshot | No
     """Initialize: an approved request with no history moves to running with its first row, in one
     statement. None, with nothing written, when the request is not that (under this lease, no
     stage, no cancellation): the caller takes `transition_stage`, which says why."""
-    with transaction.atomic(), connection.cursor() as cur:
+    with connection.cursor() as cur:  # one statement: its own transaction
         row = _start_request(cur, lease, first, now)
     if row is None:
         return None
