@@ -378,7 +378,7 @@ class DeletionRequestAdmin(CaseAdmin):
         cancel's reason) hold the term: trigram-indexed, as the target is."""
         if len(term) < 3:
             return []
-        said = DeletionDecision.objects.filter(reason__icontains=term).values_list("request_id", flat=True)
+        said = DeletionDecision.objects.filter(reason__icontains=term).order_by().values_list("request_id", flat=True)
         return list(said[: self.SEARCH_LIMIT])
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[DeletionRequest]:
