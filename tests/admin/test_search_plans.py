@@ -42,7 +42,7 @@ def _generic_plan(sql: str, params: Any) -> str:
         cur.execute(f"PREPARE search_way AS {numbered}")
         try:
             values = ", ".join(["%s"] * len(params))  # inlined: EXPLAIN EXECUTE takes no bound parameters
-            cur.execute(connection.ops.compose_sql(f"EXPLAIN EXECUTE search_way({values})", list(params)))
+            cur.execute(connection.ops.compose_sql(f"EXPLAIN EXECUTE search_way({values})", list(params)))  # type: ignore[attr-defined]
             return "\n".join(row[0] for row in cur.fetchall())
         finally:
             cur.execute("DEALLOCATE search_way")
