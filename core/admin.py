@@ -154,15 +154,58 @@ def planned_for_its_values() -> Iterator[None]:
         yield
 
 
-class ShortSearchRefused:
-    """A model admin whose search follows `too_short`."""
+class IndexedSearch:
+    """A list's search (every case list's and the workspaces'): each way a term finds rows is read
+    through its own index, planned for the term, and capped."""
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
     ) -> tuple[QuerySet[Any], bool]:
-        if too_short(request, search_term):
+        """An id pasted into the search box finds its row, and so does its first 4 to 31 hex digits
+        (a range on the primary key); anything else searches the usual fields, and `search_ids`
+        adds rows found elsewhere. Each way is read on its own, through its own index, and
+        the page is the union of their ids (at most SEARCH_LIMIT each, and the list says when a
+        way found more): an OR of them in one query would read the whole table. A term under 3
+        characters finds nothing (`too_short`).
+
+        The ways are planned for the term typed (`planned_for_its_values`): a query a connection
+        has run five times is prepared, and a prepared statement's generic plan, made without the
+        term, reads a LIKE or an id range by walking the list's ordering index or the whole table
+        (0.3 ms became 800 ms at a million requests). None is read in the list's order."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if too_short(request, term):
             return queryset.none(), False
-        return super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
+        uuid_keys = isinstance(queryset.model._meta.pk, models.UUIDField)
+        if uuid_keys:
+            try:
+                return queryset.filter(pk=parse_id(term.lower())), False
+            except DomainError:
+                pass
+        matches, _ = super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
+        ways: list[list[Any]] = []
+        digits = term.lower().replace("-", "")
+        with planned_for_its_values():
+            if uuid_keys and 4 <= len(digits) < 32 and all(c in "0123456789abcdef" for c in digits):
+                low, high = uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
+                in_range = queryset.filter(pk__gte=low, pk__lte=high).order_by("pk")
+                ways.append(list(in_range.values_list("pk", flat=True)[: self.SEARCH_LIMIT]))
+            ways.append(list(self.search_ids(term)))
+            ways.append(list(matches.order_by().values_list("pk", flat=True)[: self.SEARCH_LIMIT]))
+        if any(len(found) >= self.SEARCH_LIMIT for found in ways):
+            messages.info(
+                request,
+                f"Over {self.SEARCH_LIMIT:,} {self.model._meta.verbose_name_plural} match {shown(term)}: the "  # type: ignore[attr-defined]
+                "list shows only some of them. Type more of it to narrow the search.",
+            )
+        return queryset.filter(pk__in=[pk for found in ways for pk in found]), False
+
+    SEARCH_LIMIT = 1000
+
+    def search_ids(self, term: str) -> list[Any]:
+        """Ids of rows a search term finds outside the search fields (none by default)."""
+        return []
 
 
 class OneIndexPerSort(ChangeList):
@@ -339,7 +382,7 @@ class EstimatedCountPaginator(Paginator):
         return Page(list(rows.filter(pk__in=ids)), number, self)
 
 
-class CaseAdmin(IndexedSorts, CaseActionsMixin, ReadOnly):
+class CaseAdmin(IndexedSearch, IndexedSorts, CaseActionsMixin, ReadOnly):
     """A read-only list and case page: every change goes through a `CaseAction` and its service.
     The list exports what its filters and search select as CSV (`csv_fields`)."""
 
@@ -427,54 +470,6 @@ class CaseAdmin(IndexedSorts, CaseActionsMixin, ReadOnly):
         if obj is None:
             raise Http404(f"no {self.model._meta.verbose_name} with id {pk}")
         return obj
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
-    ) -> tuple[QuerySet[Any], bool]:
-        """An id pasted into the search box finds its case, and so does its first 4 to 31 hex digits
-        (a range on the primary key); anything else searches the usual fields, and `search_ids`
-        adds cases found elsewhere. Each way is read on its own, through its own index, and
-        the page is the union of their ids (at most SEARCH_LIMIT each, and the list says when a
-        way found more): an OR of them in one query would read the whole table. A term under 3
-        characters finds nothing (`too_short`).
-
-        The ways are planned for the term typed (`planned_for_its_values`): a query a connection
-        has run five times is prepared, and a prepared statement's generic plan, made without the
-        term, reads a LIKE or an id range by walking the list's ordering index or the whole table
-        (0.3 ms became 800 ms at a million requests). None is read in the list's order."""
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        if too_short(request, term):
-            return queryset.none(), False
-        try:
-            return queryset.filter(id=parse_id(term.lower())), False
-        except DomainError:
-            pass
-        matches, _ = super().get_search_results(request, queryset, search_term)
-        ways: list[list[Any]] = []
-        digits = term.lower().replace("-", "")
-        uuid_keys = isinstance(queryset.model._meta.pk, models.UUIDField)
-        with planned_for_its_values():
-            if uuid_keys and 4 <= len(digits) < 32 and all(c in "0123456789abcdef" for c in digits):
-                low, high = uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
-                in_range = queryset.filter(id__gte=low, id__lte=high).order_by("pk")
-                ways.append(list(in_range.values_list("pk", flat=True)[: self.SEARCH_LIMIT]))
-            ways.append(list(self.search_ids(term)))
-            ways.append(list(matches.order_by().values_list("pk", flat=True)[: self.SEARCH_LIMIT]))
-        if any(len(found) >= self.SEARCH_LIMIT for found in ways):
-            messages.info(
-                request,
-                f"Over {self.SEARCH_LIMIT:,} cases match {shown(term)}: the list shows only some of them. "
-                "Type more of it to narrow the search.",
-            )
-        return queryset.filter(pk__in=[pk for found in ways for pk in found]), False
-
-    SEARCH_LIMIT = 1000
-
-    def search_ids(self, term: str) -> list[Any]:
-        """Ids of cases a search term finds outside the search fields (none by default)."""
-        return []
 
 
 def _csv_safe(value: Any) -> str:

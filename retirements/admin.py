@@ -23,8 +23,8 @@ from core.admin import (
     CaseActionsMixin,
     CaseAdmin,
     EstimatedCountPaginator,
+    IndexedSearch,
     IndexedSorts,
-    ShortSearchRefused,
     custody_actions,
     date_filter,
     humanized_filter,
@@ -63,7 +63,7 @@ class WorkspaceForm(forms.ModelForm):  # type: ignore[type-arg]
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(IndexedSorts, ShortSearchRefused, CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class WorkspaceAdmin(IndexedSearch, IndexedSorts, CaseActionsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     form = WorkspaceForm
     show_full_result_count = False
     paginator = EstimatedCountPaginator

@@ -88,7 +88,8 @@ def test_a_term_matching_more_than_the_limit_says_to_type_more(login, monkeypatc
     listed = [c for c in cases if f"/{c.id}/change/" in page.content.decode()]
     assert len(listed) == 2
     assert messages_of(page) == [
-        "Over 2 cases match 'capped': the list shows only some of them. Type more of it to narrow the search."
+        "Over 2 deletion requests match 'capped': the list shows only some of them. "
+        "Type more of it to narrow the search."
     ]
     page = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"q": "capped-1"})
     assert [c for c in cases if f"/{c.id}/change/" in page.content.decode()] == [cases[1]] and not messages_of(page)
