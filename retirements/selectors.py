@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from core.errors import NotFound, shown
 from core.store import get_or_not_found, parse_id
@@ -67,11 +67,17 @@ def due_slot_ids_after_ponr(now: datetime) -> list[int]:
     """Due notices no watcher step sends: those of requests past the point of no return
     (destruction_started, even once purged), and the decisions' notices (held, released,
     cancelled, closed at the point of no return), which no wake-up plans."""
-    past = Q(request__status__in=[RequestStatus.EXECUTING, RequestStatus.COMPLETED])
+    # The request's status is read per due slot (a correlated EXISTS), not joined: an OR across a
+    # join took 3 ms to plan at a million requests, every idle tick (its run, 0.05 ms).
+    past = Exists(
+        RetirementRequest.objects.filter(
+            id=OuterRef("request_id"), status__in=[RequestStatus.EXECUTING, RequestStatus.COMPLETED]
+        )
+    )
     decided = Q(kind__in=list(DECISION_NOTICES.values()))  # a watcher step may claim one first: never both
     return list(
         NoticeSlot.objects.filter(_due(now))
-        .filter(past | decided)
+        .filter(decided | Q(past))
         .order_by("due_at", "id")
         .values_list("id", flat=True)
     )
