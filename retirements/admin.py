@@ -67,6 +67,7 @@ class WorkspaceAdmin(IndexedSearch, IndexedSorts, CaseActionsMixin, admin.ModelA
     form = WorkspaceForm
     show_full_result_count = False
     paginator = EstimatedCountPaginator
+    list_per_page = 50  # as the case lists: 100 rows were 35 ms of cell rendering alone
     show_facets = admin.ShowFacets.NEVER
     pk_path = "<int:pk>"
     case_actions = (

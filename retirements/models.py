@@ -33,6 +33,8 @@ class Workspace(FSMModelMixin, models.Model):
         ordering = ["slug"]
         # The list's filters and sorts, each in the list's order (by slug): no full scan.
         indexes = [
+            # A deep page reads its ids first (core.admin.EstimatedCountPaginator): from this index alone.
+            models.Index(fields=["slug"], include=["id"], name="workspace_pages"),
             models.Index(fields=["lifecycle", "slug"], name="workspace_lifecycle"),
             models.Index(fields=["name", "slug"], name="workspace_by_name"),
             models.Index(fields=["legal_hold", "slug"], name="workspace_legal_hold"),
