@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -67,7 +68,13 @@ def limit(processes: int, requests: int, database_url: str, target_url: str) -> 
     argv = [sys.executable, str(Path(__file__).resolve()), str(requests)]
     elapsed, results = together(argv, processes, environment(database_url, target_url))
     stages = sum(r["stages"] for r in results)
-    return {"processes": processes, "stages": stages, "seconds": elapsed, "stages_per_s": stages / elapsed}
+    return {
+        "processes": processes,
+        "stages": stages,
+        "seconds": elapsed,
+        "stages_per_s": stages / elapsed,
+        "cpu_ms_per_stage": 1000 * sum(r["cpu_s"] for r in results) / stages,
+    }
 
 
 def _child(requests: int) -> None:
@@ -80,8 +87,12 @@ def _child(requests: int) -> None:
     seeds = stages._seed(requests)
     print("ready", flush=True)
     sys.stdin.readline()
+    before = resource.getrusage(resource.RUSAGE_SELF)
     per_stage, _, _ = stages.raw_stages(seeds)
-    print(json.dumps({"stages": len(seeds) * stages.STAGES_PER_REQUEST, "per_stage_s": per_stage}), flush=True)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    done = len(seeds) * stages.STAGES_PER_REQUEST
+    print(json.dumps({"stages": done, "per_stage_s": per_stage, "cpu_s": cpu}), flush=True)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ django.setup()
 from django.db import connection, connections  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 
-from bench import console, drain, history, peer, rawloop, stages  # noqa: E402
+from bench import console, drain, history, peer, rawloop, stages, workerloop  # noqa: E402
 
 SECTIONS = ("stage", "growth", "reconstruct", "drain", "console", "million")
 
@@ -176,6 +176,18 @@ def drain_section(quick: bool, result: dict[str, Any], table: list[list[str]], u
         )
     )
     table.append(row("drain, 2 workers / machine limit", f"{limit_ratio:.2f}x", ">= 0.65x", limit_ratio >= 0.65))
+    loop = workerloop.run(2, each, url, target_url)  # the same runs with no queue: the engine's share of the gap
+    result["worker_loop_stages_per_s_2p"] = round(loop["stages_per_s"], 1)
+    result["worker_loop_vs_limit_2p"] = round(loop["stages_per_s"] / raw["stages_per_s"], 3)
+    table.append(
+        row(
+            f"worker loop without the queue, 2 processes ({loop['stages']:,} stages)",
+            f"{loop['stages_per_s']:.0f} stages/s = {result['worker_loop_vs_limit_2p']:.2f}x the limit; "
+            f"client CPU {loop['cpu_ms_per_stage']:.2f} ms/stage (raw loop {raw['cpu_ms_per_stage']:.2f})",
+            "",
+            None,
+        )
+    )
     if not peer.available():
         table.append(row("peer: procrastinate", "not installed (make bench installs it)", "", None))
         return
