@@ -51,7 +51,9 @@ COPIES = {
 }
 
 
-WRITES = re.compile(r"\b(UPDATE\s+\w+(\s+\w+)?\s+SET|INSERT\s+INTO|DELETE\s+FROM)\b", re.IGNORECASE)
+# What commits on its own outside a transaction block: a write, or a locked read (its row lock is
+# the statement's own transaction, committed on the server like a write).
+WRITES = re.compile(r"\b(UPDATE\s+\w+(\s+\w+)?\s+SET|INSERT\s+INTO|DELETE\s+FROM|FOR\s+UPDATE)\b", re.IGNORECASE)
 
 
 class Counter:
@@ -66,7 +68,7 @@ class Counter:
         if sql.strip().upper().startswith("COMMIT"):
             self.commits += 1
         elif context["connection"].get_autocommit() and WRITES.search(sql):
-            self.commits += 1  # a write outside a transaction block commits on its own
+            self.commits += 1  # a write (or a locked read) outside a transaction block commits on its own
         return execute(sql, params, many, context)
 
 
