@@ -65,8 +65,13 @@ def together(argv: list[str], processes: int, env: dict[str, str]) -> tuple[floa
 
 def limit(processes: int, requests: int, database_url: str, target_url: str) -> dict[str, float]:
     """The raw loop in `processes` processes, `requests` requests each (seeded before the start)."""
-    argv = [sys.executable, str(Path(__file__).resolve()), str(requests)]
-    elapsed, results = together(argv, processes, environment(database_url, target_url))
+    return loop(Path(__file__).resolve(), processes, requests, environment(database_url, target_url))
+
+
+def loop(script: Path, processes: int, requests: int, env: dict[str, str]) -> dict[str, float]:
+    """`script` (a loop over `requests` requests it seeds itself) in `processes` processes from a
+    common start: stages per second, and the client CPU per stage the processes report."""
+    elapsed, results = together([sys.executable, str(script), str(requests)], processes, env)
     stages = sum(r["stages"] for r in results)
     return {
         "processes": processes,
@@ -75,6 +80,12 @@ def limit(processes: int, requests: int, database_url: str, target_url: str) -> 
         "stages_per_s": stages / elapsed,
         "cpu_ms_per_stage": 1000 * sum(r["cpu_s"] for r in results) / stages,
     }
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time so far (user and system)."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
 
 
 def _child(requests: int) -> None:
@@ -87,10 +98,9 @@ def _child(requests: int) -> None:
     seeds = stages._seed(requests)
     print("ready", flush=True)
     sys.stdin.readline()
-    before = resource.getrusage(resource.RUSAGE_SELF)
+    before = cpu_seconds()
     per_stage, _, _ = stages.raw_stages(seeds)
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    cpu = cpu_seconds() - before
     done = len(seeds) * stages.STAGES_PER_REQUEST
     print(json.dumps({"stages": done, "per_stage_s": per_stage, "cpu_s": cpu}), flush=True)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 import uuid
 from pathlib import Path
@@ -23,16 +22,7 @@ def run(processes: int, requests: int, database_url: str, target_url: str) -> di
     from bench import rawloop
 
     env = {**rawloop.environment(database_url, target_url), "DELETION_DEMO_STAGE_DELAY_MS": "0"}
-    argv = [sys.executable, str(Path(__file__).resolve()), str(requests)]
-    elapsed, results = rawloop.together(argv, processes, env)
-    stages = sum(r["stages"] for r in results)
-    return {
-        "processes": processes,
-        "stages": stages,
-        "seconds": elapsed,
-        "stages_per_s": stages / elapsed,
-        "cpu_ms_per_stage": 1000 * sum(r["cpu_s"] for r in results) / stages,
-    }
+    return rawloop.loop(Path(__file__).resolve(), processes, requests, env)
 
 
 def _child(requests: int) -> None:
@@ -40,6 +30,7 @@ def _child(requests: int) -> None:
     import django
 
     django.setup()
+    from bench import rawloop
     from deletions import worker
     from deletions.models import StageHistory
     from tests.conftest import submit_and_approve
@@ -47,11 +38,10 @@ def _child(requests: int) -> None:
     ids = [submit_and_approve(f"demo:loop-{uuid.uuid4().hex[:10]}").id for _ in range(requests)]
     print("ready", flush=True)
     sys.stdin.readline()
-    before = resource.getrusage(resource.RUSAGE_SELF)
+    before = rawloop.cpu_seconds()
     for rid in ids:
         worker.run(rid, executor_id=f"loop:{os.getpid()}")
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    cpu = rawloop.cpu_seconds() - before
     stages = StageHistory.objects.filter(request_id__in=ids).count()
     print(json.dumps({"stages": stages, "cpu_s": cpu}), flush=True)
 

@@ -200,6 +200,8 @@ def detect_stalls(*, now: datetime, limit: int = 50, unalarmed: bool = False) ->
     """Up to `limit` stalled requests with why (the overview's list, the watcher's alarms), oldest
     wake-up first; `unalarmed` leaves out those whose stall alarm is already open."""
     ids = [row["id"] for row in _stalled_ids(now, unalarmed=unalarmed)[: limit * 2]]
+    if not ids:  # the common tick: nothing stalled, no second query built
+        return []
     candidates = (
         RetirementRequest.objects.filter(id__in=ids)
         .select_related("watcher", "workspace")

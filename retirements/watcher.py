@@ -281,7 +281,8 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
     # may have let go of it without stepping it, and nothing due is left for a minute.
     busy = [rid for rid, said in summary["steps"].items() if said.startswith("busy")]
     summary["busy_first"] = busy
-    for request_id, watcher_id in RetirementRequest.objects.filter(id__in=busy).values_list("id", "watcher_id"):
+    retried = RetirementRequest.objects.filter(id__in=busy).values_list("id", "watcher_id") if busy else []
+    for request_id, watcher_id in retried:
         if summary["more_due"] or time.monotonic() - started >= budget or watcher_id is None:
             summary["more_due"] = True
             break
