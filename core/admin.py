@@ -199,7 +199,7 @@ class IndexedSearch:
                 f"Over {self.SEARCH_LIMIT:,} {self.model._meta.verbose_name_plural} match {shown(term)}: the "  # type: ignore[attr-defined]
                 "list shows only some of them. Type more of it to narrow the search.",
             )
-        return queryset.filter(pk__in=[pk for found in ways for pk in found]), False
+        return queryset.filter(pk__any_of={pk for found in ways for pk in found}), False
 
     SEARCH_LIMIT = 1000
 

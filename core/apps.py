@@ -6,4 +6,4 @@ class CoreConfig(AppConfig):
     verbose_name = "Access"
 
     def ready(self) -> None:
-        from core import checks  # noqa: F401  (registers the system checks)
+        from core import checks, store  # noqa: F401  (they register the system checks, the any_of lookup)

@@ -1,4 +1,5 @@
-"""Store plumbing both workflows share: parse an id, lock a row or say it does not exist."""
+"""Store plumbing both workflows share: parse an id, lock a row or say it does not exist, and the
+`any_of` lookup."""
 
 from __future__ import annotations
 
@@ -10,6 +11,24 @@ from django.db import connections, models
 from core.errors import BadInput, NotFound, shown
 
 M = TypeVar("M", bound=models.Model)
+
+
+@models.Field.register_lookup
+class AnyOf(models.Lookup):  # type: ignore[type-arg]
+    """`field__any_of=values`: `field = ANY(%s)`, the values sent as one array parameter. `__in`
+    writes one placeholder per value: for a search's thousand ids psycopg split a query of a
+    thousand placeholders on every run (16 ms of a list page at a million cases)."""
+
+    lookup_name = "any_of"
+    prepare_rhs = False
+
+    def get_db_prep_lookup(self, value: Any, connection: Any) -> tuple[str, list[Any]]:
+        return "%s", [list(value)]
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        rhs, rhs_params = self.process_rhs(compiler, connection)
+        return f"{lhs} = ANY({rhs})", [*lhs_params, *rhs_params]
 
 
 def parse_id(raw: Any, noun: str = "request") -> UUID:
