@@ -184,27 +184,27 @@ class IndexedSearch:
             except DomainError:
                 pass
         matches, _ = super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
-        ways: list[list[Any]] = []
+        ways: list[list[Any]] = []  # each read one past the limit, to know when it found more
         digits = term.lower().replace("-", "")
         with planned_for_its_values():
             if uuid_keys and 4 <= len(digits) < 32 and all(c in "0123456789abcdef" for c in digits):
                 low, high = uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
                 in_range = queryset.filter(pk__gte=low, pk__lte=high).order_by("pk")
-                ways.append(list(in_range.values_list("pk", flat=True)[: self.SEARCH_LIMIT]))
-            ways.append(list(self.search_ids(term)))
-            ways.append(list(matches.order_by().values_list("pk", flat=True)[: self.SEARCH_LIMIT]))
-        if any(len(found) >= self.SEARCH_LIMIT for found in ways):
+                ways.append(list(in_range.values_list("pk", flat=True)[: self.SEARCH_LIMIT + 1]))
+            ways.append(list(self.search_ids(term, self.SEARCH_LIMIT + 1)))
+            ways.append(list(matches.order_by().values_list("pk", flat=True)[: self.SEARCH_LIMIT + 1]))
+        if any(len(found) > self.SEARCH_LIMIT for found in ways):
             messages.info(
                 request,
                 f"Over {self.SEARCH_LIMIT:,} {self.model._meta.verbose_name_plural} match {shown(term)}: the "  # type: ignore[attr-defined]
                 "list shows only some of them. Type more of it to narrow the search.",
             )
-        return queryset.filter(pk__any_of={pk for found in ways for pk in found}), False
+        return queryset.filter(pk__any_of={pk for found in ways for pk in found[: self.SEARCH_LIMIT]}), False
 
     SEARCH_LIMIT = 1000
 
-    def search_ids(self, term: str) -> list[Any]:
-        """Ids of rows a search term finds outside the search fields (none by default)."""
+    def search_ids(self, term: str, limit: int) -> list[Any]:
+        """Up to `limit` ids of rows a search term finds outside the search fields (none by default)."""
         return []
 
 

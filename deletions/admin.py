@@ -373,13 +373,13 @@ class DeletionRequestAdmin(CaseAdmin):
 
     # -- list -------------------------------------------------------------------------------
 
-    def search_ids(self, term: str) -> list[Any]:
+    def search_ids(self, term: str, limit: int) -> list[Any]:
         """The cases whose decisions' words (the submitter's reason and ticket, a revoke's or a
         cancel's reason) hold the term: trigram-indexed, as the target is."""
         if len(term) < 3:
             return []
         said = DeletionDecision.objects.filter(reason__icontains=term).order_by().values_list("request_id", flat=True)
-        return list(said[: self.SEARCH_LIMIT])
+        return list(said[:limit])
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[DeletionRequest]:
         # Correlated subqueries: computed for the rows on the page only (a join with GROUP BY

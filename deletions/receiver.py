@@ -4,9 +4,9 @@ One case-database statement (its own transaction) locks the request, checks the 
 generation, and reads the latest approval and the people behind it; the pure rule
 (`deletions.authority.refusal`) decides from what it read, and only then is a grant signed, naming
 the operation, the lease generation, the approval, the community and the data version expected
-there, good until the approval or the lease ends. The target system checks the grant again in the transaction that
-applies the effect (`deletions.targets`), so a check here followed by a separate update leaves
-no gap a stale or unauthorized effect could use.
+there, good until the approval or the lease ends. The target system checks the grant again in
+the transaction that applies the effect (`deletions.targets`), so a check here followed by a
+separate update leaves no gap a stale or unauthorized effect could use.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from deletions.services import deletion_submit
 
 
 def _ways(client: Any, term: str) -> list[tuple[str, Any]]:
-    """The search's own reads (each capped at SEARCH_LIMIT) the list page ran for `term`."""
+    """The search's own reads (each capped one past SEARCH_LIMIT) the list page ran for `term`."""
     seen: list[tuple[str, Any]] = []
 
     def collect(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
@@ -30,7 +30,7 @@ def _ways(client: Any, term: str) -> list[tuple[str, Any]]:
     with connection.execute_wrapper(collect):
         page = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"q": term})
     assert page.status_code == 200
-    return [(sql, params) for sql, params in seen if f"LIMIT {CaseAdmin.SEARCH_LIMIT}" in sql]
+    return [(sql, params) for sql, params in seen if f"LIMIT {CaseAdmin.SEARCH_LIMIT + 1}" in sql]
 
 
 def _generic_plan(sql: str, params: Any) -> str:
@@ -91,5 +91,8 @@ def test_a_term_matching_more_than_the_limit_says_to_type_more(login, monkeypatc
         "Over 2 deletion requests match 'capped': the list shows only some of them. "
         "Type more of it to narrow the search."
     ]
+    monkeypatch.setattr(DeletionRequestAdmin, "SEARCH_LIMIT", 3)  # exactly the limit: all of them, no message
+    page = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"q": "capped"})
+    assert all(f"/{c.id}/change/" in page.content.decode() for c in cases) and not messages_of(page)
     page = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"q": "capped-1"})
     assert [c for c in cases if f"/{c.id}/change/" in page.content.decode()] == [cases[1]] and not messages_of(page)
