@@ -171,6 +171,11 @@ class DeletionRequest(FSMModelMixin, models.Model):
         pass
 
 
+# The order that makes an approval a request's latest (the one in force): the store, the runs'
+# first read and the proposal all take the first approval in it.
+LATEST_APPROVAL_FIRST = ("-approved_at", "-id")
+
+
 class DeletionApproval(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="approvals")

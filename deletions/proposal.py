@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from deletions import targets
+from deletions.models import LATEST_APPROVAL_FIRST
 from deletions.rules import workflow
 from deletions.rules.inventory import community_ids
 from deletions.targets.base import TargetUnreachable
@@ -132,7 +133,7 @@ def of_request(req: Any) -> Proposal:
     """What an approver verifies: while the request awaits an approval, the target system as it is
     now; once approved, what the approver saw then (the preview beside which the stages' evidence
     is read), from the latest approval."""
-    approval = None if req.status in AWAITING_APPROVAL else req.approvals.order_by("-approved_at", "-id").first()
+    approval = None if req.status in AWAITING_APPROVAL else req.approvals.order_by(*LATEST_APPROVAL_FIRST).first()
     if approval is None or not approval.preview:
         return build(req.target, req.inventory_json, req.inventory_digest)
     when = f"{approval.approved_at:%Y-%m-%d %H:%M} UTC"

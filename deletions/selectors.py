@@ -12,7 +12,15 @@ from django.db.models.functions import Concat
 from core.store import parse_id
 from deletions.contract import CancelFacts, StageSnapshot, chain_order
 from deletions.errors import UnknownRequest
-from deletions.models import OPEN_STATUSES, DeletionAlarm, DeletionApproval, DeletionRequest, StageHistory, Status
+from deletions.models import (
+    LATEST_APPROVAL_FIRST,
+    OPEN_STATUSES,
+    DeletionAlarm,
+    DeletionApproval,
+    DeletionRequest,
+    StageHistory,
+    Status,
+)
 
 
 def parse_request_id(raw: str | UUID) -> UUID:
@@ -37,7 +45,7 @@ class RunHead(NamedTuple):
 
 
 def run_head(request_id: UUID) -> RunHead:
-    latest = DeletionApproval.objects.filter(request_id=OuterRef("id")).order_by("-approved_at", "-id")
+    latest = DeletionApproval.objects.filter(request_id=OuterRef("id")).order_by(*LATEST_APPROVAL_FIRST)
     row = (
         DeletionRequest.objects.filter(id=request_id)
         .annotate(expiry=Subquery(latest.values("expires_at")[:1]))

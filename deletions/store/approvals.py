@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from core import authority, present
 from deletions.contract import AuthorityFacts, Custody, Lease, StageSnapshot
 from deletions.errors import UnknownRequest
-from deletions.models import DeletionApproval, DeletionRequest, Status
+from deletions.models import LATEST_APPROVAL_FIRST, DeletionApproval, DeletionRequest, Status
 from deletions.store.leases import check_owner
 from deletions.store.requests import inventory_digest
 
@@ -102,7 +102,7 @@ def _hold(req: DeletionRequest, custody: Custody) -> None:
 
 
 def latest(req: DeletionRequest) -> DeletionApproval | None:
-    return req.approvals.order_by("-approved_at", "-id").first()
+    return req.approvals.order_by(*LATEST_APPROVAL_FIRST).first()
 
 
 APPROVE = "deletions.approve_deletionrequest"

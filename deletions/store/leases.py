@@ -1,7 +1,8 @@
 """Claim, heartbeat, release, and owner/generation checks.
 
-Every write is a conditional update on (id, lease_owner, lease_generation);
-the row count says whether the caller still owns the request.
+A claim is one statement that takes the request only when it is claimable (the caller explains
+a refusal from the row: `_claim_refusal`); every later write is a conditional update on
+(id, lease_owner, lease_generation), and the row count says whether the caller still owns it.
 """
 
 from __future__ import annotations
