@@ -2,11 +2,12 @@
 deletion effect lands.
 
 Everything here runs in the target's own database (alias `target`) and trusts nothing the
-back-office says unless a grant signed by it says so: `apply` checks, in the one transaction
-that deletes, the grant's signature and not-after, the fence (the highest lease generation seen
-per request), the person's membership in the community, the data version the approval saw, and
-whether the operation was already applied (its first outcome is returned, or a record that does
-not match the grant is refused). Its record carries evidence read in that transaction.
+back-office says unless a grant signed by it says so: `apply` checks the grant's signature and
+not-after, then, in the one statement that deletes (the function `target_apply`, its own
+transaction), the fence (the highest lease generation seen per request), the authority epoch, the
+person's membership in the community, the data version the approval saw, and whether the
+operation was already applied (its first outcome is returned, or a record that does not match the
+grant is refused). Its record carries evidence read in that transaction.
 `withdraw` raises the lowest authority epoch a grant must carry (a revocation or a cancellation
 pushed by the back-office). `lookup` answers as of a watermark: what it has seen so far, never a guess.
 
@@ -18,13 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import Count
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -35,6 +37,7 @@ from demo_target.models import Agent, Community, Fence, Membership, Operation, P
 from demo_target.router import ALIAS
 
 SQL = Statements.beside(__file__, "system.sql")
+REFUSAL = "TR001"  # the SQLSTATE of a refusal by target_apply (migration 0003)
 COMMUNITY_B = UUID("00000000-0000-0000-0000-00000000000b")
 COMMUNITY_C = UUID("00000000-0000-0000-0000-00000000000c")
 NAMES = {COMMUNITY_B: "Community B (demo)", COMMUNITY_C: "Community C (demo)"}
@@ -187,7 +190,8 @@ def withdraw(token: str) -> int:
 
 
 def apply(token: str) -> dict[str, Any]:
-    """Apply the effect a grant authorizes, once, in one transaction; its evidence, or Refused."""
+    """Apply the effect a grant authorizes, once, in one statement (its own transaction, or a
+    savepoint in a caller's): its evidence, or Refused, with nothing applied."""
     now = timezone.now()
     try:
         g = grants.verify(token, grants.receiver_key())
@@ -198,54 +202,76 @@ def apply(token: str) -> dict[str, Any]:
     not_after = parse_datetime(str(g.get("not_after", "")))
     if not_after is None or not_after <= now:
         raise Expired(f"grant for operation {g.get('operation_id')} expired at {g.get('not_after')}")
-    request_id, generation = UUID(g["request_id"]), int(g["generation"])
-    with transaction.atomic(using=ALIAS), connections[ALIAS].cursor() as cur:
-        fenced, min_epoch, raised_at = _row(cur, "raise_fence", request_id=request_id, generation=generation)
-        if fenced > generation:
-            raise Stale(
-                f"generation {generation} of {g['executor']} is fenced out: generation {fenced} owns "
-                f"request {request_id}"
+    target = connections[ALIAS]
+    try:
+        with transaction.atomic(using=ALIAS) if target.in_atomic_block else nullcontext(), target.cursor() as cur:
+            recorded, evidence, made_under, applied_at = _row(
+                cur,
+                "apply",
+                operation_id=g["operation_id"],
+                request_id=g["request_id"],
+                generation=int(g["generation"]),
+                epoch=int(g.get("epoch", 0)),
+                action=g["action"],
+                community_id=g["community_id"],
+                handle=g["target"],
+                expected_version=g.get("expected_version"),
+                executor=g["executor"],
+                grant=token,
+                now=now,
+                applied_at=now.isoformat(),
             )
-        if int(g.get("epoch", 0)) < min_epoch:
-            raise Revoked(
-                f"authority over request {request_id} was withdrawn (epoch {min_epoch}, acknowledged "
-                f"{raised_at:%Y-%m-%d %H:%M:%S} UTC): a grant of epoch {g.get('epoch', 0)} is refused"
-            )
-        if SQL.one(cur, "recorded", operation_id=g["operation_id"]) is not None:
-            done = Operation.objects.get(operation_id=g["operation_id"])
-            _check_matches(done, g)
-            return done.evidence
-        evidence = _effect(cur, g, now)
-        SQL.one(
-            cur,
-            "record",
-            operation_id=g["operation_id"],
-            request_id=request_id,
-            action=g["action"],
-            community_id=g["community_id"],
-            generation=generation,
-            executor=g["executor"],
-            grant=token,
-            evidence=json.dumps(evidence),
-            now=now,
+    except DatabaseError as exc:
+        cause = exc.__cause__
+        if getattr(cause, "sqlstate", None) != REFUSAL:
+            raise
+        raise _refusal(cause.diag.message_primary, json.loads(cause.diag.message_detail or "{}"), g) from None
+    if recorded:  # applied before under this operation id: its first record, if a grant of ours made it
+        _check_matches(made_under, g["operation_id"], applied_at, g)
+    return json.loads(evidence)  # (Django reads jsonb as its text)
+
+
+def _refusal(kind: str | None, facts: dict[str, Any], g: dict[str, Any]) -> Refused:
+    """What `target_apply` refused, in a sentence: nothing was applied."""
+    request_id = g["request_id"]
+    if kind == "stale":
+        return Stale(
+            f"generation {g['generation']} of {g['executor']} is fenced out: generation {facts['fenced']} owns "
+            f"request {request_id}"
         )
-        return evidence
+    if kind == "revoked":
+        raised_at = parse_datetime(facts["raised_at"]) if facts.get("raised_at") else None
+        acknowledged = f"{raised_at:%Y-%m-%d %H:%M:%S} UTC" if raised_at else "at an unknown time"
+        return Revoked(
+            f"authority over request {request_id} was withdrawn (epoch {facts['min_epoch']}, acknowledged "
+            f"{acknowledged}): a grant of epoch {g.get('epoch', 0)} is refused"
+        )
+    if kind == "not_a_person":
+        return NotMember(f"{g['target']} is not a person of this system")
+    if kind == "not_in_inventory":
+        return NotMember(f"{g['target']} has no membership in community {g['community_id']}; nothing was applied")
+    if kind == "source_changed":
+        return SourceChanged(
+            f"source changed: {g['target']}'s data in community {g['community_id']} is at version "
+            f"{facts['version']}, the approval saw version {g['expected_version']}; nothing was applied"
+        )
+    return Refused(f"this system has no action {g['action']!r}")
 
 
-def _made_by(done: Operation) -> dict[str, Any]:
+def _made_by(grant: str) -> dict[str, Any]:
     """The grant a record was applied under, when the back-office signed it (else nothing)."""
     try:
-        return grants.verify(done.grant, grants.receiver_key())
+        return grants.verify(grant, grants.receiver_key())
     except grants.BadGrant:
         return {}
 
 
-def _check_matches(done: Operation, g: dict[str, Any]) -> None:
+def _check_matches(grant: str, operation_id: Any, applied_at: datetime, g: dict[str, Any]) -> None:
     """A record under this operation id counts only if a grant of ours made it for this effect."""
-    made_by = _made_by(done)
+    made_by = _made_by(grant)
     if any(made_by.get(k) != g.get(k) for k in ("operation_id", "request_id", "action", "community_id")):
         raise Mismatch(
-            f"a record under operation {done.operation_id} (applied {done.applied_at:%Y-%m-%d %H:%M:%S} UTC) was "
+            f"a record under operation {operation_id} (applied {applied_at:%Y-%m-%d %H:%M:%S} UTC) was "
             "not made by a grant of the back-office for this effect; refused, not adopted"
         )
 
@@ -254,47 +280,6 @@ def _row(cur: Any, name: str, **params: Any) -> tuple[Any, ...]:
     row = SQL.one(cur, name, **params)
     assert row is not None, name  # each of these statements returns one row
     return row
-
-
-def _effect(cur: Any, g: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """Delete what the grant names, under the membership's lock, and read the evidence there."""
-    base = {"applied_at": now.isoformat(), "generation": int(g["generation"]), "executor": g["executor"]}
-    if g["community_id"] is None:  # gate_user: the person can no longer act here
-        gated = SQL.one(cur, "gate", handle=g["target"], now=now)
-        if gated is None:
-            raise NotMember(f"{g['target']} is not a person of this system")
-        return {**base, "gated": True, "memberships": gated[0]}
-    locked = SQL.one(cur, "lock_membership", handle=g["target"], community_id=g["community_id"])
-    if locked is None:
-        raise NotMember(f"{g['target']} has no membership in community {g['community_id']}; nothing was applied")
-    membership, version = locked
-    if version != g["expected_version"]:
-        raise SourceChanged(
-            f"source changed: {g['target']}'s data in community {g['community_id']} is at version {version}, "
-            f"the approval saw version {g['expected_version']}; nothing was applied"
-        )
-    if g["action"] == "purge_db":
-        before, deleted, agents = _row(cur, "purge_rows", membership=membership)
-    elif g["action"] == "purge_agents":
-        agents_before, agents_removed = _row(cur, "purge_agents", membership=membership)
-    else:
-        raise Refused(f"this system has no action {g['action']!r}")
-    version_after, rows_remaining, agents_remaining = _row(cur, "moved_on", membership=membership)
-    if g["action"] == "purge_db":
-        counts = {
-            "rows_before": before,
-            "rows_deleted": deleted,
-            "rows_remaining": rows_remaining,
-            "agents": agents,
-            "has_agents": agents > 0,
-        }
-    else:
-        counts = {
-            "agents_before": agents_before,
-            "agents_removed": agents_removed,
-            "agents_remaining": agents_remaining,
-        }
-    return {**base, **counts, "version_before": g["expected_version"], "version_after": version_after}
 
 
 def lookup(operation_id: UUID) -> Found | NotFound:
@@ -315,7 +300,9 @@ def lookup(operation_id: UUID) -> Found | NotFound:
         return NotFound(watermark)
     # The operation id names the request, the stage and the community: a grant of ours for it is
     # a grant for this effect.
-    _check_matches(done, {**_made_by(done), "operation_id": str(operation_id)})
+    _check_matches(
+        done.grant, done.operation_id, done.applied_at, {**_made_by(done.grant), "operation_id": str(operation_id)}
+    )
     return Found(done.evidence)
 
 

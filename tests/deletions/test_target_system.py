@@ -173,3 +173,69 @@ def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd
     approve(cmd, req, "operator-c")  # the approvers answer it: the alarm clears (a new refusal raises it again)
     assert not case.alarms.filter(resolved_at__isnull=True).exists()
     observe(f"planted record under {str(gate_op)[:8]}: refused ({case.status}), gate not completed, person not gated")
+
+
+def _grant(target: str, community: str, version: int, **changes) -> str:
+    from core import grants
+
+    return grants.sign(
+        {
+            "kind": "grant",
+            "epoch": 0,
+            "operation_id": str(uuid.uuid4()),
+            "request_id": str(uuid.uuid4()),
+            "action": "purge_db",
+            "community_id": community,
+            "target": target,
+            "generation": 3,
+            "executor": "test",
+            "expected_version": version,
+            "not_after": (timezone.now() + timedelta(minutes=5)).isoformat(),
+            **changes,
+        }
+    )
+
+
+def test_the_effect_lands_in_one_statement_once_and_a_refused_one_leaves_nothing_behind(cmd) -> None:
+    from core import grants
+    from demo_target import system
+    from demo_target.models import Fence, Operation
+
+    before = at_target(cmd, "demo:onestatement")[COMMUNITY_B]
+    seen: list[str] = []
+
+    def count(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    token = _grant("demo:onestatement", COMMUNITY_B, before["version"])
+    with connections["target"].execute_wrapper(count):
+        evidence = system.apply(token)
+    assert len(seen) == 1, seen  # no BEGIN, no COMMIT: one statement is its own transaction
+    assert (evidence["rows_before"], evidence["rows_deleted"], evidence["rows_remaining"]) == (
+        before["rows"],
+        before["rows"],
+        0,
+    )
+    assert (evidence["version_before"], evidence["version_after"]) == (before["version"], before["version"] + 1)
+    g = grants.verify(token, grants.receiver_key())
+    saved = Operation.objects.using("target").get(operation_id=g["operation_id"])
+    assert saved.evidence == evidence and saved.grant == token
+    assert system.apply(token) == evidence  # applied once: the same operation answers with its first record
+    assert Operation.objects.using("target").filter(request_id=g["request_id"]).count() == 1
+
+    # A grant for the version the approval saw, now moved on: refused, and its fence is not raised.
+    stale_version = _grant(
+        "demo:onestatement", COMMUNITY_C, at_target(cmd, "demo:onestatement")[COMMUNITY_C]["version"] - 1
+    )
+    with pytest.raises(system.SourceChanged, match="the approval saw version"):
+        system.apply(stale_version)
+    request_id = grants.verify(stale_version, grants.receiver_key())["request_id"]
+    assert not Fence.objects.using("target").filter(request_id=request_id).exists()
+    assert at_target(cmd, "demo:onestatement")[COMMUNITY_C]["rows"] > 0
+
+    # A lower generation than the fence holds: refused as stale, nothing recorded.
+    lower = _grant("demo:onestatement", COMMUNITY_C, 1, request_id=g["request_id"], generation=2)
+    with pytest.raises(system.Stale, match="generation 2 of test is fenced out: generation 3 owns"):
+        system.apply(lower)
+    assert Operation.objects.using("target").filter(request_id=g["request_id"]).count() == 1
