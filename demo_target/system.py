@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.db.models import Count
@@ -223,7 +224,7 @@ def apply(token: str) -> dict[str, Any]:
             )
     except DatabaseError as exc:
         cause = exc.__cause__
-        if getattr(cause, "sqlstate", None) != REFUSAL:
+        if not isinstance(cause, psycopg.Error) or cause.sqlstate != REFUSAL:
             raise
         raise _refusal(cause.diag.message_primary, json.loads(cause.diag.message_detail or "{}"), g) from None
     if recorded:  # applied before under this operation id: its first record, if a grant of ours made it
