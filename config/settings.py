@@ -218,8 +218,8 @@ if os.environ.get("TARGET_DATABASE_URL"):
 else:
     _target["NAME"] = f"{_db['NAME']}_target"
     _target["CREATE_IF_MISSING"] = True
-# Bound by the server and prepared after the fifth run, as the case database's: an effect's six
-# statements are planned once per connection, not on every call.
+# Bound by the server and prepared after the fifth run, as the case database's: the effect's
+# statement is planned once per connection, not on every call.
 _target["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
 DATABASES: dict[str, dict[str, Any]] = {"default": _db, "target": _target}
 DATABASE_ROUTERS = ["demo_target.router.TargetRouter"]
