@@ -239,3 +239,10 @@ def test_the_effect_lands_in_one_statement_once_and_a_refused_one_leaves_nothing
     with pytest.raises(system.Stale, match="generation 2 of test is fenced out: generation 3 owns"):
         system.apply(lower)
     assert Operation.objects.using("target").filter(request_id=g["request_id"]).count() == 1
+
+    # A withdrawal raises the epoch: an older grant is refused, saying when the target acknowledged it.
+    system.withdraw(grants.sign({"kind": "withdrawal", "request_id": g["request_id"], "epoch": 1, "issued_at": "x"}))
+    raised_at = Fence.objects.using("target").get(request_id=g["request_id"]).epoch_raised_at
+    older = _grant("demo:onestatement", COMMUNITY_C, 1, request_id=g["request_id"])
+    with pytest.raises(system.Revoked, match=f"epoch 1, acknowledged {raised_at:%Y-%m-%d %H:%M:%S} UTC"):
+        system.apply(older)
