@@ -172,8 +172,12 @@ class DeletionRequest(FSMModelMixin, models.Model):
 
 
 # The order that makes an approval a request's latest (the one in force): the store, the runs'
-# first read and the proposal all take the first approval in it.
+# first read and the proposal all take the first approval in it; the store's SQL reads spell it
+# as LATEST_APPROVAL_SQL, made from it.
 LATEST_APPROVAL_FIRST = ("-approved_at", "-id")
+LATEST_APPROVAL_SQL = ", ".join(
+    f"{name.lstrip('-')} {'DESC' if name.startswith('-') else 'ASC'}" for name in LATEST_APPROVAL_FIRST
+)
 
 
 class DeletionApproval(models.Model):

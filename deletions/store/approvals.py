@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from core import authority, present
 from deletions.contract import AuthorityFacts, Custody, Lease, StageSnapshot
 from deletions.errors import UnknownRequest
-from deletions.models import LATEST_APPROVAL_FIRST, DeletionApproval, DeletionRequest, Status
+from deletions.models import LATEST_APPROVAL_FIRST, LATEST_APPROVAL_SQL, DeletionApproval, DeletionRequest, Status
 from deletions.store.leases import check_owner
 from deletions.store.requests import inventory_digest
 
@@ -134,7 +134,7 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
                 FROM entity_deletion_requests r
                 LEFT JOIN LATERAL (
                     SELECT * FROM entity_deletion_approvals WHERE request_id = r.id
-                    ORDER BY approved_at DESC, id DESC LIMIT 1
+                    ORDER BY {LATEST_APPROVAL_SQL} LIMIT 1
                 ) a ON true
                 LEFT JOIN entity_deletion_stage_history c ON c.id = %s AND c.request_id = r.id
                 LEFT JOIN entity_deletion_stage_history p

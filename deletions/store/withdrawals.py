@@ -10,6 +10,7 @@ from django.db import connection, transaction
 
 from core import authority
 from core.sql import Statements
+from deletions.models import LATEST_APPROVAL_SQL
 from deletions.store.approvals import APPROVE, SUBMIT
 from deletions.store.requests import lock_request
 
@@ -58,7 +59,7 @@ def lost_authority(*, limit: int = 100) -> list[tuple[UUID, str, bool, str, bool
                 FROM entity_deletion_requests r
                 JOIN LATERAL (
                     SELECT * FROM entity_deletion_approvals WHERE request_id = r.id
-                    ORDER BY approved_at DESC, id DESC LIMIT 1
+                    ORDER BY {LATEST_APPROVAL_SQL} LIMIT 1
                 ) a ON true
                 WHERE r.status IN ('running', 'retry_wait', 'needs_attention', 'needs_review')
                   AND a.revoked_at IS NULL
