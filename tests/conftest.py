@@ -18,6 +18,7 @@ from django.db import connection
 
 from core.authority import named
 from core.store import connection_url
+from tests import alongside
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,8 +102,21 @@ def manage_argv(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "manage.py"), *args]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that uses the database uses both: the case database and the demo target system's."""
+def pytest_configure(config: pytest.Config) -> None:
+    alongside.register(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    alongside.stop(config)
+
+
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    return alongside.report(pyfuncitem)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses the database uses both: the case database and the demo target system's.
+    Then the tests marked `alongside` start in a pytest process of their own (`tests.alongside`)."""
     for item in items:
         marker = item.get_closest_marker("django_db")
         names = getattr(item, "fixturenames", ())
@@ -113,6 +127,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
         kwargs.setdefault("databases", "__all__")
         item.add_marker(pytest.mark.django_db(*(marker.args if marker else ()), **kwargs), append=False)
+    alongside.start(config, items)
 
 
 # The staff the deletion tests name on command lines and in services.

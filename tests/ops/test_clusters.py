@@ -201,10 +201,10 @@ def test_a_cluster_on_the_redis_broker_runs_the_dispatcher_and_the_deletion() ->
 @pytest.mark.parametrize("target", ["group", "main process"])
 def test_run_workers_stops_on_sigterm_within_the_lease_and_releases_it(target: str, observe) -> None:
     """What systemd (KillMode=control-group), Docker and Kubernetes send: SIGTERM to every
-    process of the service at once (or to its main process), while a stage runs (a 30 s
+    process of the service at once (or to its main process), while a stage runs (a 10 s
     stage, lease 60 s)."""
     req = submit_and_approve()
-    with cluster(DELETION_DEMO_STAGE_DELAY_MS="30000", DELETION_TASK_SECONDS="1", command="run_workers") as proc:
+    with cluster(DELETION_DEMO_STAGE_DELAY_MS="10000", DELETION_TASK_SECONDS="1", command="run_workers") as proc:
         wait_for(
             lambda: StageHistory.objects.filter(request_id=req.id, status="running").exists(),
             timeout=240,

@@ -2,7 +2,9 @@
 watchers and their notices): run_workers runs those on a cluster of their own.
 
 Real run_workers, real PostgreSQL, real time: 2 stage workers busy with 120 s stages for 4
-minutes while a third case waits, two retirements are requested and the schedules tick.
+minutes while a third case waits, two retirements are requested and the schedules tick. In
+`make test` it runs beside the rest of the suite (`tests.alongside`), so the control work is on
+time on a machine the suite keeps busy too.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
 from tests.retirements.conftest import ALL_PERMS, make_staff
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(900)]
+# 4 minutes of real time and little CPU: run in a pytest process of its own beside the rest of
+# the suite (`tests.alongside`), on the machine the suite loads.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.alongside,
+    pytest.mark.timeout(900),
+]
 
 WINDOW = int(os.environ.get("SATURATION_WINDOW", "240"))  # seconds the stage workers stay busy
 
