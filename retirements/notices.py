@@ -15,17 +15,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
+from django.core.mail import EmailMessage
 from django.db import transaction
 
 from core import present
 from core.crashpoints import crash_point
 from retirements import policy
 from retirements.contract import DECISION_NOTICES
-from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest, Workspace
+from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
 from retirements.store import locks
 from retirements.store import notices as store_notices
 
@@ -63,19 +64,40 @@ class Sent:
     kind: str = ""
 
 
-def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str) -> Sent:
+@dataclass(frozen=True)
+class Letter:
+    """What a notice says and to whom: read by the watcher's step under its locks (`Woken`), or
+    from a slot's rows."""
+
+    kind: str
+    request_id: UUID
+    slug: str
+    name: str
+    requester: str
+    requester_email: str
+    requested_at: datetime
+    eligible_at: datetime
+
+    @classmethod
+    def of_slot(cls, slot: NoticeSlot) -> Letter:
+        request = slot.request
+        requester = request.requested_by
+        return cls(
+            slot.kind, request.id, request.workspace.slug, request.workspace.name, requester.get_username(),
+            requester.email, request.requested_at, request.eligible_at,
+        )  # fmt: skip
+
+
+def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str, *, connection: Any = None) -> Sent:
     """Send a notice the watcher's step claimed, with no transaction open, from what the step
-    read under its locks; its outcome is saved by `record`."""
-    # The message from what the step read: unsaved instances, never written.
-    request = RetirementRequest(
-        id=woken.request_id,
-        requested_at=woken.requested_at,
-        eligible_at=woken.eligible_at,
-        workspace=Workspace(slug=woken.slug, name=woken.name),
-        requested_by=get_user_model()(username=woken.requester, email=woken.requester_email),
-    )
+    read under its locks (a batch's sends share one mail `connection`); its outcome is saved by
+    `record`."""
+    letter = Letter(
+        kind, woken.request_id, woken.slug, woken.name, woken.requester, woken.requester_email,
+        woken.requested_at, woken.eligible_at,
+    )  # fmt: skip
     try:
-        send_notice(NoticeSlot(id=slot_id, kind=kind, request=request))
+        send_notice(letter, connection=connection)
     except Exception as exc:
         return Sent(slot_id, claimer, f"{type(exc).__name__}: {exc}", kind)
     crash_point("notice-sent")
@@ -116,7 +138,7 @@ def deliver(slot_id: int, *, now: datetime) -> str:
         if not store_notices.claim_due([slot.request_id], claimer=claimer, until=until, now=now, slot_id=slot_id):
             return "not due"
     try:
-        send_notice(slot)
+        send_notice(Letter.of_slot(slot))
     except Exception as exc:
         _record_failure(slot_id, f"{type(exc).__name__}: {exc}", claimer=claimer, now=now)
         return "failed"
@@ -125,17 +147,16 @@ def deliver(slot_id: int, *, now: datetime) -> str:
     return "delivered"
 
 
-def send_notice(slot: NoticeSlot) -> None:
-    request = slot.request
-    recipients = [e for e in [request.requested_by.email, *settings.RETIREMENT_NOTICE_RECIPIENTS] if e]
+def send_notice(letter: Letter, *, connection: Any = None) -> None:
+    recipients = [e for e in [letter.requester_email, *settings.RETIREMENT_NOTICE_RECIPIENTS] if e]
     if not recipients:
         raise ValueError("no recipients: the requester has no email and RETIREMENT_NOTICE_RECIPIENTS is empty")
-    subject = SUBJECTS[slot.kind].format(slug=request.workspace.slug, eligible=present.absolute(request.eligible_at))
+    subject = SUBJECTS[letter.kind].format(slug=letter.slug, eligible=present.absolute(letter.eligible_at))
     body = (
-        f"Workspace: {request.workspace.slug} ({request.workspace.name})\n"
-        f"Retirement request: {request.id}\n"
-        f"Requested by {request.requested_by.get_username()} at {present.absolute(request.requested_at)}\n"
-        f"Eligible for deletion at: {present.absolute(request.eligible_at)}\n"
-        f"Notice: {present.humanize(slot.kind)}\n"
+        f"Workspace: {letter.slug} ({letter.name})\n"
+        f"Retirement request: {letter.request_id}\n"
+        f"Requested by {letter.requester} at {present.absolute(letter.requested_at)}\n"
+        f"Eligible for deletion at: {present.absolute(letter.eligible_at)}\n"
+        f"Notice: {present.humanize(letter.kind)}\n"
     )
-    send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+    EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, recipients, connection=connection).send()

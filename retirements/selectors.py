@@ -1,14 +1,18 @@
-"""Reads the services, the watcher, the commands, the admin and ops share (the ORM, read only)."""
+"""Reads the services, the watcher, the commands, the admin and ops share (the ORM, read only;
+the reads every watcher tick makes are named statements, `selectors.sql`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db import connection
+from django.db.models import Count, F, Q, QuerySet
 
 from core.errors import NotFound, shown
+from core.sql import Statements
 from core.store import get_or_not_found, parse_id
 from retirements import policy
 from retirements.contract import DECISION_NOTICES, SlotView
@@ -19,9 +23,10 @@ from retirements.models import (
     NoticeStatus,
     RequestStatus,
     RetirementRequest,
-    WatcherStatus,
     Workspace,
 )
+
+SQL = Statements(Path(__file__).with_name("selectors.sql"))  # the watcher tick's reads
 
 
 def get(request_id: str | UUID) -> RetirementRequest:
@@ -57,30 +62,29 @@ def undelivered_gating(request: RetirementRequest) -> tuple[str, ...]:
     )
 
 
-def _due(now: datetime) -> Q:
-    """Pending and due, or claimed by a sender whose claim ran out (it died between send and save)."""
-    pending = Q(status=NoticeStatus.PENDING, due_at__lte=now) & ~Q(next_attempt_at__gt=now)
-    return pending | Q(status=NoticeStatus.SENDING, claim_expires_at__lte=now)
+def due_batch(now: datetime, *, seen: set[UUID], active: tuple[str, ...], limit: int) -> list[tuple[UUID, UUID]]:
+    """The next (request, watcher) pairs due a watcher step, oldest wake-up first, leaving out
+    `seen` (stepped by this tick already): waiting, woken, the authoritative watcher `active`."""
+    params: dict[str, Any] = {"now": now, "active": [str(s) for s in active], "seen": list(seen), "limit": limit}
+    with connection.cursor() as cur:
+        cur.execute(SQL.sql("due_batch"), params)
+        return [(request_id, watcher_id) for request_id, watcher_id in cur.fetchall()]
+
+
+def queued_purges() -> list[int]:
+    with connection.cursor() as cur:
+        cur.execute(SQL.sql("queued_purges"))
+        return [job_id for (job_id,) in cur.fetchall()]
 
 
 def due_slot_ids_after_ponr(now: datetime) -> list[int]:
     """Due notices no watcher step sends: those of requests past the point of no return
     (destruction_started, even once purged), and the decisions' notices (held, released,
-    cancelled, closed at the point of no return), which no wake-up plans."""
-    # The request's status is read per due slot (a correlated EXISTS), not joined: an OR across a
-    # join took 3 ms to plan at a million requests, every idle tick (its run, 0.05 ms).
-    past = Exists(
-        RetirementRequest.objects.filter(
-            id=OuterRef("request_id"), status__in=[RequestStatus.EXECUTING, RequestStatus.COMPLETED]
-        )
-    )
-    decided = Q(kind__in=list(DECISION_NOTICES.values()))  # a watcher step may claim one first: never both
-    return list(
-        NoticeSlot.objects.filter(_due(now))
-        .filter(decided | Q(past))
-        .order_by("due_at", "id")
-        .values_list("id", flat=True)
-    )
+    cancelled, closed at the point of no return), which no wake-up plans; a watcher step may
+    claim a decision's notice first: never both (the claim decides)."""
+    with connection.cursor() as cur:
+        cur.execute(SQL.sql("due_after_ponr"), {"now": now, "decision_kinds": list(DECISION_NOTICES.values())})
+        return [slot_id for (slot_id,) in cur.fetchall()]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -171,39 +175,34 @@ def stall_reason(request: RetirementRequest, now: datetime) -> str | None:
 STALLED_ALARM = "watcher_stalled"
 
 
-def _stalled_ids(now: datetime, *, unalarmed: bool = False) -> QuerySet[Any]:
-    """Ids of waiting requests the stall rule may match: no watcher, a live watcher that never
-    started, or a wake-up missed by the grace. Three indexed branches (an OR across the join would
-    read every waiting request); the pure policy has the last word on each candidate."""
-    cutoff = now - policy.STALL_GRACE
-    waiting = RetirementRequest.objects.filter(status=RequestStatus.WAITING)
-    if unalarmed:
-        waiting = waiting.exclude(
-            id__in=Alarm.objects.filter(kind=STALLED_ALARM, resolved_at__isnull=True).values("request_id")
-        )
-    live = ~Q(watcher__status__in=[WatcherStatus.SETTLED, WatcherStatus.SUPERSEDED])
-    no_watcher = waiting.filter(watcher__isnull=True).values("id")
-    # A missed wake-up, whatever the watcher's state: a current watcher that settled without
-    # concluding the request is never stepped, so it shows here once its wake-up passes the grace
-    # (its own case page says so at once); no scan of the watchers for it.
-    missed = waiting.filter(next_wake_at__lt=cutoff).values("id")
-    never_started = waiting.filter(live, watcher__started_at__isnull=True, watcher__created_at__lt=cutoff).values("id")
-    return no_watcher.union(missed, never_started)
+def _stalled(now: datetime, *, unalarmed: bool = False, limit: int | None = None) -> tuple[list[UUID], int]:
+    """Up to `limit` ids of waiting requests the stall rule may match, and how many match in all
+    (`selectors.sql` stalled: three indexed branches); the pure policy has the last word on each."""
+    params: dict[str, Any] = {
+        "cutoff": now - policy.STALL_GRACE,
+        "unalarmed": unalarmed,
+        "alarm": STALLED_ALARM,
+        "limit": limit,
+    }
+    with connection.cursor() as cur:
+        cur.execute(SQL.sql("stalled"), params)
+        rows = cur.fetchall()
+    return [request_id for request_id, _ in rows], (rows[0][1] if rows else 0)
 
 
 def count_stalls(*, now: datetime) -> int:
-    """How many watchers are stalled (health, metrics): counted in SQL, nothing loaded."""
-    return _stalled_ids(now).count()
+    """How many watchers are stalled (health, metrics): counted in SQL, one id loaded."""
+    return _stalled(now, limit=1)[1]
 
 
 def detect_stalls(*, now: datetime, limit: int = 50, unalarmed: bool = False) -> list[tuple[RetirementRequest, str]]:
     """Up to `limit` stalled requests with why (the overview's list, the watcher's alarms), oldest
     wake-up first; `unalarmed` leaves out those whose stall alarm is already open."""
-    ids = [row["id"] for row in _stalled_ids(now, unalarmed=unalarmed)[: limit * 2]]
+    ids, _ = _stalled(now, unalarmed=unalarmed, limit=limit * 2)
     if not ids:  # the common tick: nothing stalled, no second query built
         return []
     candidates = (
-        RetirementRequest.objects.filter(id__in=ids)
+        RetirementRequest.objects.filter(id__any_of=ids)
         .select_related("watcher", "workspace")
         .order_by(F("next_wake_at").asc(nulls_first=True), "id")
     )

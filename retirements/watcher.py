@@ -17,15 +17,13 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.core.mail import get_connection
 from django.db import transaction
 
 from core import authority, clock, present
 from core.crashpoints import crash_point
 from retirements import jobs, notices, policy, selectors
 from retirements.models import (
-    PurgeJob,
-    PurgeStatus,
-    RequestStatus,
     RetirementRequest,
     RetirementWatcher,
 )
@@ -91,8 +89,11 @@ def step_batch(batch: list[tuple[UUID, UUID]], *, now: datetime, skip_locked: bo
         quiet = [item for item in stepping if item[0].request_id not in claimed]
         if quiet:
             said.update(_conclude(quiet, now=now))
+    post = get_connection() if claimed else None  # one mail connection for the batch's sends
     sent = {
-        one.request_id: [notices.send(one, slot_id, kind, claimer) for slot_id, kind in claimed[one.request_id]]
+        one.request_id: [
+            notices.send(one, slot_id, kind, claimer, connection=post) for slot_id, kind in claimed[one.request_id]
+        ]
         for one, _, _ in stepping
         if one.request_id in claimed
     }
@@ -256,15 +257,7 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
         return max(now, clock.now())
 
     while True:  # batches of due steps, oldest wake-up first, until none is left or the time is used
-        batch = [
-            (request_id, watcher_id)
-            for request_id, watcher_id in RetirementRequest.objects.filter(
-                status=RequestStatus.WAITING, next_wake_at__lte=now, watcher__status__in=ACTIVE_WATCHER
-            )
-            .exclude(id__in=seen)
-            .order_by("next_wake_at", "id")
-            .values_list("id", "watcher_id")[:STEP_BATCH]
-        ]
+        batch = selectors.due_batch(now, seen=seen, active=ACTIVE_WATCHER, limit=STEP_BATCH)
         if not batch:
             break
         if time.monotonic() - started >= budget:
@@ -291,7 +284,7 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
         except Exception:
             logger.exception("watcher step failed request=%s watcher=%s", request_id, watcher_id)
             summary["steps"][str(request_id)] = "error"
-    for job_id in PurgeJob.objects.filter(status=PurgeStatus.QUEUED).values_list("id", flat=True):
+    for job_id in selectors.queued_purges():
         summary["purges"].append(run_purge(job_id, now=at()))
     for slot_id in selectors.due_slot_ids_after_ponr(now):
         summary["notices"] += notices.deliver(slot_id, now=at()) == "delivered"
