@@ -132,7 +132,8 @@ class RetirementRequest(FSMModelMixin, models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["status", "next_wake_at"], name="retirement_status_wake"),
+            # the watcher's due batch, read in its order (`selectors.sql` due_batch)
+            models.Index(fields=["status", "next_wake_at", "id"], name="retirement_status_wake"),
             models.Index(fields=["-requested_at", "-id"], name="retirement_newest"),
             models.Index(
                 fields=["eligible_at", "-requested_at", "-id"], name="retirement_eligible"

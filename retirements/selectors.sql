@@ -3,11 +3,12 @@
 
 -- name: due_batch
 -- The next batch of due watcher steps, oldest wake-up first: waiting requests whose wake-up has
--- come and whose authoritative watcher is active, leaving out those this tick already stepped.
+-- come and whose authoritative watcher is active, leaving out those this tick already stepped
+-- (NOT IN a subquery: a hashed lookup per row, where `<> ALL(array)` read the whole array).
 SELECT r.id, r.watcher_id
 FROM retirements_retirementrequest r JOIN retirements_retirementwatcher w ON w.id = r.watcher_id
 WHERE r.status = 'waiting' AND r.next_wake_at <= %(now)s AND w.status = ANY(%(active)s)
-  AND r.id <> ALL(%(seen)s::uuid[])
+  AND r.id NOT IN (SELECT unnest(%(seen)s::uuid[]))
 ORDER BY r.next_wake_at, r.id
 LIMIT %(limit)s
 
