@@ -90,8 +90,8 @@ class Letter:
 
 def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str, *, connection: Any = None) -> Sent:
     """Send a notice the watcher's step claimed, with no transaction open, from what the step
-    read under its locks (a batch's sends share one mail `connection`); its outcome is saved by
-    `record`."""
+    read under its locks (a batch's sends share one mail backend, `connection`); its outcome is
+    saved by `record`."""
     letter = Letter(
         kind, woken.request_id, woken.slug, woken.name, woken.requester, woken.requester_email,
         woken.requested_at, woken.eligible_at,

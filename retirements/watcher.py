@@ -89,7 +89,7 @@ def step_batch(batch: list[tuple[UUID, UUID]], *, now: datetime, skip_locked: bo
         quiet = [item for item in stepping if item[0].request_id not in claimed]
         if quiet:
             said.update(_conclude(quiet, now=now))
-    post = get_connection() if claimed else None  # one mail connection for the batch's sends
+    post = get_connection() if claimed else None  # one mail backend for the batch's sends, not one per notice
     sent = {
         one.request_id: [
             notices.send(one, slot_id, kind, claimer, connection=post) for slot_id, kind in claimed[one.request_id]

@@ -12,6 +12,7 @@ one test database name), it runs in this session as any other test.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,7 +66,7 @@ def register(config: pytest.Config) -> None:
 
 def start(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With other tests selected too, the `alongside` ones start now in a child pytest and move to
-    the end of this session, where each reads its outcome there."""
+    the end of this session, where each reports what the child found."""
     if os.environ.get(CHILD_ENV) or os.environ.get("DATABASE_URL") or config.option.collectonly:
         return
     beside = [item for item in items if item.get_closest_marker(MARK)]
@@ -103,13 +104,16 @@ def report(pyfuncitem: pytest.Function) -> bool | None:
 
 
 def stop(config: pytest.Config) -> None:
-    """A session that ends early stops its child as Ctrl-C would: the test's own clean-up runs."""
+    """A session that ends early stops its child as Ctrl-C would (the test's own clean-up runs);
+    then the child's report and output go."""
     child = config.stash.get(CHILD_KEY, None)
-    if child is None or child.proc.poll() is not None:
+    if child is None:
         return
-    child.proc.send_signal(signal.SIGINT)
-    try:
-        child.proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.proc.pid, signal.SIGKILL)
-        child.proc.wait()
+    if child.proc.poll() is None:
+        child.proc.send_signal(signal.SIGINT)
+        try:
+            child.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.proc.pid, signal.SIGKILL)
+            child.proc.wait()
+    shutil.rmtree(child.report.parent, ignore_errors=True)
