@@ -311,3 +311,20 @@ def test_a_watcher_nearing_its_lifetime_and_a_long_hold_raise_alarms_ahead_of_ti
     assert Alarm.objects.get(id=life.id).resolved_at is None  # still open until the request concludes
     with time_machine.travel(T + 336 * DAY, tick=False):
         assert report(clock.now())["checks"]["aged_retirements"] == {"ok": False, "count": 1}
+
+
+def test_stalled_watchers_are_counted_in_full_while_a_page_of_them_is_loaded(hq, make_workspace) -> None:
+    """`selectors.sql` stalled returns the first ids and the whole count: health and /metrics load
+    one id and still count every stalled watcher; the overview's list stops at its limit."""
+    slugs = ["old-a", "old-b", "old-c"]
+    for slug in slugs:
+        make_workspace(slug)
+    reqs = [request_at(T, hq, slug=slug) for slug in slugs]
+    run_at(T)
+    force(RetirementWatcher.objects.filter(request__in=reqs), status="settled")
+    wakes = [fresh(r).next_wake_at for r in reqs]
+    assert None not in wakes
+    later = max(w for w in wakes if w is not None) + timedelta(minutes=16)
+    assert count_stalls(now=later) == 3
+    assert len(detect_stalls(now=later, limit=2)) == 2
+    assert {r.id for r, _ in detect_stalls(now=later)} == {r.id for r in reqs}
