@@ -48,6 +48,7 @@ class Tally:
     cancels: int = 0
     revokes: int = 0
     faults: list[str] = field(default_factory=list)
+    worker_exits: list[str] = field(default_factory=list)  # workers that ended by themselves: their last words
 
 
 SCRATCH_TABLE = "chaos_scratch"  # made by the outer role in the server it started, before anything else
@@ -180,23 +181,38 @@ class Orchestrator:
         self.revoked: set[UUID] = set()
         self.started = 0
         self.submitted = 0
+        self.logs = datadir.parent / "workers"  # each worker's stderr, read when it ends by itself
+        self.logs.mkdir(exist_ok=True)
+        self.log_of: dict[int, Path] = {}
+        self.ended: set[int] = set()  # workers this run killed, or whose end is already counted
 
     def start_worker(self) -> None:
         self.started += 1
         lagging = self.started % 3 == 0  # every third worker looks operations up through a lagging source
         self.tally.lagging_workers += lagging
         argv = [sys.executable, "manage.py", "chaos", "--role", "worker", "--executor", f"chaos-worker-{self.started}"]
-        self.procs.append(
-            subprocess.Popen(
-                argv,
-                env=worker_env(self.database_url, lagging=lagging),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+        log = self.logs / f"chaos-worker-{self.started}.log"
+        with log.open("wb") as stderr:
+            proc = subprocess.Popen(
+                argv, env=worker_env(self.database_url, lagging=lagging), stdout=subprocess.DEVNULL, stderr=stderr
             )
-        )
+        self.procs.append(proc)
+        self.log_of[proc.pid] = log
 
     def live(self) -> list[subprocess.Popen[bytes]]:
         return [p for p in self.procs if p.poll() is None and p.pid not in self.paused]
+
+    def replace_ended(self) -> None:
+        """A worker that ended by itself (its start-up met the database restarting, say) is
+        counted with its last words and replaced, as a supervisor would: a run whose workers all
+        died would otherwise pass having done nothing."""
+        for proc in list(self.procs):
+            if proc.poll() is None or proc.pid in self.ended:
+                continue
+            self.ended.add(proc.pid)
+            lines = self.log_of[proc.pid].read_text(errors="replace").strip().splitlines()
+            self.tally.worker_exits.append(f"exit {proc.returncode}: {lines[-1][:160] if lines else '(no output)'}")
+            self.start_worker()
 
     def fault(self, *, db_restarts: bool) -> None:
         choices = [
@@ -222,6 +238,7 @@ class Orchestrator:
             victim = self.rng.choice(live)
             victim.send_signal(signal.SIGKILL)
             victim.wait()
+            self.ended.add(victim.pid)
             self.tally.kills += 1
             self.start_worker()
 
@@ -355,6 +372,7 @@ class Orchestrator:
         while time.monotonic() < deadline:
             time.sleep(self.rng.uniform(0.3, 1.5))
             self.resume_due()
+            self.replace_ended()
             try:
                 self.fault(db_restarts=db_restarts)
             except Exception as exc:  # a fault during a restart: recorded, the run goes on
@@ -363,6 +381,7 @@ class Orchestrator:
         self.resume_due(everyone=True)
         settle_until = time.monotonic() + settle_seconds
         while time.monotonic() < settle_until:
+            self.replace_ended()
             try:
                 self.do_restore()
                 if settled():
@@ -465,7 +484,9 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
         "target_kills": tally.target_kills,
         "target_outages": tally.target_outages,
         "lagging_workers": tally.lagging_workers,
+        "worker_exits": len(tally.worker_exits),
         "effects": effects,
+        "nothing_applied": effects == 0,  # a storm in which no effect reached the target tested nothing
         "duplicate_effects": duplicates,
         "stale_writes_accepted": stale,
         "false_not_applied": false_not_applied,
@@ -545,7 +566,14 @@ def stale_writes(request_id: UUID, generation_of: dict[UUID, int]) -> int:
 def failed(result: dict[str, Any]) -> bool:
     return any(
         result[k]
-        for k in ("duplicate_effects", "stale_writes_accepted", "false_not_applied", "false_cancelled", "lost")
+        for k in (
+            "duplicate_effects",
+            "stale_writes_accepted",
+            "false_not_applied",
+            "false_cancelled",
+            "lost",
+            "nothing_applied",
+        )
     )
 
 

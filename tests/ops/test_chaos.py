@@ -115,3 +115,43 @@ def test_an_applied_operation_the_ended_case_never_settled_is_a_false_not_applie
     force(StageHistory.objects.filter(id=last.id), status="failed")
     result = chaos.verdict(1.0, chaos.Tally())
     assert result["false_not_applied"] == 1 and chaos.failed(result)
+
+
+def test_a_run_that_applied_nothing_fails_even_with_every_case_owned(cmd) -> None:
+    """Workers that never got going leave every case waiting with an owner and no effect at the
+    target: nothing is lost or doubled, and still the run tested nothing, so it fails."""
+    submit_and_approve("demo:never-run")
+    result = chaos.verdict(1.0, chaos.Tally())
+    assert (result["waiting_with_owner"], result["lost"], result["effects"]) == (1, 0, 0)
+    assert result["nothing_applied"] and chaos.failed(result)
+
+
+def test_a_worker_that_ends_by_itself_is_counted_with_its_last_line_and_replaced(tmp_path) -> None:
+    """A real process that exits on its own (as a worker whose start-up met the database
+    restarting does) is counted once, with its last line of stderr, and replaced; one the run
+    killed itself is neither counted nor replaced again."""
+    import subprocess
+    import sys
+    from random import Random
+
+    orchestrator = chaos.Orchestrator(workers=1, database_url="unused", datadir=tmp_path / "pg", rng=Random(1))
+    replacements: list[int] = []
+    orchestrator.start_worker = lambda: replacements.append(1)  # type: ignore[method-assign]
+
+    def spawn(code: str) -> subprocess.Popen[bytes]:
+        log = orchestrator.logs / f"{len(orchestrator.procs)}.log"
+        with log.open("wb") as stderr:
+            proc = subprocess.Popen([sys.executable, "-c", code], stderr=stderr)
+        orchestrator.procs.append(proc)
+        orchestrator.log_of[proc.pid] = log
+        proc.wait()
+        return proc
+
+    said = "starting\\nOperationalError: the database system is starting up\\n"
+    spawn(f"import sys; sys.stderr.write('{said}'); sys.exit(3)")
+    killed = spawn("import sys; sys.exit(9)")
+    orchestrator.ended.add(killed.pid)  # as do_kill records its victim
+    orchestrator.replace_ended()
+    orchestrator.replace_ended()
+    assert orchestrator.tally.worker_exits == ["exit 3: OperationalError: the database system is starting up"]
+    assert replacements == [1]

@@ -135,10 +135,15 @@ class Command(ServiceCommand):
         self.stdout.write(f"cancels {tally.cancels}, revokes {tally.revokes}, faults that failed {len(tally.faults)}")
         for fault in tally.faults[:5]:
             self.stdout.write(f"  {fault}")
+        self.stdout.write(f"workers that ended by themselves (each replaced) {len(tally.worker_exits)}")
+        for ended in tally.worker_exits[:5]:
+            self.stdout.write(f"  {ended}")
         if chaos.failed(result):
             for request_id in result["offending_requests"]:
                 for line in chaos.explain(request_id):
                     self.stdout.write(line)
         self.stdout.write(chaos.summary_line(result))
         if chaos.failed(result):
-            raise CommandError("duplicate effects, stale writes or lost requests", returncode=1)
+            raise CommandError(
+                "duplicate effects, stale writes, lost requests, or no effect applied at all", returncode=1
+            )
