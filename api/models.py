@@ -15,7 +15,9 @@ class IdempotencyKey(models.Model):
     """A POST's `Idempotency-Key`, per person: the first answer is kept and given again to a repeat
     with the same body; a different body under the same key is refused."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(  # indexed by api_idempotency_once_per_user (user, key)
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     key = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64, help_text="SHA-256 of the method, path and body")
     status_code = models.PositiveSmallIntegerField(null=True)
@@ -33,7 +35,9 @@ class IdempotencyKey(models.Model):
 class RateWindow(models.Model):
     """How many calls a token made in one minute."""
 
-    token = models.ForeignKey("core.ApiToken", on_delete=models.CASCADE, related_name="+")
+    token = models.ForeignKey(  # indexed by api_rate_window_once (token, minute)
+        "core.ApiToken", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     minute = models.DateTimeField()
     calls = models.PositiveIntegerField()
 

@@ -11,7 +11,9 @@ class TokenScope(models.TextChoices):
 
 
 class ApiToken(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(  # indexed by core_tokens_by_user (user, created_at)
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens", db_index=False
+    )
     name = models.CharField(max_length=100, help_text="what it is for, e.g. 'laptop shell' or 'privacy portal'")
     scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.READ)
     prefix = models.CharField(max_length=12, editable=False, help_text="the token's first characters, to tell it")

@@ -305,7 +305,9 @@ class AuthorityWithdrawal(models.Model):
     entry, pushed to the target system until it acknowledges the new minimum epoch. From then on
     the target refuses a grant minted before it; until then such a grant can still land."""
 
-    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="withdrawals")
+    request = models.ForeignKey(  # indexed by one_withdrawal_per_epoch (request, epoch)
+        DeletionRequest, on_delete=models.PROTECT, related_name="withdrawals", db_index=False
+    )
     epoch = models.BigIntegerField()
     cause = models.TextField()
     created_at = models.DateTimeField()
@@ -354,7 +356,9 @@ class OperatorRecord(models.Model):
 class LeaseEvent(models.Model):
     """Every claim and release: the lease generation history of a request."""
 
-    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="lease_events")
+    request = models.ForeignKey(  # indexed by lease_event_request_gen (request, generation)
+        DeletionRequest, on_delete=models.PROTECT, related_name="lease_events", db_index=False
+    )
     event = models.CharField(max_length=16)  # claim | takeover | release
     owner = models.CharField(max_length=200)
     generation = models.BigIntegerField()
@@ -389,7 +393,9 @@ class StageAttempt(models.Model):
     FAILED_OUTCOMES = FAILED_OUTCOMES
 
     request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="attempts")
-    stage = models.ForeignKey(StageHistory, on_delete=models.PROTECT, related_name="attempt_rows")
+    stage = models.ForeignKey(  # indexed by one_row_per_stage_attempt (stage, attempt)
+        StageHistory, on_delete=models.PROTECT, related_name="attempt_rows", db_index=False
+    )
     attempt = models.IntegerField()
     executor = models.CharField(max_length=200)
     generation = models.BigIntegerField()

@@ -54,7 +54,9 @@ class Notification(FSMModelMixin, models.Model):
     """One message to one person about one occurrence (`key`): at most one row per person and
     occurrence, claimed before it is sent, so it is sent at least once and never twice for nothing."""
 
-    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    recipient = models.ForeignKey(  # indexed by one_notification_per_occurrence (recipient, key)
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     key = models.CharField(max_length=200, help_text="the occurrence: event, case and what makes it new")
     event = models.CharField(max_length=32)
     case_kind = models.CharField(max_length=16)

@@ -196,7 +196,9 @@ class NoticeStatus(models.TextChoices):
 
 
 class NoticeSlot(FSMModelMixin, models.Model):
-    request = models.ForeignKey(RetirementRequest, on_delete=models.PROTECT, related_name="notices")
+    request = models.ForeignKey(  # indexed by one_notice_slot_per_kind_and_time (request, kind, due_at)
+        RetirementRequest, on_delete=models.PROTECT, related_name="notices", db_index=False
+    )
     kind = models.CharField(max_length=32)
     due_at = models.DateTimeField()
     gating = models.BooleanField()
