@@ -1,7 +1,4 @@
-"""Foreign keys whose own index a wider index or unique constraint already leads: the automatic
-index is dropped (each insert and move wrote it for no read the wider one does not serve). The
-database side drops only the index: Django's own AlterField would drop the foreign key and add it
-back, checking every row again."""
+"""The foreign key's own index, led by core_tokens_by_user, is dropped (see deletions 0021)."""
 
 import django.db.models.deletion
 from django.conf import settings
