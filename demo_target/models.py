@@ -33,7 +33,9 @@ class Community(models.Model):
 
 
 class Membership(models.Model):
-    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="memberships")
+    person = models.ForeignKey(  # indexed by target_membership_once (person, community)
+        Person, on_delete=models.PROTECT, related_name="memberships", db_index=False
+    )
     community = models.ForeignKey(Community, on_delete=models.PROTECT, related_name="memberships")
     role = models.CharField(max_length=40)  # participant, former_participant
     version = models.BigIntegerField(default=1)  # moves with every change to the person's data here
@@ -52,8 +54,7 @@ class Post(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
-        db_table = "target_posts"
-        indexes = [models.Index(fields=["membership"], name="target_posts_membership")]
+        db_table = "target_posts"  # its foreign key's own index serves the reads by membership
 
     def __str__(self) -> str:
         return f"post {self.pk}"
@@ -64,8 +65,7 @@ class Agent(models.Model):
     name = models.CharField(max_length=100)
 
     class Meta:
-        db_table = "target_agents"
-        indexes = [models.Index(fields=["membership"], name="target_agents_membership")]
+        db_table = "target_agents"  # its foreign key's own index serves the reads by membership
 
     def __str__(self) -> str:
         return self.name
