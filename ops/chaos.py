@@ -204,14 +204,16 @@ class Orchestrator:
 
     def replace_ended(self) -> None:
         """A worker that ended by itself (its start-up met the database restarting, say) is
-        counted with its last words and replaced, as a supervisor would: a run whose workers all
-        died would otherwise pass having done nothing."""
+        counted with its last words (the last unindented line of its stderr: a traceback's
+        exception, not the message's continuation) and replaced, as a supervisor would: a run
+        whose workers all died would otherwise pass having done nothing."""
         for proc in list(self.procs):
             if proc.poll() is None or proc.pid in self.ended:
                 continue
             self.ended.add(proc.pid)
-            lines = self.log_of[proc.pid].read_text(errors="replace").strip().splitlines()
-            self.tally.worker_exits.append(f"exit {proc.returncode}: {lines[-1][:160] if lines else '(no output)'}")
+            said = self.log_of[proc.pid].read_text(errors="replace").splitlines()
+            last = [line for line in said if line.strip() and not line[0].isspace()][-1:]  # a traceback's exception
+            self.tally.worker_exits.append(f"exit {proc.returncode}: {last[0][:160] if last else '(no output)'}")
             self.start_worker()
 
     def fault(self, *, db_restarts: bool) -> None:

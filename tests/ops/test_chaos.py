@@ -147,11 +147,14 @@ def test_a_worker_that_ends_by_itself_is_counted_with_its_last_line_and_replaced
         proc.wait()
         return proc
 
-    said = "starting\\nOperationalError: the database system is starting up\\n"
+    said = (  # a traceback whose exception message goes on over an indented line, as psycopg's does
+        "starting\\nTraceback:\\n  File x\\nOperationalError: server closed the connection\\n"
+        "\\tbefore or while processing\\n"
+    )
     spawn(f"import sys; sys.stderr.write('{said}'); sys.exit(3)")
     killed = spawn("import sys; sys.exit(9)")
     orchestrator.ended.add(killed.pid)  # as do_kill records its victim
     orchestrator.replace_ended()
     orchestrator.replace_ended()
-    assert orchestrator.tally.worker_exits == ["exit 3: OperationalError: the database system is starting up"]
+    assert orchestrator.tally.worker_exits == ["exit 3: OperationalError: server closed the connection"]
     assert replacements == [1]
