@@ -128,8 +128,8 @@ def test_a_run_that_applied_nothing_fails_even_with_every_case_owned(cmd) -> Non
 
 def test_a_worker_that_ends_by_itself_is_counted_with_its_last_line_and_replaced(tmp_path) -> None:
     """A real process that exits on its own (as a worker whose start-up met the database
-    restarting does) is counted once, with its last line of stderr, and replaced; one the run
-    killed itself is neither counted nor replaced again."""
+    restarting does) is counted once, with the last unindented line of its stderr (the exception),
+    and replaced; one the run killed itself is neither counted nor replaced again."""
     import subprocess
     import sys
     from random import Random
