@@ -30,9 +30,10 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
     if f.approval_expires_at is None or f.approval_expires_at <= f.now:
         when = f"{f.approval_expires_at:%Y-%m-%d %H:%M:%S} UTC" if f.approval_expires_at else "(no expiry saved)"
         return Refusal(f"approval expired at {when}", review=True)
-    if f.recomputed_digest != f.stored_digest:
+    if f.run_digest != f.stored_digest:
         return Refusal(
-            f"stored inventory digest {f.recomputed_digest} does not match the saved digest {f.stored_digest}",
+            f"the inventory this run read (digest {f.run_digest or 'none'}) does not match the saved digest "
+            f"{f.stored_digest}",
             review=True,
         )
     if f.approval_digest != f.stored_digest:

@@ -97,7 +97,7 @@ class AuthorityFacts:
     status: str
     cancel_requested: bool
     stored_digest: str
-    recomputed_digest: str
+    run_digest: str  # the digest of the inventory the run acts on, recomputed from what its claim read
     inventory_version: int
     rules_version: int
     approval_id: UUID | None
@@ -111,7 +111,7 @@ class AuthorityFacts:
     requester: str
     requester_may: bool
     same_person: bool
-    # Where the effect lands: its community, whether the stored inventory lists it, and the data
+    # Where the effect lands: its community, whether the run's inventory lists it, and the data
     # version the approval saw there and the one the case's own previous effect there reported.
     community_id: str | None = None
     in_inventory: bool = True

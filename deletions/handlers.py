@@ -75,7 +75,7 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
     (a lost connection, a timeout, a stopped server) leaves the effect unknown: the row stays
     submitted, and the next attempt looks the operation up."""
     try:
-        grant = receiver.grant(ctx.lease, row, target=ctx.plan.target, now=clock.now())
+        grant = receiver.grant(ctx.lease, row, ctx.plan, now=clock.now())
     except receiver.AuthorityRefused as refused:
         # Nothing was sent, and it is no failure: the case goes back to review.
         _set_aside(ctx, row, refused.refusal.rule, review=refused.refusal.review, approval_id=refused.approval_id)
@@ -145,7 +145,7 @@ def _withdrawn(ctx: HandlerContext, row: StageSnapshot, refused: TargetRefused) 
     goes (back to review, or ended by the cancellation); if authority holds again (a new approval
     since), the next attempt is minted a fresh grant."""
     try:
-        receiver.grant(ctx.lease, row, target=ctx.plan.target, now=clock.now())
+        receiver.grant(ctx.lease, row, ctx.plan, now=clock.now())
     except receiver.AuthorityRefused as now_refused:
         rule = f"{now_refused.refusal.rule} (the target system refused the grant minted before: {refused.message})"
         _set_aside(ctx, row, rule, review=now_refused.refusal.review, approval_id=now_refused.approval_id)

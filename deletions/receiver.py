@@ -19,7 +19,7 @@ from core import grants
 from deletions import authority
 from deletions.contract import Lease, StageSnapshot
 from deletions.errors import Refused
-from deletions.rules.workflow import RULES_VERSION
+from deletions.rules.workflow import RULES_VERSION, Plan
 from deletions.store import approvals
 
 
@@ -37,11 +37,13 @@ class Grant:
     approval_id: Any
 
 
-def grant(lease: Lease, row: StageSnapshot, *, target: str, now: datetime) -> Grant:
-    """A signed grant for this stage's effect, or AuthorityRefused (nothing to send)."""
-    facts = approvals.lock_for_effect(lease, row, now=now, rules_version=RULES_VERSION)
+def grant(lease: Lease, row: StageSnapshot, plan: Plan, *, now: datetime) -> Grant:
+    """A signed grant for this stage's effect in the run's plan, or AuthorityRefused (nothing to send)."""
+    facts = approvals.lock_for_effect(
+        lease, row, run_digest=plan.digest, run_communities=plan.position, now=now, rules_version=RULES_VERSION
+    )
     refused = authority.refusal(facts)
     if refused is not None:
         raise AuthorityRefused(refused, facts.approval_id)
-    payload = authority.grant(facts, lease=lease, row=row, target=target)
+    payload = authority.grant(facts, lease=lease, row=row, target=plan.target)
     return Grant(token=grants.sign(payload), payload=payload, approval_id=facts.approval_id)

@@ -177,7 +177,7 @@ def run(
     )
     lease = claimed.lease
     crash_point("after-claim")
-    plan = Plan.of(claimed.inventory)  # read under this lease; immutable (trigger); each grant checks it
+    plan = Plan.of(claimed.inventory, claimed.digest)  # read under this lease; each grant checks its digest
     heartbeat = HEARTBEATS.hold(lease, stop, settings.DELETION_HEARTBEAT_SECONDS, settings.DELETION_LEASE_SECONDS)
     handled = 0
     started = time.monotonic()

@@ -65,11 +65,14 @@ class Plan:
     target: str
     communities: tuple[str, ...]
     position: dict[str, int]
+    # The digest of the inventory as the run's claim read it: every grant compares it with the saved
+    # digest and the approval's, so a run acts only on the approved inventory ("" matches none).
+    digest: str = ""
 
     @classmethod
-    def of(cls, inventory: dict[str, Any]) -> Plan:
+    def of(cls, inventory: dict[str, Any], digest: str = "") -> Plan:
         ids = tuple(community_ids(inventory))
-        return cls(target=inventory["target"], communities=ids, position={cid: i for i, cid in enumerate(ids)})
+        return cls(inventory["target"], ids, {cid: i for i, cid in enumerate(ids)}, digest)
 
 
 def successor(transition: str, community_id: str | None, plan: Plan) -> NewStage | None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
@@ -16,7 +14,6 @@ from deletions.contract import AuthorityFacts, Custody, Lease, StageSnapshot
 from deletions.errors import UnknownRequest
 from deletions.models import LATEST_APPROVAL_FIRST, LATEST_APPROVAL_SQL, DeletionApproval, DeletionRequest, Status
 from deletions.store.leases import check_owner
-from deletions.store.requests import inventory_digest
 
 
 def expire_if_due(
@@ -109,24 +106,35 @@ APPROVE = "deletions.approve_deletionrequest"
 SUBMIT = "deletions.submit_deletionrequest"
 
 
-def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_version: int) -> AuthorityFacts:
+def lock_for_effect(
+    lease: Lease,
+    stage: StageSnapshot,
+    *,
+    run_digest: str,
+    run_communities: Container[str],
+    now: datetime,
+    rules_version: int,
+) -> AuthorityFacts:
     """Lock the request, check the lease and read what the receiving boundary rechecks, in one
     statement, its own transaction (the grant is decided from what it read): the latest approval,
     whether its approver and the requester are, now, active staff holding their permissions
-    (`core.authority.may_sql`), whether the stored inventory lists the stage's community, the data
-    versions its grant may expect there, and the request's authority epoch (how many withdrawals
-    it has seen)."""
+    (`core.authority.may_sql`), the saved inventory digest, the data versions its grant may expect
+    there, and the request's authority epoch (how many withdrawals it has seen).
+
+    The inventory itself is not read again: the run acts on its plan, read by its claim and digested
+    once (`leases.claim_run`); the rule compares that digest (`run_digest`) with the saved one and
+    the approval's, and looks the stage's community up in the plan's (`run_communities`). So the
+    statement costs the same whatever the inventory's size, and an inventory changed behind the
+    immutability trigger is refused at the first effect of any run that read it."""
     approver_may, approver_params = authority.may_sql("a.approved_by_user_id", APPROVE)
     requester_may, requester_params = authority.may_sql("r.requested_by_user_id", SUBMIT)
     with connection.cursor() as cur:
         cur.execute(
             f"""SELECT r.lease_owner, r.lease_generation, r.status, r.cancel_requested_at IS NOT NULL,
-                       r.inventory_digest, r.inventory_version, r.requested_by, md5(r.inventory_json::text),
+                       r.inventory_digest, r.inventory_version, r.requested_by,
                        a.id, a.inventory_digest, a.inventory_version, a.rules_version, a.expires_at, a.revoked_at,
                        a.approved_by, r.requested_by_user_id = a.approved_by_user_id,
                        {approver_may}, {requester_may},
-                       %s::text IS NULL OR r.inventory_json->'communities' @> jsonb_build_array(
-                           jsonb_build_object('id', %s::text)),
                        (a.preview -> %s::text ->> 'version')::bigint,
                        (p.metadata_json->'result'->>'version_after')::bigint, r.lease_expires_at,
                        (SELECT coalesce(max(w.epoch), 0) FROM entity_deletion_authority_withdrawals w
@@ -141,28 +149,20 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
                     ON p.id = (c.metadata_json->>'previous_stage_id')::uuid AND p.request_id = r.id
                    AND p.target_community_id = c.target_community_id AND p.status = 'completed'
                 WHERE r.id = %s FOR UPDATE OF r""",
-            [
-                *approver_params,
-                *requester_params,
-                stage.community_id,
-                stage.community_id,
-                stage.community_id,
-                stage.id,
-                lease.request_id,
-            ],
+            [*approver_params, *requester_params, stage.community_id, stage.id, lease.request_id],
         )
         row = cur.fetchone()
     if row is None:
         raise UnknownRequest(f"no deletion request with id {lease.request_id}")
-    (owner, generation, status, cancel_requested, digest, version, requester, fingerprint) = row[:8]
+    (owner, generation, status, cancel_requested, digest, version, requester) = row[:7]
     check_owner(lease, owner, generation)
-    (approval_id, approval_digest, approval_version, approval_rules, expires, revoked, approver) = row[8:15]
+    (approval_id, approval_digest, approval_version, approval_rules, expires, revoked, approver) = row[7:14]
     return AuthorityFacts(
         now=now,
         status=status,
         cancel_requested=cancel_requested,
         stored_digest=digest,
-        recomputed_digest=_recomputed_digest(lease.request_id, fingerprint),
+        run_digest=run_digest,
         inventory_version=version,
         rules_version=rules_version,
         approval_id=approval_id,
@@ -172,34 +172,14 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
         approval_expires_at=expires,
         approval_revoked_at=revoked,
         approver=approver or "",
-        approver_may=row[16],
+        approver_may=row[15],
         requester=requester,
-        requester_may=row[17],
-        same_person=bool(row[15]),
+        requester_may=row[16],
+        same_person=bool(row[14]),
         community_id=stage.community_id,
-        in_inventory=bool(row[18]),
-        approved_version=row[19],
-        previous_version=row[20],
-        lease_expires_at=row[21],
-        epoch=row[22],
+        in_inventory=stage.community_id is None or stage.community_id in run_communities,
+        approved_version=row[17],
+        previous_version=row[18],
+        lease_expires_at=row[19],
+        epoch=row[20],
     )
-
-
-@lru_cache(maxsize=256)
-def _recomputed_digest(request_id: UUID, fingerprint: str) -> str:
-    """The digest of the stored inventory, recomputed from the row when its stored text (whose
-    md5 the locked read returns) is one this process has not digested yet: a run recomputes it
-    once, and any change to the stored inventory, however made, is digested again."""
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT inventory_json FROM entity_deletion_requests WHERE id = %s AND md5(inventory_json::text) = %s",
-            [request_id, fingerprint],
-        )
-        row = cur.fetchone()
-    if row is None:  # changed between the two reads (the immutability trigger off): digest it as it is now
-        _recomputed_digest.cache_clear()  # and keep nothing of this moment
-        with connection.cursor() as cur:
-            cur.execute("SELECT inventory_json FROM entity_deletion_requests WHERE id = %s", [request_id])
-            row = cur.fetchone()
-    stored = json.loads(row[0]) if isinstance(row[0], str) else row[0]
-    return inventory_digest(stored)

@@ -23,6 +23,7 @@ from core.sql import Statements
 from deletions.contract import Lease
 from deletions.errors import LeaseHeld, Refused, RetryNotDue, StaleLease, UnknownRequest
 from deletions.models import RUNNABLE_STATUSES, DeletionRequest, Status
+from deletions.store.requests import inventory_digest
 
 logger = logging.getLogger("deletions")
 SQL = Statements.beside(__file__, "leases.sql")
@@ -30,12 +31,14 @@ SQL = Statements.beside(__file__, "leases.sql")
 
 @dataclass(frozen=True)
 class Claimed:
-    """A claim and what its run reads under it: the request's status and approved inventory."""
+    """A claim and what its run reads under it: the request's status and approved inventory, with
+    the inventory's digest recomputed from what was read (each grant compares it with the saved one)."""
 
     lease: Lease
     status: str
     inventory: dict[str, Any]
     inventory_version: int
+    digest: str
 
 
 def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int, past: int = 0) -> Lease:
@@ -82,7 +85,8 @@ def claim_run(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int
         reason="; ".join(said) or None,
     )
     lease = Lease(request_id=request_id, owner=owner, generation=generation, expires_at=expires)
-    return Claimed(lease, status, json.loads(inventory) if isinstance(inventory, str) else inventory, version)
+    read = json.loads(inventory) if isinstance(inventory, str) else inventory
+    return Claimed(lease, status, read, version, inventory_digest(read))
 
 
 def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -164,8 +166,8 @@ def test_the_approved_proposal_cannot_change_in_the_database(cmd) -> None:
 
 
 def test_an_inventory_changed_behind_the_trigger_is_refused_at_the_next_effect(cmd) -> None:
-    """The receiver digests the stored inventory again whenever its stored text changed, even
-    within one process that digested it before (the check is cached by the text's md5)."""
+    """Each run digests the inventory its claim read, and every grant compares that digest with the
+    saved one: the next run reads the changed inventory, and its first effect is refused."""
     req = submitted(cmd)
     approve(cmd, req, "operator-b")
     ran = cmd("run_deletion", req["id"], "--next-step")  # gate_user: this process digests the inventory
@@ -178,7 +180,7 @@ def test_an_inventory_changed_behind_the_trigger_is_refused_at_the_next_effect(c
             [req["id"]],
         )
     ran = cmd("run_deletion", req["id"])
-    assert ran.code == 1 and "stored inventory digest" in ran.err and "does not match" in ran.err, ran.err
+    assert ran.code == 1 and "the inventory this run read" in ran.err and "does not match" in ran.err, ran.err
     assert distinct_effects(req["id"]) == 1  # the gate only: nothing applied under the changed inventory
     assert case(req).status == "needs_review"
 
@@ -326,3 +328,53 @@ def test_the_boundarys_sql_permission_check_agrees_with_djangos(kind: str, perm:
     fresh = User.objects.get(pk=user.pk)
     assert answered is may(fresh, perm) is expected
     assert nobody is False
+
+
+def _facts(**changed: Any) -> Any:
+    """What the boundary reads for an effect every rule allows, with `changed` applied."""
+    from datetime import UTC, datetime
+
+    from deletions.contract import AuthorityFacts
+
+    now = datetime(2026, 12, 3, tzinfo=UTC)
+    allowed = AuthorityFacts(
+        now=now,
+        status="running",
+        cancel_requested=False,
+        stored_digest="d" * 64,
+        run_digest="d" * 64,
+        inventory_version=1,
+        rules_version=1,
+        approval_id=uuid.UUID(int=1),
+        approval_digest="d" * 64,
+        approval_inventory_version=1,
+        approval_rules_version=1,
+        approval_expires_at=now + timedelta(days=1),
+        approval_revoked_at=None,
+        approver="operator-b",
+        approver_may=True,
+        requester="operator-a",
+        requester_may=True,
+        same_person=False,
+        community_id="c1",
+        in_inventory=True,
+        approved_version=3,
+    )
+    return dataclasses.replace(allowed, **changed)
+
+
+@pytest.mark.parametrize(
+    ("changed", "rule"),
+    [
+        ({}, None),
+        ({"run_digest": "e" * 64}, f"the inventory this run read (digest {'e' * 64}) does not match the saved digest"),
+        ({"run_digest": ""}, "the inventory this run read (digest none) does not match the saved digest"),
+        ({"in_inventory": False}, "community c1 is not in the approved inventory: no effect there"),
+    ],
+    ids=["allowed", "another-inventory", "no-digest", "outside-the-plan"],
+)
+def test_the_boundary_rule_compares_the_runs_inventory(changed: dict, rule: str | None) -> None:
+    from deletions import authority
+
+    refused = authority.refusal(_facts(**changed))
+    assert (refused and refused.rule.startswith(rule) and refused.review) if rule else refused is None, refused

@@ -114,7 +114,8 @@ def test_a_row_added_after_approval_sends_the_case_back_to_review_and_a_new_appr
 
 def test_an_inventory_swapped_around_the_claim_lands_nothing_outside_the_approved_inventory(cmd, observe) -> None:
     """The stored inventory is swapped (by hand, guards off) for one naming community X, the worker
-    reads it as its plan, and the inventory is restored before the effects: X is never touched."""
+    reads it as its plan, and the inventory is restored before the effects: the run's inventory is
+    not the approved one, so its first grant is refused and nothing is applied, X least of all."""
     x = str(uuid.UUID(int=0xABC))
     req = submit(cmd, "demo:swap")
     approve(cmd, req)
@@ -129,20 +130,32 @@ def test_an_inventory_swapped_around_the_claim_lands_nothing_outside_the_approve
         wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="the worker paused with the swapped plan")
         force(rows, inventory_json=original)  # restored before its first effect
         worker.send_signal(signal.SIGCONT)
-        # It pauses again at X's submission mark (the plan's next stage): let it go on to its grant.
-        wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="the worker paused before X's effect")
-        assert [a for _, a, _ in effects(req["id"])] == ["gate_user"]
-        worker.send_signal(signal.SIGCONT)
         _, err = worker.communicate(timeout=120)
     finally:
         if worker.poll() is None:
             worker.kill()
-    assert worker.returncode == 1 and "not in the approved inventory" in err, err
+    assert worker.returncode == 1 and "the inventory this run read" in err and "does not match" in err, err
     case = rows.get()
-    assert case.status == "needs_review" and f"community {x} is not in the approved inventory" in case.open_question
-    assert [a for _, a, _ in effects(req["id"])] == ["gate_user"]  # nothing on X, nothing else either
+    assert case.status == "needs_review" and "the inventory this run read" in case.open_question
+    assert effects(req["id"]) == []  # not the gate, not X, nothing
     assert at_target(cmd, "demo:swap")[x]["rows"] == 5
-    observe(f"plan read with X swapped in, inventory restored: X refused ({case.status}), X rows still 5")
+    observe(f"plan read with X swapped in, inventory restored: refused at the first grant ({case.status}), X rows 5")
+
+
+def test_a_stage_moved_to_a_community_outside_the_inventory_is_refused_before_its_grant(cmd, observe) -> None:
+    """The current stage row is pointed at community X (by hand, guards off): X is in no run's plan,
+    so the run refuses the row before any grant (the rules' replay names it) and X is never touched."""
+    x = str(uuid.UUID(int=0xABD))
+    req = submit(cmd, "demo:moved")
+    approve(cmd, req)
+    assert cmd("demo_target", "add-rows", "demo:moved", "--community", x, "--rows", "5").code == 0
+    assert cmd("run_deletion", req["id"], "--next-step").code == 0  # the gate; a community's purge is current
+    force(StageHistory.objects.filter(request_id=req["id"], is_current=True), target_community_id=x)
+    ran = cmd("run_deletion", req["id"])
+    assert ran.code == 1 and f"is purge_db for {x}; rules v1 expected purge_db for" in ran.err, ran.err
+    assert [a for _, a, _ in effects(req["id"])] == ["gate_user"]
+    assert at_target(cmd, "demo:moved")[x]["rows"] == 5
+    observe(f"current stage moved to X: refused before its grant ({ran.err}), X rows still 5")
 
 
 def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd, observe) -> None:

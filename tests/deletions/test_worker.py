@@ -213,7 +213,8 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
     new = leases.claim(request_id=req.id, owner="worker-b", now=later, lease_seconds=60)
     assert new.generation == old.generation + 1
     target = targets.for_target(req.target)
-    target.apply(receiver.grant(new, row, target=req.target, now=later).token)  # the target's fence is 2 now
+    plan = Plan.of(req.inventory_json, req.inventory_digest)
+    target.apply(receiver.grant(new, row, plan, now=later).token)  # the target's fence is 2 now
     snapshot = show_rows(req.id)
 
     done = dataclasses.replace(row, status="completed", metadata={**row.metadata, "result": {"gated": True}})
@@ -242,14 +243,14 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
             now=later,
         ),
         lambda: get_next_stage(old, row.id, now=later),
-        lambda: next_stage(old, Plan.of(req.inventory_json), None, now=later),
+        lambda: next_stage(old, plan, None, now=later),
         # a completed row's advance is fenced: nothing written, and the general path names why
-        lambda: next_stage(old, Plan.of(req.inventory_json), done, now=later),
+        lambda: next_stage(old, plan, done, now=later),
     ):
         with pytest.raises(StaleLease, match="generation 1 is stale"):
             write()
     # A grant minted for generation 1 before the takeover is refused where the effect lands.
-    old_grant = grants.sign({**receiver.grant(new, row, target=req.target, now=later).payload, "generation": 1})
+    old_grant = grants.sign({**receiver.grant(new, row, plan, now=later).payload, "generation": 1})
     with pytest.raises(TargetRefused, match="generation 2 owns request") as refused:
         target.apply(old_grant)
     assert refused.value.kind == "stale"
