@@ -22,6 +22,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import DateFieldListFilter, helpers
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.core.exceptions import EmptyResultSet, PermissionDenied, ValidationError
 from django.core.paginator import Page, Paginator
@@ -201,7 +202,7 @@ class IndexedSearch:
             )
         return queryset.filter(pk__any_of={pk for found in ways for pk in found[: self.SEARCH_LIMIT]}), False
 
-    SEARCH_LIMIT = 1000
+    SEARCH_LIMIT = 250
 
     def search_ids(self, term: str, limit: int) -> list[Any]:
         """Up to `limit` ids of rows a search term finds outside the search fields (none by default)."""
@@ -249,12 +250,36 @@ class OneIndexPerSort(ChangeList):
         return self.sortable_by is None or column in self.sortable_by
 
 
+class RowLinksOnce(OneIndexPerSort):
+    """Each row's link to its page, with the list's filters (so the page leads back to the same
+    list), made once per page and filled in per row. Django reverses every row's URL and then
+    resolves it again to add the filters: a fifth of a filtered 50-row page's time."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        marker = "0" * 32  # a pk that quote() leaves as it is
+        link = reverse(
+            f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
+            args=(marker,),
+            current_app=self.model_admin.admin_site.name,
+        )
+        head, _, tail = link.partition(marker)
+        # What Django's add_preserved_filters gives a change page's URL: `?_changelist_filters=...`.
+        self._row_link = (head, tail + (f"?{self.preserved_filters}" if self.preserved_filters else ""))
+        self.preserved_filters = ""  # added above: the template tag need not resolve each row's URL
+
+    def url_for_result(self, result: Any) -> str:
+        head, tail = self._row_link
+        return f"{head}{quote(getattr(result, self.pk_attname))}{tail}"
+
+
 class IndexedSorts:
     """A model admin whose sorts each read one index (`OneIndexPerSort`); `sortable_by` names the
-    columns that have one (index on the column, then the default ordering)."""
+    columns that have one (index on the column, then the default ordering). Its rows' links are
+    made once per page (`RowLinksOnce`)."""
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return OneIndexPerSort
+        return RowLinksOnce
 
 
 class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]

@@ -153,3 +153,26 @@ def test_each_rows_selection_box_is_djangos_own_markup(db) -> None:
         assert model_admin.action_checkbox(obj) == admin.ModelAdmin.action_checkbox(model_admin, obj)
     assert "&lt;b&gt;&quot;x&quot; &amp; y" in DeletionRequestAdmin(type(case), admin.site).action_checkbox(case)
     assert RetirementRequestAdmin.action_checkbox is DeletionRequestAdmin.action_checkbox
+
+
+@pytest.mark.parametrize("query", ["", "?status__exact=approved", "?status__exact=approved&o=-2&q=demo%3Abig"])
+def test_each_rows_link_is_the_one_django_makes(client, five, query: str) -> None:
+    """Made once per page (`core.admin.RowLinksOnce`), each row's link is what Django's own
+    `url_for_result` and `add_preserved_filters` make: the case page, keeping the list's filters."""
+    from django.contrib import admin
+    from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
+    from django.urls import reverse
+
+    from deletions.models import DeletionRequest
+
+    response = client.get(LIST + query)
+    cl = response.context["cl"]
+    model_admin = admin.site._registry[DeletionRequest]
+    context = {"preserved_filters": model_admin.get_preserved_filters(response.wsgi_request), "opts": cl.opts}
+    links = re.findall(r'<th class="field-shown_target"><a href="([^"]+)"', response.content.decode())
+    expected = [
+        add_preserved_filters(context, reverse("admin:deletions_deletionrequest_change", args=[r.pk]))
+        for r in cl.result_list
+    ]
+    assert len(links) == 5 and [html.unescape(link) for link in links] == expected
+    assert ("_changelist_filters=" in expected[0]) == bool(query)
