@@ -25,7 +25,7 @@ from ops.metrics import read_tallies
 from retirements import selectors as retirement_selectors
 from retirements.models import RequestStatus
 
-LIMIT = 50
+LIMIT = 20  # rows of each list: the page links to the case lists that hold them all
 
 
 def overview(now: datetime) -> dict[str, Any]:
@@ -36,6 +36,7 @@ def overview(now: datetime) -> dict[str, Any]:
 
     return {
         "now": now,
+        "limit": LIMIT,
         "saturation": saturation.read(now),
         "deletion_counts": [(s.label, by_state("deletion_requests", s.value), s.value) for s in Status],
         "retirement_counts": [(s.label, by_state("retirement_requests", s.value), s.value) for s in RequestStatus],

@@ -185,3 +185,16 @@ def test_workspace_change_page(login, staff) -> None:
     path = reverse("admin:retirements_workspace_change", args=[req.workspace_id])
     small, large = grows(login("support"), path, lambda: retirements(N, staff["operator"]))
     assert large <= small
+
+
+def test_the_overview_shows_up_to_its_limit_of_each_kind_and_links_them_all(login, staff) -> None:
+    from ops.overview import LIMIT
+
+    deletions(LIMIT + 5, status="needs_attention")
+    deletions(2, status="submitted")
+    page = login("support").get(reverse("operations")).content.decode()
+    waiting = page.split('id="waiting-on-human"')[1].split("</table>")[0]
+    assert waiting.count(">needs attention</td>") == LIMIT  # not the 5 past the limit
+    assert waiting.count(">waiting for approval</td>") == 2
+    lists = page.split('id="waiting-lists"')[1].split("</p>")[0]
+    assert f"Up to {LIMIT} of each kind" in lists and "?status__exact=needs_attention" in lists, lists
