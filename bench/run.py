@@ -98,7 +98,7 @@ def stage_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -
     result["commits_per_stage"] = round(work[2], 2)
     table.append(
         row(
-            "raw stage (4 transactions, 2 databases)",
+            "raw stage (5 transactions, 2 databases)",
             f"{raw[0] * 1000:.2f} ms, {raw[1]:.1f} stmts, {raw[2]:.1f} commits",
             "",
             None,

@@ -3,16 +3,26 @@
 A stage crosses two databases: the case database and the target system's (alias `target`).
 The baseline does what a stage needs, on copies of the real tables in each (`LIKE ...
 INCLUDING ALL`: the same columns, indexes and constraints, ordinary WAL-logged tables, durable
-commits), in the same four transactions a stage makes:
+commits), in the same five transactions a stage makes, writing the same rows:
 
-1. case mark: lock the request by owner + generation, mark the stage running and submitted;
+1. case mark: lock the request by owner + generation, mark the stage running and submitted, open
+   the attempt, mark the request running with its last action;
 2. grant: lock the request, check owner + generation, read the current approval (not revoked or
    expired) and the data version it saw, sign the grant (Ed25519, the same library and key);
 3. target effect, in the target database: verify the grant, raise the fence, lock the person's
    membership, check its version, count, delete and count again the person's rows there, count
    its agents, move the version on and record the operation with its evidence, once;
-4. case result: lock the request, save the evidence, retire the row, insert the successor,
-   touch the request.
+4. case result (the seed's "handler's success transaction": completed and still current): lock
+   the request, save the evidence, close the attempt, note the request's last action;
+5. transition (the seed's next transaction, apart from the result's by rule): lock the request,
+   retire the row with its decision, insert the successor, reset the request's retry state and
+   move its next check.
+
+The case side's transactions are one statement each, as the engine's are (so one round trip
+each); the target's effect keeps its eight statements in one transaction.
+
+Until issue 23's sixth pass the baseline made four: it saved the result and the transition in one
+transaction and wrote no attempt and no request columns but `updated_at` (bench/README.md).
 
 Statements and commits are counted on both connections by a DEBUG-independent wrapper
 (`connection.execute_wrapper`), per stage. Runs interleave (worker, baseline, worker, ...)
@@ -40,6 +50,7 @@ COPIES = {
         "bench_requests": "entity_deletion_requests",
         "bench_approvals": "entity_deletion_approvals",
         "bench_stages": "entity_deletion_stage_history",
+        "bench_attempts": "entity_deletion_stage_attempts",
     },
     "target": {
         "bench_fences": "target_fences",
@@ -160,8 +171,53 @@ def _seed(n: int) -> list[tuple[uuid.UUID, uuid.UUID, int]]:
 
 
 def raw_round(n: int) -> tuple[float, float, float]:
-    """What a stage needs, in minimal SQL, four durable transactions per stage across the two databases."""
+    """What a stage needs, in minimal SQL, five durable transactions per stage across the two databases."""
     return raw_stages(_seed(n))
+
+
+# The case side's three writing transactions, one statement each (as the engine's are): each locks
+# the request by owner + generation and writes from that lock.
+MARK = """
+WITH r AS (
+    SELECT id FROM bench_requests WHERE id = %(rid)s AND lease_owner = 'bench' AND lease_generation = 1 FOR UPDATE
+), s AS (
+    UPDATE bench_stages SET status = 'running', started_at = now(), submitted_at = now(), attempts = attempts + 1
+    FROM r WHERE bench_stages.id = %(sid)s RETURNING bench_stages.id
+), opened AS (
+    INSERT INTO bench_attempts (request_id, stage_id, attempt, executor, generation, started_at, outcome, error)
+    SELECT %(rid)s, s.id, 1, 'bench', 1, now(), 'running', '' FROM s
+)
+UPDATE bench_requests SET status = 'running', last_action = 'running purge_db', updated_at = now()
+FROM s WHERE bench_requests.id = %(rid)s
+"""
+RESULT = """
+WITH r AS (
+    SELECT id FROM bench_requests WHERE id = %(rid)s AND lease_owner = 'bench' AND lease_generation = 1 FOR UPDATE
+), s AS (
+    UPDATE bench_stages SET status = 'completed', finished_at = now(),
+        metadata_json = metadata_json || jsonb_build_object('result', %(evidence)s::jsonb)
+    FROM r WHERE bench_stages.id = %(sid)s RETURNING bench_stages.id
+), closed AS (
+    UPDATE bench_attempts SET outcome = 'completed', finished_at = now() FROM s
+    WHERE bench_attempts.stage_id = s.id AND bench_attempts.attempt = 1
+)
+UPDATE bench_requests SET last_action = 'purge_db done', updated_at = now() FROM s WHERE bench_requests.id = %(rid)s
+"""
+TRANSITION = """
+WITH r AS (
+    SELECT id FROM bench_requests WHERE id = %(rid)s AND lease_owner = 'bench' AND lease_generation = 1 FOR UPDATE
+), retired AS (
+    UPDATE bench_stages SET is_current = false,
+        metadata_json = metadata_json || '{"decision": "community_complete"}'
+    FROM r WHERE bench_stages.id = %(sid)s RETURNING bench_stages.id
+), moved AS (
+    UPDATE bench_requests SET retry_count = 0, next_attempt_at = NULL, last_error = NULL, open_question = '',
+        next_check_at = now(), last_action = 'advanced', updated_at = now()
+    FROM retired WHERE bench_requests.id = %(rid)s
+)
+INSERT INTO bench_stages (id, request_id, stage, status, is_current, metadata_json, operation_id, attempts, created_at)
+SELECT %(successor)s, %(rid)s, 'purge_db', 'pending', true, %(metadata)s::jsonb, %(op)s, 0, now() FROM retired
+"""
 
 
 def raw_stages(seeds: list[tuple[uuid.UUID, uuid.UUID, int]]) -> tuple[float, float, float]:
@@ -172,7 +228,7 @@ def raw_stages(seeds: list[tuple[uuid.UUID, uuid.UUID, int]]) -> tuple[float, fl
     case, target = connections["default"], connections["target"]
     key = grants.receiver_key()
     saved = case.get_autocommit(), target.get_autocommit()
-    case.set_autocommit(False)
+    assert saved[0], "the case side's statements commit on their own"
     target.set_autocommit(False)
     try:
         with counted() as c:
@@ -182,18 +238,8 @@ def raw_stages(seeds: list[tuple[uuid.UUID, uuid.UUID, int]]) -> tuple[float, fl
                     version = 1
                     for _ in range(STAGES_PER_REQUEST):
                         op = uuid.uuid4()
-                        # 1. case mark: running and submitted
-                        cur.execute(
-                            "SELECT id FROM bench_requests WHERE id = %s AND lease_owner = 'bench'"
-                            " AND lease_generation = 1 FOR UPDATE",
-                            [rid],
-                        )
-                        cur.execute(
-                            "UPDATE bench_stages SET status = 'running', started_at = now(), submitted_at = now(),"
-                            " attempts = attempts + 1 WHERE id = %s",
-                            [sid],
-                        )
-                        case.commit()
+                        # 1. case mark: running and submitted, the attempt opened, the request marked
+                        cur.execute(MARK, {"rid": rid, "sid": sid})
                         # 2. grant: lease, authority, the version the approval saw; signed
                         cur.execute(
                             "SELECT r.status, r.cancel_requested_at, a.id, a.inventory_digest, a.revoked_at,"
@@ -214,7 +260,6 @@ def raw_stages(seeds: list[tuple[uuid.UUID, uuid.UUID, int]]) -> tuple[float, fl
                                 "not_after": approval[5].isoformat(),
                             }
                         )
-                        case.commit()
                         # 3. target effect: verify, fence, version, delete, evidence, record once
                         g = grants.verify(token, key)
                         tcur.execute(
@@ -255,30 +300,23 @@ def raw_stages(seeds: list[tuple[uuid.UUID, uuid.UUID, int]]) -> tuple[float, fl
                             [op, rid, rid, token, evidence],
                         )
                         target.commit()
-                        # 4. case result + advance to the successor
-                        cur.execute(
-                            "SELECT id FROM bench_requests WHERE id = %s AND lease_owner = 'bench'"
-                            " AND lease_generation = 1 FOR UPDATE",
-                            [rid],
-                        )
-                        cur.execute(
-                            "UPDATE bench_stages SET status = 'completed', is_current = false, finished_at = now(),"
-                            " metadata_json = jsonb_build_object('result', %s::jsonb) WHERE id = %s",
-                            [evidence, sid],
-                        )
+                        # 4. case result: completed and still current, the attempt closed
+                        cur.execute(RESULT, {"rid": rid, "sid": sid, "evidence": evidence})
+                        # 5. transition: the row retired with its decision, the successor inserted
                         successor = uuid.uuid4()
                         cur.execute(
-                            "INSERT INTO bench_stages (id, request_id, stage, status, is_current, metadata_json,"
-                            " operation_id, attempts, created_at)"
-                            " VALUES (%s, %s, 'purge_db', 'pending', true, %s, %s, 0, now())",
-                            [successor, rid, json.dumps({"previous_stage_id": str(sid)}), uuid.uuid4()],
+                            TRANSITION,
+                            {
+                                "rid": rid,
+                                "sid": sid,
+                                "successor": successor,
+                                "metadata": json.dumps({"previous_stage_id": str(sid)}),
+                                "op": uuid.uuid4(),
+                            },
                         )
-                        cur.execute("UPDATE bench_requests SET updated_at = now() WHERE id = %s", [rid])
-                        case.commit()
                         sid = successor
             elapsed = time.perf_counter() - start
     finally:
-        case.set_autocommit(saved[0])
         target.set_autocommit(saved[1])
     stages = n * STAGES_PER_REQUEST
     return elapsed / stages, c.statements / stages, c.commits / stages

@@ -47,7 +47,10 @@ class Statements:
     def one(self, cur: Any, name: str, **params: Any) -> tuple[Any, ...] | None:
         """Run a statement and return its first row (None when it touched or found nothing)."""
         cur.execute(self.sql(name), params)
-        return cur.fetchone() if cur.description else None
+        # Whether the statement returns rows, from psycopg's result: `description` would build a
+        # column object for each column of the result on every call (a stage runs five statements).
+        result = cur.pgresult
+        return cur.fetchone() if result is not None and result.nfields else None
 
     def run(self, cur: Any, name: str, **params: Any) -> int:
         """Run a statement; the number of rows it touched."""

@@ -1,4 +1,5 @@
-"""Reads the services, the worker, the commands, the admin and ops share (the ORM, read only)."""
+"""Reads the services, the worker, the commands, the admin and ops share (the ORM, read only; a
+run's first read in SQL)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,17 @@ from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Subquery, Value
+from django.db import connection
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Concat
 
 from core.store import parse_id
 from deletions.contract import CancelFacts, StageSnapshot, chain_order
 from deletions.errors import UnknownRequest
 from deletions.models import (
-    LATEST_APPROVAL_FIRST,
+    LATEST_APPROVAL_SQL,
     OPEN_STATUSES,
     DeletionAlarm,
-    DeletionApproval,
     DeletionRequest,
     StageHistory,
     Status,
@@ -45,13 +46,17 @@ class RunHead(NamedTuple):
 
 
 def run_head(request_id: UUID) -> RunHead:
-    latest = DeletionApproval.objects.filter(request_id=OuterRef("id")).order_by(*LATEST_APPROVAL_FIRST)
-    row = (
-        DeletionRequest.objects.filter(id=request_id)
-        .annotate(expiry=Subquery(latest.values("expires_at")[:1]))
-        .values_list("status", "target", "completed_at", "expiry")
-        .first()
-    )
+    """Every run's first read, in SQL: the ORM took 1.1 ms of a worker's CPU to compile it, a fifth
+    of a stage's (bench/README.md, sixth pass)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""SELECT r.status, r.target, r.completed_at,
+                       (SELECT a.expires_at FROM entity_deletion_approvals a WHERE a.request_id = r.id
+                        ORDER BY {LATEST_APPROVAL_SQL} LIMIT 1)
+                FROM entity_deletion_requests r WHERE r.id = %s""",
+            [request_id],
+        )
+        row = cur.fetchone()
     if row is None:
         raise UnknownRequest(f"no deletion request with id {request_id}")
     return RunHead(*row)
