@@ -46,8 +46,8 @@ class RunHead(NamedTuple):
 
 
 def run_head(request_id: UUID) -> RunHead:
-    """Every run's first read, in SQL: the ORM took 1.1 ms of a worker's CPU to compile it, a fifth
-    of a stage's (bench/README.md, sixth pass)."""
+    """Every run's first read, in SQL: through the ORM it took 1.1 ms of a worker's CPU, mostly the
+    compile, about a third of a stage's (bench/README.md, sixth pass)."""
     with connection.cursor() as cur:
         cur.execute(
             f"""SELECT r.status, r.target, r.completed_at,
