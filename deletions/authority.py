@@ -46,7 +46,7 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
             f"v{f.approval_rules_version}, not v{f.inventory_version} / v{f.rules_version}",
             review=True,
         )
-    if not f.in_inventory:
+    if f.community_id is not None and f.community_id not in f.run_communities:
         return Refusal(f"community {f.community_id} is not in the approved inventory: no effect there", review=True)
     if f.community_id is not None and expected_version(f) is None:
         return Refusal(

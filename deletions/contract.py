@@ -6,6 +6,7 @@ these values only.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -91,13 +92,14 @@ class RequestSnapshot:
 
 @dataclass(frozen=True)
 class AuthorityFacts:
-    """What the receiving boundary rechecks with every effect, read under the request lock."""
+    """What the receiving boundary rechecks with every effect: read under the request lock, with
+    the run's own inventory (its digest and communities, as its claim read them) laid over by the
+    receiver."""
 
     now: datetime
     status: str
     cancel_requested: bool
     stored_digest: str
-    run_digest: str  # the digest of the inventory the run acts on, recomputed from what its claim read
     inventory_version: int
     rules_version: int
     approval_id: UUID | None
@@ -111,14 +113,17 @@ class AuthorityFacts:
     requester: str
     requester_may: bool
     same_person: bool
-    # Where the effect lands: its community, whether the run's inventory lists it, and the data
-    # version the approval saw there and the one the case's own previous effect there reported.
+    # Where the effect lands: its community, and the data version the approval saw there and the
+    # one the case's own previous effect there reported.
     community_id: str | None = None
-    in_inventory: bool = True
     approved_version: int | None = None
     previous_version: int | None = None
     lease_expires_at: datetime | None = None
     epoch: int = 0  # how many times authority over the request was withdrawn (revoked, cancelled)
+    # The inventory the run acts on: its digest, recomputed from what its claim read ("" matches
+    # none), and its communities.
+    run_digest: str = ""
+    run_communities: Container[str] = ()
 
 
 # Operations a decide function may return.

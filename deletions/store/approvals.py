@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -106,15 +106,7 @@ APPROVE = "deletions.approve_deletionrequest"
 SUBMIT = "deletions.submit_deletionrequest"
 
 
-def lock_for_effect(
-    lease: Lease,
-    stage: StageSnapshot,
-    *,
-    run_digest: str,
-    run_communities: Container[str],
-    now: datetime,
-    rules_version: int,
-) -> AuthorityFacts:
+def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_version: int) -> AuthorityFacts:
     """Lock the request, check the lease and read what the receiving boundary rechecks, in one
     statement, its own transaction (the grant is decided from what it read): the latest approval,
     whether its approver and the requester are, now, active staff holding their permissions
@@ -122,10 +114,8 @@ def lock_for_effect(
     there, and the request's authority epoch (how many withdrawals it has seen).
 
     The inventory itself is not read again: the run acts on its plan, read by its claim and digested
-    once (`leases.claim_run`); the rule compares that digest (`run_digest`) with the saved one and
-    the approval's, and looks the stage's community up in the plan's (`run_communities`). So the
-    statement costs the same whatever the inventory's size, and an inventory changed behind the
-    immutability trigger is refused at the first effect of any run that read it."""
+    once (`leases.claim_run`), and the receiver lays the plan's digest and communities over these
+    facts for the rule to compare. So the statement costs the same whatever the inventory's size."""
     approver_may, approver_params = authority.may_sql("a.approved_by_user_id", APPROVE)
     requester_may, requester_params = authority.may_sql("r.requested_by_user_id", SUBMIT)
     with connection.cursor() as cur:
@@ -162,7 +152,6 @@ def lock_for_effect(
         status=status,
         cancel_requested=cancel_requested,
         stored_digest=digest,
-        run_digest=run_digest,
         inventory_version=version,
         rules_version=rules_version,
         approval_id=approval_id,
@@ -177,7 +166,6 @@ def lock_for_effect(
         requester_may=row[16],
         same_person=bool(row[14]),
         community_id=stage.community_id,
-        in_inventory=stage.community_id is None or stage.community_id in run_communities,
         approved_version=row[17],
         previous_version=row[18],
         lease_expires_at=row[19],

@@ -342,7 +342,6 @@ def _facts(**changed: Any) -> Any:
         status="running",
         cancel_requested=False,
         stored_digest="d" * 64,
-        run_digest="d" * 64,
         inventory_version=1,
         rules_version=1,
         approval_id=uuid.UUID(int=1),
@@ -357,8 +356,9 @@ def _facts(**changed: Any) -> Any:
         requester_may=True,
         same_person=False,
         community_id="c1",
-        in_inventory=True,
         approved_version=3,
+        run_digest="d" * 64,
+        run_communities={"c1": 0},
     )
     return dataclasses.replace(allowed, **changed)
 
@@ -369,9 +369,10 @@ def _facts(**changed: Any) -> Any:
         ({}, None),
         ({"run_digest": "e" * 64}, f"the inventory this run read (digest {'e' * 64}) does not match the saved digest"),
         ({"run_digest": ""}, "the inventory this run read (digest none) does not match the saved digest"),
-        ({"in_inventory": False}, "community c1 is not in the approved inventory: no effect there"),
+        ({"run_communities": {"c2": 0}}, "community c1 is not in the approved inventory: no effect there"),
+        ({"community_id": None, "run_communities": {}}, None),  # the gate: no community to look up
     ],
-    ids=["allowed", "another-inventory", "no-digest", "outside-the-plan"],
+    ids=["allowed", "another-inventory", "no-digest", "outside-the-plan", "no-community"],
 )
 def test_the_boundary_rule_compares_the_runs_inventory(changed: dict, rule: str | None) -> None:
     from deletions import authority
