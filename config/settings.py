@@ -343,6 +343,7 @@ Q_CLUSTER = {
     "queue_limit": int(os.environ.get("Q_WORKERS", "2")),
     "save_limit": 0,  # keep every result, prune none per task; ops.schedules.prune_results deletes old ones
     "orm": "default",
+    "broker_class": "core.broker.Broker",  # the ORM broker, one statement per call (core/broker.py)
     "catch_up": False,
     # The control cluster (`Q_CLUSTER_NAME=control`, started beside the stage cluster by
     # run_workers): the heartbeat, the dispatcher, the watchers and their notices run there, so
@@ -356,6 +357,7 @@ Q_CLUSTER = {
 }
 if os.environ.get("REDIS_URL"):
     Q_CLUSTER.pop("orm")
+    Q_CLUSTER.pop("broker_class")
     Q_CLUSTER["redis"] = os.environ["REDIS_URL"]
 
 LOGGING = {

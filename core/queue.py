@@ -6,6 +6,11 @@ periodic dispatcher / watcher schedule, so a broker error is only logged.
 Two queues: stage runs (deletion stages, purges) go to the site's own queue, served by the
 stage cluster; control work (the schedules, watcher steps and their notices) goes to CONTROL,
 served by a cluster of its own, so a long stage never delays a heartbeat or a notice.
+
+A stage run that succeeds is not saved as a django-q2 task (`save=False`): its case records the
+run (stage rows, attempts, lease events), and saving it cost the monitor a read and an insert
+per run. A failed run is saved, and listed under failed tasks with its case; control work is
+saved either way.
 """
 
 from __future__ import annotations
@@ -24,6 +29,6 @@ def enqueue(func: str, *args: Any, control: bool = False) -> None:
         from django_q.tasks import async_task
 
         # Always named: a process of the control cluster would otherwise put a stage run on its own queue.
-        async_task(func, *args, cluster=CONTROL if control else settings.Q_CLUSTER["name"])
+        async_task(func, *args, cluster=CONTROL if control else settings.Q_CLUSTER["name"], save=control)
     except Exception:
         logger.exception("enqueue failed func=%s args=%s", func, args)

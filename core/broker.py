@@ -1,0 +1,60 @@
+"""The ORM broker of the stage and control clusters: django-q2's own, with its two calls per task
+made one named statement each (`queue.sql`).
+
+django-q2's ORM broker runs `close_old_connections()` before each of its queries, and with
+`CONN_HEALTH_CHECKS` each of those costs a `SELECT 1` first. To hand out one task it read the
+queue, then locked the row it had read in a second statement; a monitor acknowledged a task
+twice in the same way. That was about 0.7 ms of CPU per stage in a drain, beside the worker's
+3 ms (`bench/README.md`). Here a pusher takes its tasks in one `UPDATE ... RETURNING`, and an
+acknowledgement is one `DELETE`. A connection the database dropped (a restart) is replaced
+once, at once; a second failure goes to django-q2, which logs it and restarts its process.
+
+Enqueueing stays django-q2's (`ORM.enqueue`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from django.db import InterfaceError, OperationalError, connections
+from django.utils import timezone
+from django_q.brokers.orm import ORM
+from django_q.conf import Conf
+
+from core.sql import Statements
+
+SQL = Statements(Path(__file__).with_name("queue.sql"))
+
+
+class Broker(ORM):
+    def dequeue(self) -> list[tuple[int, Any]] | None:
+        taken = self._run(
+            SQL.sql("dequeue"), until=self.timeout(None), key=self.list_key, now=timezone.now(), bulk=Conf.BULK
+        )
+        if taken:
+            return [(pk, payload) for pk, payload in taken]
+        time.sleep(Conf.POLL)  # an empty queue: as django-q2's, wait before asking again
+        return None
+
+    def delete(self, task_id: Any) -> None:
+        """An acknowledgement (and django-q2's `fail`, for a task it could not read)."""
+        self._run(SQL.sql("acknowledge"), id=task_id)
+
+    def _run(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+        connection = connections[Conf.ORM]
+        try:
+            return self._execute(connection, sql, params)
+        except (InterfaceError, OperationalError):
+            if connection.in_atomic_block:
+                raise
+            connection.close()  # dropped by the database (a restart): one more try, on a new connection
+            return self._execute(connection, sql, params)
+
+    @staticmethod
+    def _execute(connection: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            result = cur.pgresult
+            return cur.fetchall() if result is not None and result.nfields else []
