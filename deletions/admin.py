@@ -39,9 +39,9 @@ from deletions.models import (
     StageHistory,
     Status,
 )
-from deletions.rules.inventory import community_ids, validate_target
+from deletions.rules.inventory import validate_target
 from deletions.rules.workflow import stage_count
-from deletions.selectors import UNSETTLED, stage_snapshot
+from deletions.selectors import COMMUNITY_COUNT, UNSETTLED, stage_snapshot
 from deletions.store import alarms
 from deletions.store.requests import inventory_digest
 from deletions.targets.base import supervised
@@ -397,8 +397,12 @@ class DeletionRequestAdmin(CaseAdmin):
             super()
             .get_queryset(request)
             .select_related("assignee", "backup")
+            .defer("inventory_json")  # read where a page shows it (the case page: one query more)
             .annotate(
-                stages_done=Coalesce(Subquery(done), 0), current_stage=Subquery(current), unsettled=Exists(unsettled)
+                stages_done=Coalesce(Subquery(done), 0),
+                current_stage=Subquery(current),
+                unsettled=Exists(unsettled),
+                communities=COMMUNITY_COUNT,
             )
         )
 
@@ -408,7 +412,7 @@ class DeletionRequestAdmin(CaseAdmin):
 
     @admin.display(description="progress")
     def progress(self, req: DeletionRequest) -> str:
-        total = stage_count(len(community_ids(req.inventory_json)))
+        total = stage_count(req.communities)
         done = getattr(req, "stages_done", 0)
         now = getattr(req, "current_stage", None)
         return f"{done} of about {total}" + (f" · {present.humanize(now)}" if now and req.status == "running" else "")

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from django.db import connection
 from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Concat
 
 from core.store import parse_id
@@ -172,6 +173,14 @@ def _iso(value: datetime | None) -> str | None:
 # A stage whose worker was lost before it submitted anything is not one: nothing was sent, and the
 # next worker runs it. The panel, the list and the overview all read it through this.
 UNSETTLED = Q(is_current=True, submitted_at__isnull=False) & ~Q(status="completed")
+
+# How many communities a request's inventory lists (`rules.inventory.community_ids`, counted by
+# the database): a list page reads this number, not each row's whole inventory (up to 1,000
+# communities each).
+COMMUNITY_COUNT = RawSQL(
+    "COALESCE((jsonb_path_query_first(entity_deletion_requests.inventory_json, 'lax $.communities.size()'))::int, 0)",
+    [],
+)
 
 
 def unsettled(request_id: UUID) -> bool:

@@ -34,13 +34,14 @@ def count(client, path: str) -> int:
     return len(ctx.captured_queries)
 
 
-def deletions(n: int, status: str = "submitted") -> list[DeletionRequest]:
+def deletions(n: int, status: str = "submitted", communities: int = 0) -> list[DeletionRequest]:
     now = clock.now()
+    inventory = {"communities": [{"id": str(uuid.UUID(int=i)), "role": "member"} for i in range(communities)]}
     return DeletionRequest.objects.bulk_create(
         DeletionRequest(
             target=f"demo:bulk-{uuid.uuid4().hex[:8]}",
             requested_by="operator-1",
-            inventory_json={"communities": []},
+            inventory_json=inventory,
             inventory_version=1,
             inventory_digest="0" * 64,
             status=status,
@@ -94,6 +95,20 @@ def test_deletion_list(login, staff) -> None:
     deletions(2)
     small, large = grows(login("support"), reverse("admin:deletions_deletionrequest_changelist"), lambda: deletions(N))
     assert large <= small
+
+
+def test_the_deletion_list_counts_each_inventorys_communities_in_the_database(login, staff) -> None:
+    """An inventory lists up to 1,000 communities: a list page shows how many stages each request
+    runs without reading a single inventory (the case page reads its own)."""
+    deletions(1)
+    (big,) = deletions(1, communities=1000)
+    client = login("support")
+    with CaptureQueriesContext(connection) as ctx:
+        page = client.get(reverse("admin:deletions_deletionrequest_changelist")).content.decode()
+    assert "0 of about 2001" in page and "0 of about 1" in page  # the gate, then two stages per community
+    assert not [q["sql"] for q in ctx.captured_queries if "inventory_json" in q["sql"] and "size()" not in q["sql"]]
+    case_page = client.get(reverse("admin:deletions_deletionrequest_change", args=[big.pk])).content.decode()
+    assert str(uuid.UUID(int=999)) in case_page
 
 
 def test_deletion_case_page_with_200_stages_and_decisions(login, staff) -> None:
