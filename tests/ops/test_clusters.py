@@ -18,6 +18,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
+from core.queue import enqueue
 from deletions.models import DeletionRequest, LeaseEvent, StageHistory
 from ops.schedules import ensure_schedules
 from tests.conftest import ROOT, manage_argv, submit_and_approve, subprocess_env
@@ -91,8 +92,11 @@ def test_cluster_killed_mid_stage_is_finished_by_the_dispatcher_and_another_clus
     killed = DeletionRequest.objects.get(id=req.id)
     assert killed.lease_owner is not None and killed.status == "running"
     OrmQ.objects.all().delete()  # the killed cluster's task is gone: only the dispatcher can bring the work back
-    schedules_due_now()
-    # The dispatcher's schedule runs on the control cluster; the stage runs it enqueues on the stage cluster.
+    # Once the dead cluster's lease has run out, one dispatcher tick, as its schedule enqueues it
+    # each minute (that the scheduler does so is tests/workers/test_saturation.py's): it runs on
+    # the control cluster, the stage run it enqueues on the stage cluster.
+    wait_for(lambda: killed.lease_expires_at < timezone.now(), timeout=60, what="the dead cluster's lease to run out")
+    enqueue("deletions.tasks.dispatch", control=True)
     with cluster(DELETION_LEASE_SECONDS="6"), cluster(DELETION_LEASE_SECONDS="6", Q_CLUSTER_NAME="control"):
         wait_for(lambda: status(req.id) == "completed", timeout=240, what="completion after takeover")
     resumed = StageHistory.objects.get(id=row.id)
