@@ -91,11 +91,13 @@ def test_cluster_killed_mid_stage_is_finished_by_the_dispatcher_and_another_clus
         first.wait(timeout=30)
     killed = DeletionRequest.objects.get(id=req.id)
     assert killed.lease_owner is not None and killed.status == "running"
+    expires = killed.lease_expires_at
+    assert expires is not None
     OrmQ.objects.all().delete()  # the killed cluster's task is gone: only the dispatcher can bring the work back
     # Once the dead cluster's lease has run out, one dispatcher tick, as its schedule enqueues it
     # each minute (that the scheduler does so is tests/workers/test_saturation.py's): it runs on
     # the control cluster, the stage run it enqueues on the stage cluster.
-    wait_for(lambda: killed.lease_expires_at < timezone.now(), timeout=60, what="the dead cluster's lease to run out")
+    wait_for(lambda: expires < timezone.now(), timeout=60, what="the dead cluster's lease to run out")
     enqueue("deletions.tasks.dispatch", control=True)
     with cluster(DELETION_LEASE_SECONDS="6"), cluster(DELETION_LEASE_SECONDS="6", Q_CLUSTER_NAME="control"):
         wait_for(lambda: status(req.id) == "completed", timeout=240, what="completion after takeover")
