@@ -17,8 +17,9 @@ Enqueueing stays django-q2's (`ORM.enqueue`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
@@ -28,35 +29,36 @@ from django_q.conf import Conf
 from core.sql import Statements
 
 SQL = Statements(Path(__file__).with_name("queue.sql"))
+T = TypeVar("T")
 
 
 class Broker(ORM):
     def dequeue(self) -> list[tuple[int, Any]] | None:
-        taken = self._run(
-            SQL.sql("dequeue"), until=self.timeout(None), key=self.list_key, now=timezone.now(), bulk=Conf.BULK
-        )
+        params = {"until": self.timeout(None), "key": self.list_key, "now": timezone.now(), "bulk": Conf.BULK}
+
+        def take(cur: Any) -> list[tuple[int, Any]]:
+            cur.execute(SQL.sql("dequeue"), params)
+            return [(pk, payload) for pk, payload in cur.fetchall()]
+
+        taken = self._on_cursor(take)
         if taken:
-            return [(pk, payload) for pk, payload in taken]
+            return taken
         time.sleep(Conf.POLL)  # an empty queue: as django-q2's, wait before asking again
         return None
 
     def delete(self, task_id: Any) -> None:
         """An acknowledgement (and django-q2's `fail`, for a task it could not read)."""
-        self._run(SQL.sql("acknowledge"), id=task_id)
+        self._on_cursor(lambda cur: SQL.run(cur, "acknowledge", id=task_id))
 
-    def _run(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    @staticmethod
+    def _on_cursor(use: Callable[[Any], T]) -> T:
         connection = connections[Conf.ORM]
         try:
-            return self._execute(connection, sql, params)
+            with connection.cursor() as cur:
+                return use(cur)
         except (InterfaceError, OperationalError):
             if connection.in_atomic_block:
                 raise
             connection.close()  # dropped by the database (a restart): one more try, on a new connection
-            return self._execute(connection, sql, params)
-
-    @staticmethod
-    def _execute(connection: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        with connection.cursor() as cur:
-            cur.execute(sql, params)
-            result = cur.pgresult
-            return cur.fetchall() if result is not None and result.nfields else []
+            with connection.cursor() as cur:
+                return use(cur)
