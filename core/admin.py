@@ -14,17 +14,26 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, time
 from functools import cached_property
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import DateFieldListFilter, helpers
+from django.contrib.admin import utils as admin_utils
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.templatetags import admin_list
+from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
-from django.core.exceptions import EmptyResultSet, PermissionDenied, ValidationError
+from django.core.exceptions import (
+    EmptyResultSet,
+    FieldDoesNotExist,
+    ObjectDoesNotExist,
+    PermissionDenied,
+    ValidationError,
+)
 from django.core.paginator import Page, Paginator
 from django.db import DataError, connection, models, transaction
 from django.db.models import QuerySet
@@ -32,8 +41,8 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 
 from core import access, clock, present, proofs
@@ -273,13 +282,98 @@ class RowLinksOnce(OneIndexPerSort):
         return f"{head}{quote(getattr(result, self.pk_attname))}{tail}"
 
 
+class CellsOnce(RowLinksOnce):
+    """Each column's way to its cells worked out once per page, then each row's cells filled in,
+    in the markup Django's `items_for_result` writes (`case_rows`). Django looks every column up
+    again for each cell: a computed column is first looked for among the model's fields (a
+    `FieldDoesNotExist` raised and caught), and each cell goes through `format_html` twice. That
+    machinery was most of a 50-row page's rendering."""
+
+    def case_rows(self) -> Iterator[list[SafeString]]:
+        """The page's rows, each a list of its cells (a list without `list_editable`)."""
+        cells = []
+        first = True  # Django links the first column only until a link is written
+        for index, name in enumerate(self.list_display):
+            linked = self.list_display_links is not None and (
+                (first and not self.list_display_links) or name in self.list_display_links
+            )
+            cells.append(self._cell(index, name, linked, "th" if linked and first else "td"))
+            first = first and not linked
+        for result in self.result_list:
+            yield [cell(result) for cell in cells]
+
+    def _cell(self, index: int, name: Any, linked: bool, tag: str) -> Callable[[Any], SafeString]:
+        """One column's cell, as `items_for_result` writes it for `name`."""
+        model_admin = self.model_admin
+        empty = model_admin.get_empty_value_display()
+        field_class = admin_list._coerce_field_name(name, index)  # type: ignore[attr-defined]
+        try:
+            field: Any = admin_utils._get_non_gfk_field(self.lookup_opts, name)  # type: ignore[attr-defined]
+        except (FieldDoesNotExist, admin_utils.FieldIsAForeignKeyColumnName):
+            field = None
+        getter: Callable[[Any], Any] | None = None
+        if field is None:
+            if callable(name):
+                getter = name
+            elif hasattr(model_admin, name) and name != "__str__":
+                getter = getattr(model_admin, name)
+
+        def shown(result: Any) -> tuple[Any, list[str]]:
+            classes = [f"field-{field_class}"]
+            if field is not None and not field.auto_created:
+                if isinstance(field.remote_field, models.ManyToOneRel):
+                    value = getattr(result, field.name)
+                    content = empty if value is None else value
+                else:
+                    content = admin_utils.display_for_field(getattr(result, name), field, empty, avoid_link=linked)
+                if isinstance(field, (models.DateField, models.TimeField, models.ForeignKey)):
+                    classes.append("nowrap")
+                return content, classes
+            if getter is not None:
+                attr: Any = getter
+                value = getter(result)
+            else:  # a model attribute or property: Django's own lookup, rare in these lists
+                try:
+                    _, attr, value = admin_utils.lookup_field(name, result, model_admin)
+                except ObjectDoesNotExist:
+                    return empty, classes
+            if isinstance(value, str) and value.strip() == "":
+                value = ""
+            if name == "action_checkbox":
+                classes = ["action-checkbox"]
+            boolean = getattr(attr, "boolean", False)
+            if isinstance(attr, property) and hasattr(attr, "fget"):
+                boolean = getattr(attr.fget, "boolean", False)
+            content = admin_utils.display_for_value(value, getattr(attr, "empty_value_display", empty), boolean)
+            if isinstance(value, (date, time)):
+                classes.append("nowrap")
+            return content, classes
+
+        def cell(result: Any) -> SafeString:
+            content, classes = shown(result)
+            text: str = conditional_escape(content)
+            if linked:
+                url = self.url_for_result(result)
+                if self.preserved_filters:
+                    url = add_preserved_filters({"preserved_filters": self.preserved_filters, "opts": self.opts}, url)
+                opener = ""
+                if self.is_popup:
+                    key = result.serializable_value(self.to_field or self.pk_attname)
+                    opener = format_html(' data-popup-opener="{}"', key)
+                text = f'<a href="{conditional_escape(url)}"{opener}>{text}</a>'
+            return mark_safe(f'<{tag} class="{" ".join(classes)}">{text}</{tag}>')
+
+        return cell
+
+
 class IndexedSorts:
     """A model admin whose sorts each read one index (`OneIndexPerSort`); `sortable_by` names the
     columns that have one (index on the column, then the default ordering). Its rows' links are
-    made once per page (`RowLinksOnce`)."""
+    made once per page (`RowLinksOnce`), and each column's way to its cells (`CellsOnce`), which
+    its change list template writes (`admin/indexed_change_list.html`, or one extending it)."""
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return RowLinksOnce
+        return CellsOnce
 
 
 class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
