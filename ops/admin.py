@@ -80,6 +80,7 @@ class TimeColumns:
 @admin.register(Success)
 class SuccessAdmin(CaseColumn, TimeColumns, q_admin.TaskAdmin):
     list_display = ("func", "case", "started_at", "took")
+    change_list_template = "admin/django_q/success_list.html"  # says where succeeded stage runs are recorded
 
 
 @admin.register(Failure)

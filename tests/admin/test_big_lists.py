@@ -178,7 +178,6 @@ def test_each_rows_link_is_the_one_django_makes(client, five, query: str) -> Non
     assert ("_changelist_filters=" in expected[0]) == bool(query)
 
 
-
 @pytest.mark.django_db(transaction=True)  # the demo's killed worker is a real process
 def test_each_lists_cells_are_the_ones_django_writes(client, cmd, monkeypatch, tmp_path) -> None:
     """Written with each column worked out once per page (`core.admin.CellsOnce`), every cell of

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 from django_q.brokers import get_broker
@@ -87,7 +88,7 @@ def run_through_the_cluster(broker: Any) -> None:
     monitor(results, broker)
 
 
-def test_a_stage_runs_success_is_not_kept_as_a_task_its_failure_and_control_work_are(settings) -> None:
+def test_a_stage_runs_success_is_not_kept_as_a_task_its_failure_and_control_work_are(settings, client) -> None:
     done = submit_and_approve("demo:kept-1")
     enqueue("deletions.tasks.run_deletion", str(done.id))  # besides the one the approval enqueued
     enqueue("deletions.tasks.run_deletion", "not-an-id")  # fails
@@ -99,3 +100,10 @@ def test_a_stage_runs_success_is_not_kept_as_a_task_its_failure_and_control_work
     assert list(Failure.objects.values_list("func", "args")) == [("deletions.tasks.run_deletion", ("not-an-id",))]
     assert list(Success.objects.values_list("func", flat=True)) == ["ops.tasks.beat"]
     assert not OrmQ.objects.exists()  # every task acknowledged, saved or not
+    # The successful tasks' page says where a succeeded stage run is recorded instead.
+    client.force_login(User.objects.create_superuser("root-1", "root@hq.example", "pw"))
+    page = client.get("/admin/django_q/success/").content.decode()
+    help_line = " ".join(page.split('id="successes-kept">')[1].split("</p>")[0].split())
+    assert help_line.startswith("A stage run that succeeds is not kept here: its case's history records each stage")
+    assert 'href="/admin/django_q/failure/">Failed tasks</a>' in help_line
+    assert "ops.tasks.beat" in page.split('id="result_list"')[1]
