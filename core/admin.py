@@ -320,23 +320,25 @@ class CellsOnce(RowLinksOnce):
 
         def shown(result: Any) -> tuple[Any, list[str]]:
             classes = [f"field-{field_class}"]
+            try:
+                if field is not None:
+                    attr: Any = None
+                    value = getattr(result, name)
+                elif getter is not None:
+                    attr, value = getter, getter(result)
+                else:  # a model attribute or property: Django's own lookup, rare in these lists
+                    _, attr, value = admin_utils.lookup_field(name, result, model_admin)
+            except ObjectDoesNotExist:  # a related row that is gone, as Django shows it
+                return empty, classes
             if field is not None and not field.auto_created:
                 if isinstance(field.remote_field, models.ManyToOneRel):
-                    value = getattr(result, field.name)
-                    content = empty if value is None else value
+                    related = getattr(result, field.name)
+                    content = empty if related is None else related
                 else:
-                    content = admin_utils.display_for_field(getattr(result, name), field, empty, avoid_link=linked)
+                    content = admin_utils.display_for_field(value, field, empty, avoid_link=linked)
                 if isinstance(field, (models.DateField, models.TimeField, models.ForeignKey)):
                     classes.append("nowrap")
                 return content, classes
-            if getter is not None:
-                attr: Any = getter
-                value = getter(result)
-            else:  # a model attribute or property: Django's own lookup, rare in these lists
-                try:
-                    _, attr, value = admin_utils.lookup_field(name, result, model_admin)
-                except ObjectDoesNotExist:
-                    return empty, classes
             if isinstance(value, str) and value.strip() == "":
                 value = ""
             if name == "action_checkbox":
