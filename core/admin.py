@@ -24,7 +24,6 @@ from django.contrib.admin import DateFieldListFilter, helpers
 from django.contrib.admin import utils as admin_utils
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.templatetags import admin_list
-from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.core.exceptions import (
@@ -355,9 +354,7 @@ class CellsOnce(RowLinksOnce):
             content, classes = shown(result)
             text: str = conditional_escape(content)
             if linked:
-                url = self.url_for_result(result)
-                if self.preserved_filters:
-                    url = add_preserved_filters({"preserved_filters": self.preserved_filters, "opts": self.opts}, url)
+                url = self.url_for_result(result)  # the list's filters in it already (RowLinksOnce)
                 opener = ""
                 if self.is_popup:
                     key = result.serializable_value(self.to_field or self.pk_attname)
