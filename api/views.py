@@ -97,7 +97,7 @@ ERRORS = {400: dict, 401: dict, 403: dict, 404: dict, 409: dict, 413: dict, 429:
 def _deletion(request: HttpRequest, request_id: str | UUID) -> dict[str, Any]:
     holder = reading(request)
     authority.require(holder.actor, deletions.VIEW)
-    return deletion_reading.case_view(request_id, roles=access.roles_of(holder.actor.user), now=clock.now())
+    return deletion_reading.case_view(request_id, lens=access.Lens.of(holder.actor.user), now=clock.now())
 
 
 def _retirement(request: HttpRequest, request_id: str | UUID) -> dict[str, Any]:
@@ -165,13 +165,13 @@ def submit_deletion(request: HttpRequest, payload: Submission) -> Status[dict[st
 def list_deletions(request: HttpRequest, listing: Query[Listing]) -> dict[str, Any]:
     holder = reading(request)
     authority.require(holder.actor, deletions.VIEW)
-    masked = not access.sees(access.roles_of(holder.actor.user), access.TARGETS)
+    lens = access.Lens.of(holder.actor.user)
 
     def view(r: DeletionRequest) -> dict[str, Any]:
         return {
             "id": str(r.id),
             "status": r.status,
-            "target": access.mask(r.target) if masked else r.target,
+            "target": lens.target(r.target),
             "requested_by": r.requested_by,
             "created_at": r.created_at.isoformat(),
             "due_at": r.due_at.isoformat(),

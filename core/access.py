@@ -17,6 +17,7 @@ Support reveals a masked target with a reason; the reveal is a decision on the c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 SUPPORT, OPERATOR, APPROVER, AUDITOR, SUPERUSER = "support", "operator", "approver", "auditor", "superuser"
@@ -62,3 +63,51 @@ def mask(identifier: str) -> str:
     if len(account) <= 4:
         return f"{head}…"
     return f"{head}{account[:2]}…{account[-2:]}"
+
+
+# What of a case's data is target evidence: a stage's `evidence` and its metadata's `result` (what
+# the target system read and deleted in its own transaction).
+EVIDENCE_KEYS = frozenset({"evidence", "result"})
+
+
+@dataclass(frozen=True)
+class Lens:
+    """What one reader sees of a case once it is data: built once from their roles, applied once
+    where a case becomes data (`data`), so no face masks on its own. Pure."""
+
+    roles: frozenset[str]
+
+    @classmethod
+    def of(cls, user: Any) -> Lens:
+        return cls(roles_of(user))
+
+    @property
+    def targets(self) -> bool:
+        return sees(self.roles, TARGETS)
+
+    @property
+    def evidence(self) -> bool:
+        return sees(self.roles, EVIDENCE)
+
+    def target(self, identifier: str) -> str:
+        return identifier if self.targets else mask(identifier)
+
+    def data(self, value: Any, *, target: str) -> Any:
+        """`value` (plain data: dicts, lists, strings, numbers) as this reader may see it: the
+        target masked wherever it appears, inside any string too, and target evidence withheld
+        (its keys kept, their values None) for a reader who may not see them."""
+        if self.targets and self.evidence:
+            return value
+        return self._walk(value, target, mask(target))
+
+    def _walk(self, value: Any, target: str, masked: str) -> Any:
+        if isinstance(value, str):
+            return value if self.targets or target not in value else value.replace(target, masked)
+        if isinstance(value, dict):
+            return {
+                k: None if k in EVIDENCE_KEYS and not self.evidence else self._walk(v, target, masked)
+                for k, v in value.items()
+            }
+        if isinstance(value, (list, tuple)):
+            return [self._walk(v, target, masked) for v in value]
+        return value

@@ -105,12 +105,17 @@ def require(request: HttpRequest, perm: str) -> None:
         raise PermissionDenied(present.not_allowed(perm))
 
 
+def lens(request: HttpRequest) -> access.Lens:
+    """What of a case this user sees (`core.access.Lens`), read once per request."""
+    if not hasattr(request, "_lens"):
+        request._lens = access.Lens.of(request.user)  # type: ignore[attr-defined]
+    return request._lens  # type: ignore[attr-defined, no-any-return]
+
+
 def sees(request: HttpRequest) -> dict[str, bool]:
-    """What of a case record this user sees (`core.access`), read once per request."""
-    if not hasattr(request, "_sees"):
-        roles = access.roles_of(request.user)
-        request._sees = {what: access.sees(roles, what) for what in access.WHAT}  # type: ignore[attr-defined]
-    return request._sees  # type: ignore[attr-defined, no-any-return]
+    """The same, part by part, for templates."""
+    roles = lens(request).roles
+    return {what: access.sees(roles, what) for what in access.WHAT}
 
 
 def actor(request: HttpRequest) -> Actor:

@@ -24,7 +24,7 @@ from django.utils.html import format_html
 
 from core import access, clock, present
 from core import custody as rota_rules
-from core.admin import CaseAction, CaseAdmin, ReasonForm, actor, custody_actions, date_filter, require, sees
+from core.admin import CaseAction, CaseAdmin, ReasonForm, actor, custody_actions, date_filter, lens, require, sees
 from core.errors import DomainError
 from core.present import Offer
 from core.templatetags.present import when
@@ -432,9 +432,7 @@ class DeletionRequestAdmin(CaseAdmin):
         return access.mask(req.target)  # replaced per request by what the user may see (below)
 
     def shown(self, request: HttpRequest, obj: Any) -> str:
-        if sees(request)[access.TARGETS]:
-            return str(obj)
-        return f"{access.mask(obj.target)} ({obj.get_status_display().lower()})"
+        return f"{lens(request).target(obj.target)} ({obj.get_status_display().lower()})"
 
     def history_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
         """Django's history names the case by its target: only for those who see targets."""
@@ -444,11 +442,11 @@ class DeletionRequestAdmin(CaseAdmin):
 
     def get_list_display(self, request: HttpRequest) -> Any:
         """The target as this user may see it (`core.access`): masked for support."""
-        masked = not sees(request)[access.TARGETS]
+        seen = lens(request)
 
         @admin.display(description="target", ordering="target")
         def shown_target(req: DeletionRequest) -> str:
-            return access.mask(req.target) if masked else req.target
+            return seen.target(req.target)
 
         return tuple(shown_target if f == "shown_target" else f for f in self.list_display)
 
@@ -470,8 +468,8 @@ class DeletionRequestAdmin(CaseAdmin):
         )
 
     def csv_shown(self, request: HttpRequest) -> Any:
-        masked = not sees(request)[access.TARGETS]
-        return lambda name, value: access.mask(value) if masked and name == "target" else value
+        seen = lens(request)
+        return lambda name, value: seen.target(value) if name == "target" else value
 
     @admin.display(description="next check", ordering="next_check_at")
     def next_check(self, req: DeletionRequest) -> str:
@@ -589,7 +587,7 @@ class DeletionRequestAdmin(CaseAdmin):
         events = list(LeaseEvent.objects.filter(request=req).order_by("at", "id"))
         attempt_rows = list(req.attempts.select_related("stage").order_by("started_at", "attempt"))
         decisions = list(req.decisions.order_by("created_at", "id"))
-        shown_target = req.target if seen[access.TARGETS] else access.mask(req.target)
+        shown_target = lens(request).target(req.target)
         said = _proposal(req)
         if not seen[access.TARGETS]:
             said["proposal"] = dataclasses.replace(said["proposal"], target=shown_target)

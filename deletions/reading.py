@@ -3,7 +3,6 @@ answers, one shape for both."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -12,29 +11,24 @@ from core import access
 from deletions import case, proposal, selectors
 
 
-def case_view(request_id: str | UUID, *, roles: frozenset[str], now: datetime) -> dict[str, Any]:
-    """A case as `show_deletion --json` and the API give it to a reader with these roles
-    (`core.access`): custody and deadline, the request, approvals, stages with their evidence, and
-    what an approver verifies. A reader who may not see targets gets them masked, and one who may
-    not see target evidence gets none."""
+def case_view(request_id: str | UUID, *, lens: access.Lens, now: datetime) -> dict[str, Any]:
+    """A case as `show_deletion` and the API give it to a reader (`core.access.Lens`): custody and
+    deadline, the request, approvals, stages with their evidence, and what an approver verifies,
+    all passed once through the reader's lens (the target masked wherever it appears, target
+    evidence withheld, for those the access table says)."""
     data = selectors.inspect(request_id)
     req = selectors.get_request(request_id)
-    what = proposal.of_request(req)
-    if not access.sees(roles, access.TARGETS):
-        shown = access.mask(req.target)
-        data["request"]["target"] = data["request"]["inventory"]["target"] = shown
-        what = dataclasses.replace(what, target=shown)
-    if not access.sees(roles, access.EVIDENCE):
-        for stage in data["stages"]:
-            stage["evidence"] = None
     held = case.custodians(req, now, selectors.unsettled(req.id))
-    return {
-        "responsible": held.person,
-        "backup": held.backup,
-        "responsible_why": held.why or None,
-        "due_at": req.due_at.isoformat(),
-        "received_at": req.received_at.isoformat(),
-        "days_left": case.days_left(req, now),
-        **data,
-        "proposal": what.as_json(),
-    }
+    return lens.data(
+        {
+            "responsible": held.person,
+            "backup": held.backup,
+            "responsible_why": held.why or None,
+            "due_at": req.due_at.isoformat(),
+            "received_at": req.received_at.isoformat(),
+            "days_left": case.days_left(req, now),
+            **data,
+            "proposal": proposal.of_request(req).as_json(),
+        },
+        target=req.target,
+    )

@@ -15,7 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from core import access, clock
-from core.admin import sees
+from core.admin import lens
 from deletions import case as deletion_case
 from deletions import selectors as deletion_selectors
 from deletions import services as deletion_services
@@ -47,7 +47,7 @@ def role(user: Any, person: str | None, backup: str | None) -> str:
     return "your rota: nobody named yet"
 
 
-def rows(user: Any, now: datetime, *, see_targets: bool) -> list[Row]:
+def rows(user: Any, now: datetime, *, lens: access.Lens) -> list[Row]:
     out: list[Row] = []
     deletions = deletion_selectors.waiting_for(user, deletion_services.rotas_of(user))
     for r in deletions.select_related("assignee", "backup").order_by("due_at", "id")[:LIMIT]:
@@ -56,7 +56,7 @@ def rows(user: Any, now: datetime, *, see_targets: bool) -> list[Row]:
         out.append(
             Row(
                 kind="deletion",
-                what=r.target if see_targets else access.mask(r.target),
+                what=lens.target(r.target),
                 url=reverse("admin:deletions_deletionrequest_change", args=[r.pk]),
                 status=r.get_status_display(),
                 role=role(user, held.person, held.backup),
@@ -91,7 +91,7 @@ def inbox_view(request: HttpRequest) -> TemplateResponse:
         **admin.site.each_context(request),
         "title": "Waiting for me",
         "now": now,
-        "rows": rows(request.user, now, see_targets=sees(request)[access.TARGETS]),
+        "rows": rows(request.user, now, lens=lens(request)),
         "limit": LIMIT,
     }
     return TemplateResponse(request, "admin/inbox.html", context)

@@ -1,4 +1,3 @@
-import dataclasses
 from typing import Any
 
 from django.core.management.base import CommandParser
@@ -21,17 +20,14 @@ class Command(ServiceCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         reader = acting(options, "--by", decides=False) if options["by"] else None
-        roles = access.roles_of(reader.user) if reader else frozenset(access.ROLES)
+        lens = access.Lens.of(reader.user) if reader else access.Lens(frozenset(access.ROLES))
         now = clock.now()
-        data = case_view(options["request_id"], roles=roles, now=now)
+        data = case_view(options["request_id"], lens=lens, now=now)
         if options["json"]:
             self.print_json(data)
             return
         req = get_request(options["request_id"])
         held = case.custodians(req, now, unsettled(req.id))
-        what = proposal.of_request(req)
-        if not access.sees(roles, access.TARGETS):
-            what = dataclasses.replace(what, target=data["request"]["target"])
         r = data["request"]
 
         def w(line: str) -> None:
@@ -55,7 +51,7 @@ class Command(ServiceCommand):
         )
         if r["cancel_requested_at"]:
             w(f"cancel    by {r['cancel_requested_by']} at {r['cancel_requested_at']}: {r['cancel_reason']}")
-        for line in proposal.lines(what):
+        for line in lens.data(proposal.lines(proposal.of_request(req)), target=req.target):
             w(f"proposal  {line}")
         w(f"approvals ({len(data['approvals'])})")
         for a in data["approvals"]:
