@@ -578,6 +578,7 @@ class DeletionRequestAdmin(CaseAdmin):
                 submitter=services.submitted_by(req, actor(request)),
                 effect_unknown=effect_unknown,
                 by_hand=supervised(targets.for_target(req.target).capabilities),
+                fault=any(a.kind == alarms.INTEGRITY for a in open_alarms),
             ),
             *_custody_offers(request, req, now, unsettled, perms),
             case.deadline_offer(req, perms),
@@ -614,6 +615,7 @@ class DeletionRequestAdmin(CaseAdmin):
             "withdrawals": list(req.withdrawals.order_by("epoch")),
             "timeline": case.timeline(decisions, events, attempt_rows),
             "alarms": open_alarms,
+            "inventory_changed": inventory_digest(req.inventory_json) != req.inventory_digest,
             "offers": self.offers(offers, req.pk),
             "live": req.status in ("approved", "running", "retry_wait"),
         }

@@ -18,6 +18,7 @@ from deletions.contract import AuthorityFacts, Lease, StageSnapshot
 class Refusal:
     rule: str  # the open question a person answers
     review: bool  # True: back to review; False: cancelled, the next transition ends it
+    fault: bool = False  # an integrity fault: the saved records contradict themselves, no approval clears it
 
 
 def refusal(f: AuthorityFacts) -> Refusal | None:
@@ -35,10 +36,13 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
             f"the inventory this run read (digest {f.run_digest or 'none'}) does not match the saved digest "
             f"{f.stored_digest}",
             review=True,
+            fault=True,
         )
     if f.approval_digest != f.stored_digest:
         return Refusal(
-            f"approval covers digest {f.approval_digest}, not the stored inventory {f.stored_digest}", review=True
+            f"approval covers digest {f.approval_digest}, not the stored inventory {f.stored_digest}",
+            review=True,
+            fault=True,
         )
     if f.approval_inventory_version != f.inventory_version or f.approval_rules_version != f.rules_version:
         return Refusal(
@@ -64,6 +68,21 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
             f"requester {f.requester} is no longer active staff holding deletions.submit_deletionrequest", review=True
         )
     return None
+
+
+def contradiction(evidence: Any, row: StageSnapshot) -> str:
+    """Why the target's evidence cannot be this stage's ("" when it can): it is a record, and
+    what it names of the effect (operation, community, action) is this stage's."""
+    if not isinstance(evidence, dict):
+        return f"the target's evidence for operation {row.operation_id} is no record ({type(evidence).__name__})"
+    mine = {"operation_id": str(row.operation_id), "community_id": row.community_id, "action": row.stage}
+    for key, value in mine.items():
+        if key in evidence and evidence[key] is not None and str(evidence[key]) != str(value):
+            return (
+                f"the target's evidence for operation {row.operation_id} names {key} {str(evidence[key])[:80]!r}, "
+                f"not this stage's {value!r}"
+            )
+    return ""
 
 
 def expected_version(f: AuthorityFacts) -> int | None:

@@ -11,6 +11,7 @@ from core import present
 from core.present import CasePanel, Offer, offer
 from deletions import contract
 from deletions.contract import GROUP_OWNERS, StageSnapshot, chain_order
+from deletions.rules import custody
 from deletions.rules.inventory import community_ids
 from deletions.rules.workflow import stage_count
 
@@ -244,7 +245,14 @@ APPROVE, CANCEL, RUN = (
 
 
 def actions(
-    req: Any, perms: set[str], *, now: datetime, submitter: bool, effect_unknown: bool, by_hand: bool = False
+    req: Any,
+    perms: set[str],
+    *,
+    now: datetime,
+    submitter: bool,
+    effect_unknown: bool,
+    by_hand: bool = False,
+    fault: bool = False,
 ) -> list[Offer]:
     """Every action of a deletion case, each a link when it can act now, otherwise disabled with
     the reason: none is hidden. The services re-check everything on POST; this only keeps the
@@ -258,6 +266,8 @@ def actions(
         if in_review
         else f"the request is {label}: only a request waiting for approval is approved"
     )
+    if fault and in_review:  # `fault`: an open integrity alarm; the service refuses alike
+        approve_why = custody.fault_refusal("approved")
     settle_why = (
         "" if effect_unknown and status == "retry_wait" else "no stage's effect is in question: nothing to confirm"
     )

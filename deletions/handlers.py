@@ -17,12 +17,12 @@ from typing import Any
 from core import clock, present
 from core.crashpoints import crash_point
 from core.logs import event
-from deletions import receiver, retry
+from deletions import authority, receiver, retry
 from deletions.contract import Lease, StageSnapshot
 from deletions.errors import Interrupted, StaleLease
 from deletions.rules import custody
 from deletions.rules.workflow import Plan
-from deletions.store import stages
+from deletions.store import alarms, stages
 from deletions.targets.base import Adapter, Found, TargetRefused, inconclusive, supervised
 
 logger = logging.getLogger("deletions")
@@ -77,8 +77,15 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
     try:
         grant = receiver.grant(ctx.lease, row, ctx.plan, now=clock.now())
     except receiver.AuthorityRefused as refused:
-        # Nothing was sent, and it is no failure: the case goes back to review.
-        _set_aside(ctx, row, refused.refusal.rule, review=refused.refusal.review, approval_id=refused.approval_id)
+        # Nothing was sent, and it is no failure: the case goes back to review (an integrity fault: an alarm).
+        _set_aside(
+            ctx,
+            row,
+            refused.refusal.rule,
+            review=refused.refusal.review,
+            approval_id=refused.approval_id,
+            alarm=alarms.INTEGRITY if refused.refusal.fault else None,
+        )
         return None
     except StaleLease:
         raise
@@ -102,7 +109,7 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
                 row,
                 f"refused by the target system ({refused.kind}): {refused.message}",
                 approval_id=grant.approval_id,
-                alarm=True,
+                alarm=_alarm_of(refused),
             )
         return None
     except Exception as exc:
@@ -153,22 +160,41 @@ def _withdrawn(ctx: HandlerContext, row: StageSnapshot, refused: TargetRefused) 
     _fail(ctx, row, f"refused by the target system: {refused.message}; a fresh grant next attempt")
 
 
+def _alarm_of(refused: TargetRefused) -> str:
+    """A refusal that says the records contradict themselves (a foreign record under the operation
+    id, a grant that fails its signature) is an integrity fault; any other is a boundary refusal."""
+    return alarms.INTEGRITY if refused.kind in INTEGRITY_KINDS else alarms.BOUNDARY_REFUSED
+
+
+INTEGRITY_KINDS = frozenset({"record_mismatch", "tampered"})
+
+
 def _set_aside(
-    ctx: HandlerContext, row: StageSnapshot, rule: str, *, review: bool = True, approval_id: Any, alarm: bool = False
+    ctx: HandlerContext,
+    row: StageSnapshot,
+    rule: str,
+    *,
+    review: bool = True,
+    approval_id: Any,
+    alarm: str | None = None,
 ) -> None:
     stages.set_aside(
         ctx.lease,
         row.id,
         rule,
         review=review,
-        custody=custody.refused_at_boundary(rule=rule, now=clock.now()),
+        custody=custody.refused_at_boundary(rule=rule, now=clock.now(), fault=alarm == alarms.INTEGRITY),
         approval_id=approval_id,
         now=clock.now(),
         alarm=alarm,
     )
 
 
-def _save(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> StageSnapshot:
+def _save(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> StageSnapshot | None:
+    contradiction = authority.contradiction(recorded, row)
+    if contradiction:  # never saved as this stage's evidence: an integrity fault a person looks at
+        _set_aside(ctx, row, contradiction, approval_id=None, alarm=alarms.INTEGRITY)
+        return None
     saved = stages.save_result(ctx.lease, row.id, recorded, now=clock.now())
     crash_point("after-success-saved")  # completed + current: the transition is still to come
     return saved
@@ -212,7 +238,7 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnaps
         answer = ctx.target.lookup(row.operation_id)
     except TargetRefused as refused:
         rule = f"lookup at the target system ({refused.kind}): {refused.message}"
-        _set_aside(ctx, row, rule, approval_id=None, alarm=True)
+        _set_aside(ctx, row, rule, approval_id=None, alarm=_alarm_of(refused))
         return None
     if isinstance(answer, Found):
         return _save(ctx, row, answer.evidence)

@@ -118,6 +118,8 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
                 f"four eyes: {req.requested_by} submitted request {req.id}, so they cannot also approve it; "
                 "another approver must"
             )
+        if req.alarms.filter(kind=alarms.INTEGRITY, resolved_at__isnull=True).exists():
+            raise Refused(custody.fault_refusal("approved"))
         recomputed = inventory_digest(req.inventory_json)
         if recomputed != req.inventory_digest:
             raise Refused(f"saved inventory digest {req.inventory_digest} does not match its inventory {recomputed}")

@@ -27,6 +27,7 @@ from core.sql import Statements
 from deletions import selectors as deletion_selectors
 from deletions.models import Status
 from ops import saturation
+from ops.health import failing_watchers, integrity_faults
 from ops.models import ClusterHeartbeat, NotificationStatus
 from retirements.models import NoticeStatus, RequestStatus
 from retirements.selectors import count_stalls
@@ -126,6 +127,14 @@ class DatabaseCollector:
         )
         yield GaugeMetricFamily(
             "backoffice_stalled_watchers", "Retirement watchers stalled now", value=count_stalls(now=self.now)
+        )
+        yield GaugeMetricFamily(
+            "backoffice_failing_watchers", "Retirement watchers alive whose steps fail", value=failing_watchers()
+        )
+        yield GaugeMetricFamily(
+            "backoffice_integrity_faults",
+            "Open integrity alarms: records that contradict themselves",
+            value=integrity_faults(),
         )
         yield GaugeMetricFamily(
             "backoffice_failed_notices",

@@ -348,6 +348,7 @@ class RetirementRequestAdmin(CaseAdmin):
                 failed_notices=any(n.status == "failed" for n in notices),
                 now=now,
                 stalled=stalled,
+                alive_until=selectors.alive_until(req),
                 purge_refused=bool(refused),
             ),
             *case.custody_offers(

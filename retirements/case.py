@@ -74,6 +74,7 @@ def actions(
     failed_notices: bool,
     now: datetime,
     stalled: str | None = None,
+    alive_until: datetime | None = None,
     purge_refused: bool = False,
 ) -> list[Offer]:
     """Every action of a retirement case, each a link when it can act now, otherwise disabled with
@@ -98,6 +99,7 @@ def actions(
             watcher_status=w.status if w is not None else None,
             stalled=stalled,
             next_wake_at=req.next_wake_at,
+            alive_until=alive_until,
             now=now,
         )
     else:

@@ -3,7 +3,7 @@ both speak (notice kinds, verdict actions). Nothing here touches the database.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 REQUEST_RECEIVED = "request_received"
@@ -43,6 +43,7 @@ class SlotView:
     status: str
     next_attempt_at: datetime | None = None
     claim_expires_at: datetime | None = None
+    delivered_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Replan:
     added: list[PlannedNotice]
     suppressed: list[int]
     next_wake_at: datetime  # when the watcher has something to do, with the notices as re-planned
+    why_suppressed: dict[int, str] = field(default_factory=dict)  # slot id: why it is no longer sent
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from retirements.store import notices as store_notices
 
 SUBJECTS = {
     policy.REQUEST_RECEIVED: "Retirement requested for workspace {slug}",
-    policy.REMINDER_7_DAYS: "Workspace {slug} becomes eligible for deletion in 7 days",
+    policy.REMINDER_7_DAYS: "Workspace {slug} becomes eligible for deletion {in_days}",
     policy.FINAL_WARNING: "Final warning: workspace {slug} is deleted after {eligible}",
     policy.DESTRUCTION_STARTED: "Deletion of workspace {slug} has started",
     "held": "Retirement of workspace {slug} is on hold",
@@ -88,7 +88,7 @@ class Letter:
         )  # fmt: skip
 
 
-def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str, *, connection: Any = None) -> Sent:
+def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str, *, now: datetime, connection: Any = None) -> Sent:
     """Send a notice the watcher's step claimed, with no transaction open, from what the step
     read under its locks (a batch's sends share one mail backend, `connection`); its outcome is
     saved by `record`."""
@@ -97,7 +97,7 @@ def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str, *, connectio
         woken.requested_at, woken.eligible_at,
     )  # fmt: skip
     try:
-        send_notice(letter, connection=connection)
+        send_notice(letter, now=now, connection=connection)
     except Exception as exc:
         return Sent(slot_id, claimer, f"{type(exc).__name__}: {exc}", kind)
     crash_point("notice-sent")
@@ -138,7 +138,7 @@ def deliver(slot_id: int, *, now: datetime) -> str:
         if not store_notices.claim_due([slot.request_id], claimer=claimer, until=until, now=now, slot_id=slot_id):
             return "not due"
     try:
-        send_notice(Letter.of_slot(slot))
+        send_notice(Letter.of_slot(slot), now=now)
     except Exception as exc:
         _record_failure(slot_id, f"{type(exc).__name__}: {exc}", claimer=claimer, now=now)
         return "failed"
@@ -147,16 +147,24 @@ def deliver(slot_id: int, *, now: datetime) -> str:
     return "delivered"
 
 
-def send_notice(letter: Letter, *, connection: Any = None) -> None:
+def send_notice(letter: Letter, *, now: datetime, connection: Any = None) -> None:
+    """Send a notice whose words are worked out from the eligibility as it is at `now` (the
+    step's time, the one its outcome is saved with): a final warning names the eligibility its
+    own send makes true (`policy.eligible_after_warning`: a late warning moves it), a reminder
+    says how many days are left."""
     recipients = [e for e in [letter.requester_email, *settings.RETIREMENT_NOTICE_RECIPIENTS] if e]
     if not recipients:
         raise ValueError("no recipients: the requester has no email and RETIREMENT_NOTICE_RECIPIENTS is empty")
-    subject = SUBJECTS[letter.kind].format(slug=letter.slug, eligible=present.absolute(letter.eligible_at))
+    eligible = letter.eligible_at
+    if letter.kind == policy.FINAL_WARNING:
+        eligible = policy.eligible_after_warning(eligible_at=eligible, warned_at=now, requested_at=letter.requested_at)
+    in_days = policy.days_until(eligible, now)
+    subject = SUBJECTS[letter.kind].format(slug=letter.slug, eligible=present.absolute(eligible), in_days=in_days)
     body = (
         f"Workspace: {letter.slug} ({letter.name})\n"
         f"Retirement request: {letter.request_id}\n"
         f"Requested by {letter.requester} at {present.absolute(letter.requested_at)}\n"
-        f"Eligible for deletion at: {present.absolute(letter.eligible_at)}\n"
+        f"Eligible for deletion at: {present.absolute(eligible)}\n"
         f"Notice: {present.humanize(letter.kind)}\n"
     )
     EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, recipients, connection=connection).send()

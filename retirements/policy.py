@@ -102,25 +102,35 @@ def next_wake(*, eligible_at: datetime, pending: Iterable[SlotView], blocked_unt
 
 
 def replan_on_release(
-    *, requested_at: datetime, eligible_at: datetime, held_for: timedelta, slots: Iterable[SlotView]
+    *, requested_at: datetime, eligible_at: datetime, held_for: timedelta, slots: Iterable[SlotView], now: datetime
 ) -> Replan:
-    """Eligibility moves by the time on hold; pending notices follow the new plan."""
+    """Eligibility moves by the time on hold, and every notice is planned again from it, so none
+    says something false: a pending notice moves to its new time; a reminder whose 7-day lead no
+    longer fits (its new time has passed) is suppressed, with why, never sent late; and a final
+    warning that went out longer than its lead before the new eligibility (it named the old
+    date) is planned again before it."""
     slots = list(slots)
     new_eligible = eligible_at + held_for
     plan = {p.kind: p for p in notice_plan(requested_at, new_eligible)}
     moved: list[tuple[int, datetime]] = []
-    suppressed: list[int] = []
-    present = set()
+    suppressed: dict[int, str] = {}
     for slot in slots:
-        present.add(slot.kind)
         if slot.status != "pending" or slot.kind not in PLANNED_NOTICES:  # a decision's notice stays as it is
             continue
         target = plan.get(slot.kind)
         if target is None:
-            suppressed.append(slot.id)
+            suppressed[slot.id] = "no longer in the plan for the new eligibility"
+        elif target.due_at < now and slot.kind == REMINDER_7_DAYS:
+            suppressed[slot.id] = _lead_gone(new_eligible, now)
         elif target.due_at != slot.due_at:
             moved.append((slot.id, target.due_at))
-    added = [p for kind, p in plan.items() if kind not in present]
+    kinds = {s.kind for s in slots}
+    added = [p for kind, p in plan.items() if kind not in kinds and not (kind == REMINDER_7_DAYS and p.due_at < now)]
+    warned = [s.delivered_at for s in slots if s.kind == FINAL_WARNING and s.delivered_at is not None]
+    still = any(s.kind == FINAL_WARNING and s.status in ("pending", "sending") for s in slots)
+    lead = min(FINAL_WARNING_LEAD, new_eligible - requested_at)
+    if warned and not still and max(warned) + lead + WARNING_ON_TIME < new_eligible:
+        added.append(PlannedNotice(FINAL_WARNING, max(new_eligible - lead, now), gating=True))
     due = dict(moved)
     pending = [
         SlotView(s.id, s.kind, due.get(s.id, s.due_at), s.status, s.next_attempt_at if s.id not in due else None,
@@ -129,7 +139,20 @@ def replan_on_release(
         if s.status in ("pending", "sending") and s.id not in suppressed
     ] + [SlotView(0, p.kind, p.due_at, "pending") for p in added]  # fmt: skip
     wake = next_wake(eligible_at=new_eligible, pending=pending, blocked_until=None)
-    return Replan(new_eligible, moved, added, suppressed, wake)
+    return Replan(new_eligible, moved, added, list(suppressed), wake, suppressed)
+
+
+def _lead_gone(eligible_at: datetime, now: datetime) -> str:
+    return (
+        f"suppressed on release: eligibility is {present.span((eligible_at - now).total_seconds())} away, "
+        "less than the reminder's 7-day lead"
+    )
+
+
+def days_until(eligible_at: datetime, now: datetime) -> str:
+    """A notice's "in N days", from the eligibility as it is when the notice is sent."""
+    days = max(0, round((eligible_at - now) / timedelta(days=1)))
+    return "today" if days == 0 else f"in {days} day{'s' if days != 1 else ''}"
 
 
 def notice_retry(attempts: int, now: datetime) -> NoticeRetry:
@@ -210,12 +233,23 @@ def purge_verdict(f: PurgeFacts) -> Verdict:
 
 
 def is_stalled(
-    *, watcher_status: str, watcher_started: bool, created_at: datetime, next_wake_at: datetime | None, now: datetime
+    *,
+    watcher_status: str,
+    watcher_started: bool,
+    created_at: datetime,
+    next_wake_at: datetime | None,
+    alive_until: datetime | None,
+    now: datetime,
 ) -> str | None:
     """Why the current watcher of a waiting request counts as stalled, or None. A current watcher
-    that settled (or was superseded) while its request still waits concludes nothing: stalled."""
+    that settled (or was superseded) while its request still waits concludes nothing: stalled.
+    Otherwise an overdue wake-up is not enough: a watcher that shows a sign of life (a heartbeat
+    within the notice claim time, or a notice claim that has not run out: `alive_until`) may be
+    between a send and saving it, and seed 002's recovery refuses while the old execution may run."""
     if watcher_status in ("settled", "superseded"):
         return f"watcher {watcher_status} without concluding the request"
+    if alive_until is not None and now < alive_until:
+        return None
     if not watcher_started and now - created_at > STALL_GRACE:
         return f"watcher never started (created {present.absolute(created_at)})"
     if next_wake_at is not None and now - next_wake_at > STALL_GRACE:
@@ -223,8 +257,21 @@ def is_stalled(
     return None
 
 
+def failing(*, next_wake_at: datetime | None, error: str, now: datetime) -> str | None:
+    """Why a watcher whose step just failed needs a person, or None (not yet: it retries each
+    tick). A watcher that beats and then fails shows a sign of life, so it is not stalled and
+    resume would not help; once its wake-up is overdue by the grace, its failing is an alarm."""
+    if next_wake_at is None or now - next_wake_at <= STALL_GRACE:
+        return None
+    return (
+        f"watcher missed its wake-up at {present.absolute(next_wake_at)} by more than 15 minutes: "
+        f"each step fails ({error[:200]}); it retries every tick"
+    )
+
+
 RESUME_RULE = (
-    "only a watcher that missed its wake-up by 15 minutes or settled without concluding the request is replaced"
+    "only a watcher that missed its wake-up by 15 minutes and shows no sign of life (no heartbeat or notice "
+    "claim within the claim time), or that settled without concluding the request, is replaced"
 )
 
 
@@ -234,6 +281,7 @@ def resume_refusal(
     watcher_status: str | None,
     stalled: str | None,
     next_wake_at: datetime | None,
+    alive_until: datetime | None,
     now: datetime,
 ) -> str:
     """Why the watcher must not be replaced now ("" when it may): the seed's recovery refuses while
@@ -242,6 +290,12 @@ def resume_refusal(
         return ""
     if request_status == "held":
         return f"the watcher sleeps while the request is on hold (releasing wakes it); {RESUME_RULE}"
+    overdue = next_wake_at is not None and next_wake_at <= now
+    if overdue and alive_until is not None and now < alive_until:
+        return (
+            f"the watcher may still be running: it showed a sign of life until {present.absolute(alive_until)} "
+            f"({present.relative(alive_until, now)}); {RESUME_RULE}"
+        )
     due = f"its next wake-up is {present.absolute(next_wake_at)} ({present.relative(next_wake_at, now)})"
     return f"the watcher is healthy: {due if next_wake_at else 'it is starting'}; {RESUME_RULE}"
 

@@ -3,13 +3,14 @@ the reads every watcher tick makes are named statements, `selectors.sql`)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connection
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet
 
 from core.errors import NotFound, shown
 from core.sql import Statements
@@ -40,7 +41,9 @@ def slot_views(request: RetirementRequest) -> list[SlotView]:
     """The request's notice slots as the pure policy sees them (those still to settle:
     `store.notices.pending_slots`, read under the step's lock)."""
     slots = NoticeSlot.objects.filter(request=request)
-    return [SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at, s.claim_expires_at) for s in slots]
+    return [
+        SlotView(s.id, s.kind, s.due_at, s.status, s.next_attempt_at, s.claim_expires_at, s.delivered_at) for s in slots
+    ]
 
 
 def workspace(slug: str) -> Workspace:
@@ -168,11 +171,33 @@ def stall_reason(request: RetirementRequest, now: datetime) -> str | None:
         watcher_started=w.started_at is not None,
         created_at=w.created_at,
         next_wake_at=request.next_wake_at,
+        alive_until=alive_until(request),
         now=now,
     )
 
 
+LIVE_CLAIM = Max("notices__claim_expires_at", filter=Q(notices__status="sending"))
+
+
+def alive_until(request: RetirementRequest) -> datetime | None:
+    """Until when the request's watcher shows a sign of life: its heartbeat plus the notice claim
+    time, or the latest notice claim it holds that has not run out (a watcher between a send and
+    saving it holds one). None: it never beat and claims nothing."""
+    w = request.watcher
+    beat = (
+        w.heartbeat_at + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS) if w and w.heartbeat_at else None
+    )
+    claim = (
+        request.live_claim  # type: ignore[attr-defined]
+        if hasattr(request, "live_claim")  # annotated by a list (LIVE_CLAIM): no query per row
+        else RetirementRequest.objects.filter(id=request.id).aggregate(until=LIVE_CLAIM)["until"]
+    )
+    signs = [t for t in (beat, claim) if t is not None]
+    return max(signs) if signs else None
+
+
 STALLED_ALARM = "watcher_stalled"
+FAILING_ALARM = "watcher_failing"  # alive (it beats), but each step fails: `policy.failing`
 
 
 def _stalled(now: datetime, *, unalarmed: bool = False, limit: int | None = None) -> tuple[list[UUID], int]:
@@ -180,6 +205,8 @@ def _stalled(now: datetime, *, unalarmed: bool = False, limit: int | None = None
     (`selectors.sql` stalled: three indexed branches); the pure policy has the last word on each."""
     params: dict[str, Any] = {
         "cutoff": now - policy.STALL_GRACE,
+        "now": now,
+        "beat_cutoff": now - timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS),
         "unalarmed": unalarmed,
         "alarm": STALLED_ALARM,
         "limit": limit,
@@ -204,9 +231,12 @@ def detect_stalls(*, now: datetime, limit: int = 50, unalarmed: bool = False) ->
     candidates = (
         RetirementRequest.objects.filter(id__any_of=ids)
         .select_related("watcher", "workspace")
+        .annotate(live_claim=LIVE_CLAIM)
         .order_by(F("next_wake_at").asc(nulls_first=True), "id")
     )
-    stalled = [(request, why) for request in candidates if (why := stall_reason(request, now))]
+    stalled: list[tuple[RetirementRequest, str]] = [
+        (request, why) for request in candidates if (why := stall_reason(request, now))
+    ]
     return stalled[:limit]
 
 

@@ -18,6 +18,8 @@ LIMIT %(limit)s
 -- settled without concluding the request is never stepped), or a live watcher that never started.
 -- Three indexed branches (an OR across the join would read every waiting request); the pure
 -- policy has the last word on each candidate. `unalarmed` leaves out those whose stall alarm is open.
+-- A live watcher that shows a sign of life (a heartbeat after `beat_cutoff`, or a notice claim not
+-- yet run out: it may be between a send and saving it) is no candidate, as `policy.is_stalled` says.
 SELECT id, count(*) OVER () FROM (
     SELECT id FROM retirements_retirementrequest WHERE status = 'waiting' AND watcher_id IS NULL
     UNION
@@ -31,6 +33,14 @@ WHERE NOT (%(unalarmed)s AND EXISTS (
     SELECT 1 FROM retirements_alarm a
     WHERE a.request_id = candidate.id AND a.kind = %(alarm)s AND a.resolved_at IS NULL
 ))
+AND NOT EXISTS (
+    SELECT 1 FROM retirements_retirementrequest r JOIN retirements_retirementwatcher w ON w.id = r.watcher_id
+    WHERE r.id = candidate.id AND w.status NOT IN ('settled', 'superseded')
+      AND (w.heartbeat_at > %(beat_cutoff)s OR EXISTS (
+          SELECT 1 FROM retirements_noticeslot s
+          WHERE s.request_id = r.id AND s.status = 'sending' AND s.claim_expires_at > %(now)s
+      ))
+)
 LIMIT %(limit)s
 
 -- name: due_after_ponr

@@ -137,6 +137,7 @@ def retirement_release(*, actor: Actor, request_id: UUID | str, reason: str) -> 
             eligible_at=request.eligible_at,
             held_for=now - (request.held_at or now),
             slots=selectors.slot_views(request),
+            now=now,
         )
         store_requests.release(request, workspace, actor=actor, plan=plan, reason=reason, now=now)
         watcher_id = request.watcher_id
@@ -185,6 +186,7 @@ def retirement_resume(*, actor: Actor, request_id: UUID | str, reason: str) -> R
             watcher_status=old.status if old else None,
             stalled=selectors.stall_reason(request, now),
             next_wake_at=request.next_wake_at,
+            alive_until=selectors.alive_until(request),
             now=now,
         )
         if why_not:

@@ -92,7 +92,8 @@ def step_batch(batch: list[tuple[UUID, UUID]], *, now: datetime, skip_locked: bo
     post = get_connection() if claimed else None  # one mail backend for the batch's sends, not one per notice
     sent = {
         one.request_id: [
-            notices.send(one, slot_id, kind, claimer, connection=post) for slot_id, kind in claimed[one.request_id]
+            notices.send(one, slot_id, kind, claimer, now=now, connection=post)
+            for slot_id, kind in claimed[one.request_id]
         ]
         for one, _, _ in stepping
         if one.request_id in claimed
@@ -241,13 +242,27 @@ def age_alarms(*, now: datetime) -> list[dict[str, str]]:
     return raised
 
 
+def _failing(request_ids: list[UUID], error: str, *, now: datetime) -> list[str]:
+    """The alarms of a batch whose step failed (`policy.failing`): a watcher that beats and then
+    fails is alive, not stalled, and still needs a person once its wake-up is overdue."""
+    raised = []
+    for request in RetirementRequest.objects.filter(id__in=request_ids):
+        why = policy.failing(next_wake_at=request.next_wake_at, error=error, now=now)
+        if why:
+            store_decisions.raise_alarm(kind=selectors.FAILING_ALARM, request=request, message=why, now=now)
+            raised.append(str(request.id))
+    return raised
+
+
 def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
     """Run the due watcher steps (for at most `budget` seconds, RETIREMENT_TICK_SECONDS by
     default, so a tick ends before the next one starts: what is left stays due), run queued
     purges, deliver due notices past the point of no return (even when the purge finished
     first), then record alarms for stalled watchers. The django-q2 schedule and
     `run_watchers` call this."""
-    summary: dict[str, Any] = {"steps": {}, "notices": 0, "purges": [], "stalled": [], "more_due": False}
+    summary: dict[str, Any] = {
+        "steps": {}, "notices": 0, "purges": [], "stalled": [], "failing": [], "more_due": False
+    }  # fmt: skip
     started = time.monotonic()
     budget = settings.RETIREMENT_TICK_SECONDS if budget is None else budget
     seen: set[UUID] = set()
@@ -266,9 +281,12 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
         seen.update(request_id for request_id, _ in batch)
         try:  # each batch's decisions carry their own time, not the tick's start
             said = step_batch(batch, now=at(), skip_locked=True)
-        except Exception:
+        except Exception as exc:
             logger.exception("watcher batch failed: %s", ", ".join(str(r) for r, _ in batch))
             said = dict.fromkeys((r for r, _ in batch), "error")
+            summary["failing"] = _failing([r for r, _ in batch], f"{type(exc).__name__}: {exc}", now=at())
+        else:
+            store_decisions.resolve_failing(list(said), now=at())
         summary["steps"].update({str(r): why for r, why in said.items()})
     # A case that was busy gets one more try, waiting for the lock this time: the other tick
     # may have let go of it without stepping it, and nothing due is left for a minute.

@@ -41,9 +41,24 @@ def resumed(*, by: str, now: datetime) -> Custody:
     return Custody(by, "", now)
 
 
-def refused_at_boundary(*, rule: str, now: datetime) -> Custody:
-    """The receiver refused an effect for want of authority: the approvers decide again."""
+def refused_at_boundary(*, rule: str, now: datetime, fault: bool = False) -> Custody:
+    """The receiver refused an effect for want of authority: the approvers decide again. An
+    integrity fault is no want of authority: no approval clears it, so none is advised."""
+    if fault:
+        return Custody(APPROVERS, f"integrity fault: {rule}; {FAULT_ADVICE}", now + REVIEW_WINDOW)
     return Custody(APPROVERS, f"{rule}; approve the same inventory again to resume, or cancel", now + REVIEW_WINDOW)
+
+
+def fault_refusal(action: str) -> str:
+    """Why `action` is refused while an integrity fault is open on a case: the page's disabled
+    reason and the service's refusal alike."""
+    return f"an integrity fault is open on this case, so it cannot be {action}: {FAULT_ADVICE}"
+
+
+FAULT_ADVICE = (
+    "the records were changed outside the back-office, so no approval can clear it: cancel the case, "
+    "or hand it to a person to investigate"
+)
 
 
 def cancel(f: CancelFacts, *, by: str, reason: str, now: datetime) -> CancelPlan:

@@ -14,6 +14,10 @@ from deletions.models import DeletionAlarm
 logger = logging.getLogger("deletions")
 EFFECT_UNKNOWN = "effect_unknown"
 BOUNDARY_REFUSED = "boundary_refused"  # the target system refused an effect: a person looks at why
+# The records contradict themselves (an inventory that no longer matches its digest, an approval
+# that fails its own check, a foreign record under an operation id, evidence that contradicts its
+# stage): a fault of the system, which no approval clears; a person investigates or cancels.
+INTEGRITY = "integrity_fault"
 
 
 def raise_alarm(*, request_id: UUID, kind: str, message: str, now: datetime, stage_id: UUID | None = None) -> None:

@@ -22,7 +22,7 @@ WITH r AS (
     RETURNING id
 ), settled AS (
     UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
-    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused') AND al.resolved_at IS NULL
+    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused', 'integrity_fault') AND al.resolved_at IS NULL
 )
 SELECT id FROM r
 

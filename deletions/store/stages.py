@@ -229,13 +229,14 @@ def set_aside(
     custody: Custody,
     approval_id: UUID | None,
     now: datetime,
-    alarm: bool = False,
+    alarm: str | None = None,
 ) -> None:
     """The receiver refused the effect for want of authority; nothing was applied.
 
     The row goes back to pending (not a failure, no retry counted). With `review`, the request
-    waits for the people `custody` names; with `alarm` (the target system itself refused), its
-    owner is alerted too. Either way the refusal is logged with the approval and generation it met.
+    waits for the people `custody` names; with `alarm` (its kind: the target system itself refused,
+    or an integrity fault), its owner is alerted too. Either way the refusal is logged with the
+    approval and generation it met.
     """
     with transaction.atomic(), connection.cursor() as cur:
         done = SQL.one(
@@ -259,7 +260,7 @@ def set_aside(
         if alarm:
             alarms.raise_alarm(
                 request_id=lease.request_id,
-                kind=alarms.BOUNDARY_REFUSED,
+                kind=alarm,
                 message=f"{stage} (operation {op_id}) refused: {rule} (owner {custody.owner})",
                 now=now,
                 stage_id=stage_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -60,6 +61,13 @@ def raise_alarm(
             return Alarm.objects.create(kind=kind, request=request, slot=slot, message=message, created_at=now)
     except IntegrityError:
         return open_.first()
+
+
+def resolve_failing(request_ids: list[Any], *, now: datetime) -> None:
+    """A watcher step that succeeded ends its request's failing alarm (one statement a batch)."""
+    Alarm.objects.filter(request_id__in=request_ids, kind="watcher_failing", resolved_at__isnull=True).update(
+        resolved_at=now
+    )
 
 
 def resolve_age_alarms(*, watcher_age: str, hold_age: str, now: datetime) -> int:

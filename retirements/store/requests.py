@@ -105,7 +105,8 @@ def release(
         NoticeSlot.objects.filter(id=slot_id).update(due_at=due, next_attempt_at=None)
     for slot in NoticeSlot.objects.select_for_update().filter(id__in=plan.suppressed):
         slot.suppress()
-        slot.save(update_fields=["status"])
+        slot.last_error = plan.why_suppressed.get(slot.id, "")
+        slot.save(update_fields=["status", "last_error"])
     add_slots(request, plan.added)
     request.release()
     request.eligible_at = plan.eligible_at

@@ -179,11 +179,20 @@ def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd
     assert gate.status == "pending" and gate.metadata_json.get("result") is None  # not adopted
     shown = cmd("demo_target", "show", "demo:planted", "--json")
     assert json.loads(shown.out)["gated"] is False  # and nothing was applied in its name
+    # A foreign record is an integrity fault: an alarm health reports, and no advice to approve again.
     alarm = case.alarms.get(resolved_at__isnull=True)
-    assert alarm.kind == "boundary_refused" and str(gate_op) in alarm.message
+    assert alarm.kind == "integrity_fault" and str(gate_op) in alarm.message
+    assert "integrity fault" in case.open_question and "approve" not in case.open_question.split(";")[-1]
     health = cmd("health", "--json")
-    assert health.code == 1 and json.loads(health.out)["checks"]["refused_at_target"] == {"ok": False, "count": 1}
-    approve(cmd, req, "operator-c")  # the approvers answer it: the alarm clears (a new refusal raises it again)
+    assert health.code == 1 and json.loads(health.out)["checks"]["integrity_faults"] == {"ok": False, "count": 1}
+    # No approval clears it (the page offers none); a cancellation ends the case and its alarm.
+    refused = cmd(
+        "approve_deletion", req["id"], "--approved-by", "operator-c", "--inventory-digest", req["inventory_digest"]
+    )
+    assert refused.code == 1 and "an integrity fault is open on this case" in refused.err
+    assert (
+        cmd("cancel_deletion", req["id"], "--by", "operator-c", "--reason", "planted record: investigating").code == 0
+    )
     assert not case.alarms.filter(resolved_at__isnull=True).exists()
     observe(f"planted record under {str(gate_op)[:8]}: refused ({case.status}), gate not completed, person not gated")
 

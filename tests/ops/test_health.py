@@ -40,6 +40,7 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "database",
         "cluster",
         "stalled_watchers",
+        "failing_watchers",
         "failed_notices",
         "needs_attention",
         "refused_at_target",

@@ -33,11 +33,11 @@ def fail_sends(monkeypatch, kinds: set[str]) -> list[str]:
     attempts: list[str] = []
     real = notices.send_notice
 
-    def send(letter, connection=None):
+    def send(letter, *, now, connection=None):
         attempts.append(letter.kind)
         if letter.kind in kinds:
             raise ConnectionError("SMTP server unavailable")
-        real(letter, connection=connection)
+        real(letter, now=now, connection=connection)
 
     monkeypatch.setattr(notices, "send_notice", send)
     return attempts

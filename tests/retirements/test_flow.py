@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.core import mail
 
 from retirements.models import PurgeJob
@@ -13,6 +14,7 @@ from tests.retirements.helpers import fresh, notice_states, request_at, run_at, 
 pytestmark = pytest.mark.django_db
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
 
 
 def test_thirty_day_request_runs_to_the_purge_with_notices_on_time(hq, make_workspace) -> None:
@@ -102,3 +104,54 @@ def test_run_watchers_command_reports_what_it_did(cmd, hq, make_workspace) -> No
     ]
     assert [w["authoritative"] for w in data["watchers"]] == [True] and data["purge_job"] is None
     assert [d["action"] for d in data["decisions"]] == ["request"]
+
+
+def test_a_release_after_the_final_warning_warns_again_with_the_new_date(hq, make_workspace) -> None:
+    """Seed 002's notices never say something false: a hold placed after the final warning went out
+    moves eligibility, so the warning's date is no longer true; on release a new final warning is
+    planned and sent, naming the new date, and the purge waits for it."""
+    from core import present
+    from core.authority import Actor
+    from retirements.services import retirement_hold, retirement_release
+
+    make_workspace()
+    req = request_at(T, hq)
+    for at in (T, T + 23 * DAY, T + 29 * DAY):
+        run_at(at)
+    assert subjects()[-1] == f"Final warning: workspace acme-old is deleted after {present.absolute(T + 30 * DAY)}"
+    with time_machine.travel(T + 29 * DAY + 12 * HOUR, tick=False):
+        retirement_hold(actor=Actor.of(hq), request_id=req.id, reason="customer disputes")
+    with time_machine.travel(T + 35 * DAY, tick=False):
+        retirement_release(actor=Actor.of(hq), request_id=req.id, reason="dispute settled")
+    after = fresh(req)
+    assert after.eligible_at == T + 35 * DAY + 12 * HOUR
+    warnings = list(after.notices.filter(kind="final_warning").values_list("status", "due_at"))
+    assert warnings == [("delivered", T + 29 * DAY), ("pending", T + 35 * DAY)]
+    run_at(T + 35 * DAY)
+    # Sent at release, it promises its full lead: eligibility moves to a day after it went out.
+    assert fresh(req).eligible_at == T + 36 * DAY
+    finals = [s for s in subjects() if s.startswith("Final warning")]
+    assert finals[-1] == f"Final warning: workspace acme-old is deleted after {present.absolute(T + 36 * DAY)}"
+    assert len(finals) == 2
+    run_at(T + 36 * DAY - timedelta(seconds=1))
+    assert not PurgeJob.objects.exists()
+
+
+def test_a_reminder_held_past_its_lead_is_suppressed_not_sent_late(hq, make_workspace) -> None:
+    from core.authority import Actor
+    from retirements.services import retirement_hold, retirement_release
+
+    make_workspace()
+    req = request_at(T, hq)
+    run_at(T)  # the reminder's send fails from T + 23 days on: it is still pending when the hold comes
+    with time_machine.travel(T + 23 * DAY + HOUR, tick=False):
+        retirement_hold(actor=Actor.of(hq), request_id=req.id, reason="legal review")
+    with time_machine.travel(T + 30 * DAY, tick=False):
+        retirement_release(actor=Actor.of(hq), request_id=req.id, reason="review done")
+    after = fresh(req)
+    assert after.eligible_at == T + 37 * DAY - HOUR
+    reminder = after.notices.get(kind="reminder_7_days")
+    assert reminder.status == "suppressed" and "less than the reminder's 7-day lead" in reminder.last_error
+    run_at(T + 30 * DAY)
+    assert not any("becomes eligible" in s for s in subjects())
+    assert notice_states(req)["final_warning"] == "pending"

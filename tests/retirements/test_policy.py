@@ -13,6 +13,7 @@ from retirements.policy import SlotView
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
 
 
 @pytest.mark.parametrize(
@@ -92,23 +93,75 @@ def test_next_wake_is_the_earliest_pending_notice_or_eligibility() -> None:
 def test_release_extends_eligibility_by_the_hold_and_replans_pending_notices() -> None:
     eligible = NOW + 30 * DAY
     slots = [
-        SlotView(1, "request_received", NOW, "delivered"),
+        SlotView(1, "request_received", NOW, "delivered", delivered_at=NOW),
         SlotView(2, "reminder_7_days", NOW + 23 * DAY, "pending"),
         SlotView(3, "final_warning", NOW + 29 * DAY, "pending"),
     ]
-    plan = policy.replan_on_release(requested_at=NOW, eligible_at=eligible, held_for=5 * DAY, slots=slots)
+    plan = policy.replan_on_release(
+        requested_at=NOW, eligible_at=eligible, held_for=5 * DAY, slots=slots, now=NOW + 6 * DAY
+    )
     assert plan.eligible_at == eligible + 5 * DAY
     assert plan.moved == [(2, NOW + 28 * DAY), (3, NOW + 34 * DAY)]
     assert plan.added == [] and plan.suppressed == []
 
 
-def test_release_adds_a_reminder_that_now_falls_after_the_request() -> None:
-    eligible = NOW + DAY  # never activated: no reminder planned
-    slots = [SlotView(1, "request_received", NOW, "delivered"), SlotView(2, "final_warning", NOW, "delivered")]
-    plan = policy.replan_on_release(requested_at=NOW, eligible_at=eligible, held_for=10 * DAY, slots=slots)
+def test_a_reminder_whose_lead_no_longer_fits_is_suppressed_with_why_never_sent_late() -> None:
+    """Held after the reminder was due and before it went out: on release its new time has passed,
+    so it would go out saying "in 7 days" with less left. It is suppressed, with why."""
+    slots = [
+        SlotView(1, "request_received", NOW, "delivered", delivered_at=NOW),
+        SlotView(2, "reminder_7_days", NOW + 23 * DAY, "pending"),
+        SlotView(3, "final_warning", NOW + 29 * DAY, "pending"),
+    ]
+    held_at, released = NOW + 28 * DAY, NOW + 40 * DAY
+    plan = policy.replan_on_release(
+        requested_at=NOW, eligible_at=NOW + 30 * DAY, held_for=released - held_at, slots=slots, now=released
+    )
+    assert plan.eligible_at == NOW + 42 * DAY
+    assert plan.suppressed == [2] and "less than the reminder's 7-day lead" in plan.why_suppressed[2]
+    assert plan.moved == [(3, NOW + 41 * DAY)] and plan.added == []
+
+
+def test_a_final_warning_that_named_the_old_date_is_planned_again_before_the_new_one() -> None:
+    slots = [
+        SlotView(1, "request_received", NOW, "delivered", delivered_at=NOW),
+        SlotView(2, "reminder_7_days", NOW + 23 * DAY, "delivered", delivered_at=NOW + 23 * DAY),
+        SlotView(3, "final_warning", NOW + 29 * DAY, "delivered", delivered_at=NOW + 29 * DAY),
+    ]
+    held_at, released = NOW + 29 * DAY + 12 * HOUR, NOW + 35 * DAY
+    plan = policy.replan_on_release(
+        requested_at=NOW, eligible_at=NOW + 30 * DAY, held_for=released - held_at, slots=slots, now=released
+    )
+    assert plan.eligible_at == NOW + 35 * DAY + 12 * HOUR
+    assert [(p.kind, p.due_at, p.gating) for p in plan.added] == [("final_warning", released, True)]
+    assert plan.moved == [] and plan.suppressed == []  # delivered notices are never moved
+    # A hold short enough that the first warning still gave its full lead: not warned twice.
+    short = policy.replan_on_release(
+        requested_at=NOW, eligible_at=NOW + 30 * DAY, held_for=timedelta(seconds=30), slots=slots, now=released
+    )
+    assert short.added == []
+
+
+def test_a_short_period_held_long_gets_no_reminder_in_the_past() -> None:
+    eligible = NOW + DAY  # never activated: no reminder planned, the final warning at once
+    slots = [
+        SlotView(1, "request_received", NOW, "delivered", delivered_at=NOW),
+        SlotView(2, "final_warning", NOW, "delivered", delivered_at=NOW),
+    ]
+    released = NOW + HOUR + 10 * DAY
+    plan = policy.replan_on_release(
+        requested_at=NOW, eligible_at=eligible, held_for=10 * DAY, slots=slots, now=released
+    )
     assert plan.eligible_at == NOW + 11 * DAY
-    assert [(p.kind, p.due_at) for p in plan.added] == [("reminder_7_days", NOW + 4 * DAY)]
-    assert plan.moved == []  # delivered notices are never re-planned
+    assert [(p.kind, p.due_at) for p in plan.added] == [("final_warning", released)]
+
+
+@pytest.mark.parametrize(
+    ("left", "words"),
+    [(7 * DAY, "in 7 days"), (6 * DAY + 2 * HOUR, "in 6 days"), (DAY, "in 1 day"), (HOUR, "today")],
+)
+def test_a_notice_says_how_long_is_left_as_it_is_when_it_goes_out(left, words) -> None:
+    assert policy.days_until(NOW + left, NOW) == words
 
 
 @pytest.mark.parametrize(
@@ -175,24 +228,28 @@ def test_gating_blocker_is_revisited_after_six_hours() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "started", "created_ago", "wake_ago", "stalled"),
+    ("status", "started", "created_ago", "wake_ago", "alive_for", "stalled"),
     [
-        ("pending", False, timedelta(minutes=16), None, "never started"),
-        ("pending", False, timedelta(minutes=14), None, None),
-        ("running", True, DAY, timedelta(minutes=16), "missed its wake-up"),
-        ("running", True, DAY, timedelta(minutes=14), None),
-        ("running", True, DAY, -DAY, None),  # waiting for a wake-up in the future
+        ("pending", False, timedelta(minutes=16), None, None, "never started"),
+        ("pending", False, timedelta(minutes=14), None, None, None),
+        ("running", True, DAY, timedelta(minutes=16), None, "missed its wake-up"),
+        ("running", True, DAY, timedelta(minutes=16), -timedelta(seconds=1), "missed its wake-up"),
+        # A wake-up missed long ago, but the watcher beat or holds a claim now: it may be mid-send.
+        ("running", True, DAY, timedelta(hours=3), timedelta(seconds=1), None),
+        ("running", True, DAY, timedelta(minutes=14), None, None),
+        ("running", True, DAY, -DAY, None, None),  # waiting for a wake-up in the future
         # The request's current watcher concluded nothing while the request waits: stalled.
-        ("superseded", True, DAY, timedelta(days=3), "superseded without concluding the request"),
-        ("settled", True, DAY, -DAY, "settled without concluding the request"),
+        ("superseded", True, DAY, timedelta(days=3), None, "superseded without concluding the request"),
+        ("settled", True, DAY, -DAY, DAY, "settled without concluding the request"),
     ],
 )
-def test_stall_detection(status, started, created_ago, wake_ago, stalled) -> None:
+def test_stall_detection(status, started, created_ago, wake_ago, alive_for, stalled) -> None:
     why = policy.is_stalled(
         watcher_status=status,
         watcher_started=started,
         created_at=NOW - created_ago,
         next_wake_at=NOW - wake_ago if wake_ago is not None else None,
+        alive_until=NOW + alive_for if alive_for is not None else None,
         now=NOW,
     )
     assert (why is None) if stalled is None else (why is not None and stalled in why)

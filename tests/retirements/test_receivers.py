@@ -167,9 +167,7 @@ def test_a_failed_gating_notice_has_a_way_forward(hq, make_workspace, monkeypatc
 
     make_workspace()
     T = timezone.now() - timedelta(days=1)
-    monkeypatch.setattr(
-        notices, "send_notice", lambda letter, connection=None: (_ for _ in ()).throw(OSError("smtp down"))
-    )
+    monkeypatch.setattr(notices, "send_notice", lambda letter, **kw: (_ for _ in ()).throw(OSError("smtp down")))
     req = request_at(T, hq)
     at = T
     for _ in range(6):

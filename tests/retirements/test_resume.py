@@ -9,8 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
+from core import clock
 from core.authority import Actor
 from core.errors import Refused
+from ops.health import report
 from retirements import watcher as watcher_module
 from retirements.models import NoticeSlot, PurgeJob, RetirementWatcher
 from retirements.selectors import detect_stalls
@@ -107,18 +109,23 @@ def test_watcher_that_keeps_failing_is_reported_stalled_with_an_alarm(
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    # Every step beats, then fails at its boundary.
+    # Every step beats, then fails at its boundary: alive (resume would not help), and failing.
     monkeypatch.setattr(watcher_module, "_conclude", broken)
     run_at(T)
     assert not req.alarms.exists()
     with caplog.at_level(logging.ERROR, logger="retirements"):
         summary = run_at(T + timedelta(minutes=16))
     assert summary["steps"] == {str(req.id): "error"}
-    assert [s["request"] for s in summary["stalled"]] == [str(req.id)]
-    alarm = req.alarms.get(kind="watcher_stalled")
-    assert "missed its wake-up" in alarm.message and alarm.resolved_at is None
-    observe(f"watcher failing 16 min: stalled, alarm '{alarm.message[:50]}...'")
-    assert any("alarm kind=watcher_stalled" in r.getMessage() for r in caplog.records)
+    assert summary["stalled"] == [] and summary["failing"] == [str(req.id)]
+    alarm = req.alarms.get(kind="watcher_failing")
+    assert "missed its wake-up" in alarm.message and "RuntimeError: boom" in alarm.message
+    assert alarm.resolved_at is None
+    with time_machine.travel(T + timedelta(minutes=16), tick=False):
+        assert report(clock.now())["checks"]["failing_watchers"] == {"ok": False, "count": 1}
+    observe(f"watcher failing 16 min: alarm '{alarm.message[:50]}...'")
+    assert any("alarm kind=watcher_failing" in r.getMessage() for r in caplog.records)
+    run_at(T + timedelta(minutes=17))  # still failing: the same alarm, not a second one
+    assert req.alarms.filter(kind="watcher_failing").count() == 1
     monkeypatch.undo()
-    run_at(T + timedelta(minutes=17))
-    assert req.alarms.get(kind="watcher_stalled").resolved_at is not None
+    run_at(T + timedelta(minutes=18))
+    assert req.alarms.get(kind="watcher_failing").resolved_at is not None

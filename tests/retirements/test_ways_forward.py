@@ -328,3 +328,55 @@ def test_stalled_watchers_are_counted_in_full_while_a_page_of_them_is_loaded(hq,
     assert count_stalls(now=later) == 3
     assert len(detect_stalls(now=later, limit=2)) == 2
     assert {r.id for r, _ in detect_stalls(now=later)} == {r.id for r in reqs}
+
+
+@pytest.mark.slow
+def test_a_watcher_paused_between_a_send_and_its_save_is_not_replaced_until_its_claim_runs_out(
+    hq, make_workspace
+) -> None:
+    """Seed 002: recovery refuses while the old execution may still run. A real watcher process,
+    stopped after sending a notice and before saving it (its wake-up long overdue, its heartbeat
+    written in that same step), is alive: resume is refused. Once its heartbeat and claim have run
+    out, resume replaces it, the new watcher sends the notice again (at least once), and the old
+    process's late save changes nothing."""
+    make_workspace()
+    req = request_at(clock.now() - timedelta(minutes=20), hq)  # its push was lost: due 20 minutes ago
+    paused = subprocess.Popen(manage_argv("run_watchers"), env=subprocess_env(PAUSE_AT="notice-sent"))
+    try:
+        proc = psutil.Process(paused.pid)
+        wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="the watcher paused after a send")
+        claimed = NoticeSlot.objects.get(request=req, status="sending")
+        now = clock.now()
+        wake = fresh(req).next_wake_at
+        assert wake is not None and wake < now - timedelta(minutes=15)  # the wake-up alone says "stalled"
+        assert stall_reason(fresh(req), now) is None and count_stalls(now=now) == 0
+        with pytest.raises(Refused, match="the watcher may still be running: it showed a sign of life until"):
+            retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
+        assert watchers(req) == [("running", True)]
+        assert not Decision.objects.filter(request=req, action="resume").exists()
+        # Its claim and heartbeat run out: now it shows no sign of life, and resume replaces it.
+        assert claimed.claim_expires_at is not None
+        later = claimed.claim_expires_at + timedelta(seconds=1)
+        assert stall_reason(fresh(req), later) is not None and count_stalls(now=later) == 1
+        with time_machine.travel(later, tick=False):
+            retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
+        assert watchers(req) == [("superseded", False), ("pending", True)]
+        run_at(later)  # the new watcher claims the expired claim and sends again
+        resent = NoticeSlot.objects.get(id=claimed.id)
+        assert resent.status == "delivered" and resent.delivered_at == later
+        before = (
+            list(NoticeSlot.objects.filter(request=req).values_list("id", "status", "delivered_at", "claimed_by")),
+            list(Decision.objects.filter(request=req).values_list("id", "action")),
+            fresh(req).next_wake_at,
+        )
+    finally:
+        paused.send_signal(signal.SIGCONT)
+        paused.communicate(timeout=120)
+    assert paused.returncode == 0
+    after = (
+        list(NoticeSlot.objects.filter(request=req).values_list("id", "status", "delivered_at", "claimed_by")),
+        list(Decision.objects.filter(request=req).values_list("id", "action")),
+        fresh(req).next_wake_at,
+    )
+    assert after == before  # the old process's late save and boundary wrote nothing
+    assert watchers(req) == [("superseded", False), ("running", True)]
