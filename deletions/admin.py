@@ -566,9 +566,9 @@ class DeletionRequestAdmin(CaseAdmin):
         now = clock.now()
         stages = [stage_snapshot(s) for s in req.stages.all()]
         open_alarms = list(req.alarms.filter(resolved_at__isnull=True).order_by("created_at"))
-        effect_unknown = any(a.kind == alarms.EFFECT_UNKNOWN for a in open_alarms)
         perms = request.user.get_all_permissions()
         unsettled = selectors.unsettled(req.id)
+        effect_unknown = case.effect_unknown(req, now, unsettled)
         seen = sees(request)
         offers = [
             *case.actions(

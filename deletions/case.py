@@ -39,6 +39,15 @@ def lease_live(req: Any, now: datetime) -> bool:
     return req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
 
 
+def effect_unknown(req: Any, now: datetime, unsettled: bool) -> bool:
+    """The one rule for "effect unknown", which the case page, the overview, `show_deletion`, the
+    API and the inbox all read: the current stage's effect was submitted and not settled
+    (`unsettled`), and no worker that shows a sign of life holds it (its lease lapsed, or its
+    heartbeat is late by more than half the lease). A worker beating on time is still waiting for
+    its answer: that is running, not unknown."""
+    return unsettled and (not lease_live(req, now) or heartbeat_late(req, now))
+
+
 def queued(req: Any, now: datetime, unsettled: bool) -> bool:
     """Waiting for a free worker: approved or running with no worker holding it and no effect left
     unsettled, or a plain retry that is due. The one rule the panel, the list, the overview, the
@@ -66,8 +75,16 @@ def open_question(req: Any, now: datetime, unsettled: bool = False) -> str:
         return "waiting for a second operator to approve the inventory"
     if req.cancel_requested_at is not None and req.status not in ("cancelled", "completed"):
         return "cancellation recorded; the worker stops at its next transition"
-    if req.status == "running" and not lease_live(req, now) and unsettled:
-        return "worker stopped after submitting; its effect is unknown until the next worker looks it up at the target"
+    if req.status == "running" and effect_unknown(req, now, unsettled):
+        if not lease_live(req, now):
+            return (
+                "worker stopped after submitting; its effect is unknown until the next worker looks it up at the target"
+            )
+        return (
+            f"effect unknown until {present.absolute(req.lease_expires_at)}: the {present.worker(req.lease_owner)} "
+            f"submitted it and has not reported for {present.span((now - req.heartbeat_at).total_seconds())}; if it "
+            "does not by then, another worker takes over and looks the operation up at the target"
+        )
     if queued(req, now, unsettled):
         waited = int((now - queued_since(req)).total_seconds())
         return f"queued, waiting for a free worker (for {present.span(max(waited, 0))})"
@@ -428,8 +445,14 @@ def _grouped(moments: list[Moment]) -> list[Moment]:
     def flush() -> None:
         if len(run) > 2:
             claims = sum(1 for m in run if m.what == ROUTINE[0])
+            releases = len(run) - claims
+            what = (
+                f"claimed and released the lease {claims} times"
+                if claims == releases
+                else f"claimed the lease {claims} times and released it {releases} times"
+            )
             first, last = run[0].why, run[-1].why
-            out.append(Moment(run[0].at, "workers", f"claimed and released the lease {claims} times",
+            out.append(Moment(run[0].at, "workers", what,
                               f"{first} to {last}, until {present.absolute(run[-1].at)}", "routine"))  # fmt: skip
         else:
             out.extend(run)

@@ -8,7 +8,7 @@ import uuid
 import pgtrigger
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
 from core.decisions import DecisionRecord
@@ -89,6 +89,11 @@ class DeletionRequest(FSMModelMixin, models.Model):
                 fields=["entity_type", "target"],
                 condition=Q(status__in=OPEN_STATUSES),
                 name="one_open_deletion_per_target",
+            ),
+            # Custody (SPEC 5.5): the backup is another person than the one who holds the case.
+            models.CheckConstraint(
+                condition=Q(assignee__isnull=True) | Q(backup__isnull=True) | ~Q(assignee=F("backup")),
+                name="deletion_backup_is_another_person",
             ),
         ]
         indexes = [

@@ -18,7 +18,9 @@ def case_view(request_id: str | UUID, *, lens: access.Lens, now: datetime) -> di
     evidence withheld, for those the access table says)."""
     data = selectors.inspect(request_id)
     req = selectors.get_request(request_id)
-    held = case.custodians(req, now, selectors.unsettled(req.id))
+    unsettled = selectors.unsettled(req.id)
+    held = case.custodians(req, now, unsettled)
+    data["request"]["open_question"] = case.open_question(req, now, unsettled)  # the page's words, not the column
     return lens.data(
         {
             "responsible": held.person,

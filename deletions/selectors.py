@@ -187,10 +187,10 @@ def unsettled(request_id: UUID) -> bool:
     return StageHistory.objects.filter(UNSETTLED, request_id=request_id).exists()
 
 
-def effect_unknown(now: datetime, limit: int) -> list[StageHistory]:
-    """Submitted but not settled (`UNSETTLED`): nobody may resend until the target system's record
-    (or an operator) says what happened."""
-    return list(StageHistory.objects.filter(UNSETTLED).select_related("request")[:limit])
+def unsettled_stages(limit: int) -> list[StageHistory]:
+    """Current stages submitted and not settled (`UNSETTLED`), oldest submission first, with their
+    requests: the candidates the overview asks `case.effect_unknown` about."""
+    return list(StageHistory.objects.filter(UNSETTLED).select_related("request").order_by("submitted_at", "id")[:limit])
 
 
 def in_flight(limit: int) -> list[DeletionRequest]:

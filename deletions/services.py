@@ -77,7 +77,7 @@ def deletion_submit(
             requested_by=actor.user,
             inventory=inv,
             version=inventory.INVENTORY_VERSION,
-            custody=custody.submitted(),
+            custody=custody.submitted(now),
             received_at=received,
             due_at=custody.due(received, settings.DELETION_DEADLINE_MONTHS),
             now=now,

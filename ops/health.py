@@ -16,13 +16,14 @@ from django.http import HttpRequest, JsonResponse
 
 from core import clock
 from deletions.models import OPEN_STATUSES, AuthorityWithdrawal, DeletionAlarm, DeletionRequest, Status
-from deletions.store.alarms import BOUNDARY_REFUSED, INTEGRITY
+from deletions.store.alarms import BOUNDARY_REFUSED
 from ops import saturation
+from ops.metrics import failing_watchers, integrity_faults
 from ops.models import ClusterHeartbeat, Notification
 from retirements.models import Alarm as RetirementAlarm
 from retirements.models import NoticeSlot, NoticeStatus, PurgeJob, PurgeStatus, RequestStatus
 from retirements.policy import HOLD_AGE, WATCHER_AGE
-from retirements.selectors import FAILING_ALARM, count_stalls
+from retirements.selectors import count_stalls
 
 CLUSTER_STALE = timedelta(minutes=3)
 WITHDRAWAL_LATE = timedelta(minutes=2)  # two dispatcher ticks: the target should have acknowledged by then
@@ -150,13 +151,3 @@ class ProbeMiddleware:
 
             return metrics_view(request)
         return self.get_response(request)
-
-
-def integrity_faults() -> int:
-    """Open integrity alarms (health and /metrics): records that contradict themselves."""
-    return DeletionAlarm.objects.filter(kind=INTEGRITY, resolved_at__isnull=True).count()
-
-
-def failing_watchers() -> int:
-    """Open failing-watcher alarms (health and /metrics): alive, but each step fails."""
-    return RetirementAlarm.objects.filter(kind=FAILING_ALARM, resolved_at__isnull=True).count()

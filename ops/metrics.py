@@ -25,12 +25,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from core import clock
 from core.sql import Statements
 from deletions import selectors as deletion_selectors
-from deletions.models import Status
+from deletions.models import DeletionAlarm, Status
+from deletions.store.alarms import INTEGRITY
 from ops import saturation
-from ops.health import failing_watchers, integrity_faults
 from ops.models import ClusterHeartbeat, NotificationStatus
+from retirements.models import Alarm as RetirementAlarm
 from retirements.models import NoticeStatus, RequestStatus
-from retirements.selectors import count_stalls
+from retirements.selectors import FAILING_ALARM, count_stalls
 
 SQL = Statements.beside(__file__, "tallies.sql")
 
@@ -181,3 +182,13 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     registry = CollectorRegistry()
     registry.register(DatabaseCollector(clock.now()))  # type: ignore[arg-type]
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def integrity_faults() -> int:
+    """Open integrity alarms (health and /metrics): records that contradict themselves."""
+    return DeletionAlarm.objects.filter(kind=INTEGRITY, resolved_at__isnull=True).count()
+
+
+def failing_watchers() -> int:
+    """Open failing-watcher alarms (health and /metrics): alive, but each step fails."""
+    return RetirementAlarm.objects.filter(kind=FAILING_ALARM, resolved_at__isnull=True).count()

@@ -366,7 +366,7 @@ class RetirementRequestAdmin(CaseAdmin):
             "title": f"Retirement of {req.workspace.slug}",
             "original": req,
             "req": req,
-            "panel": case.panel(req, stalled, refused),
+            "panel": case.panel(req, stalled, refused, times=selectors.custody_times(req)),
             "timeline": case.timeline(req, notices, decisions, now),
             "timeline_narrow": case.timeline(req, notices, decisions, now, width=360),
             "notices": notices,

@@ -53,17 +53,28 @@ def custody_words(req: Any) -> str:
     return f"{owner} (backup: {backup})"
 
 
-def panel(req: Any, stalled: str | None, purge_refused: str = "") -> CasePanel:
+def panel(
+    req: Any, stalled: str | None, purge_refused: str = "", *, times: tuple[datetime | None, datetime | None]
+) -> CasePanel:
+    """`times`: the request's next check and deadline (`policy.custody_times`)."""
     watcher, ws = req.watcher, req.workspace
+    next_check, deadline = times
+    if deadline is None:
+        due = ""
+    elif req.status == "held":
+        due = f"hold review by {present.absolute(deadline)} (a hold is looked at again by then)"
+    else:
+        due = f"eligible for deletion at {present.absolute(deadline)}"
     return CasePanel(
         what=f"Retire workspace {ws.slug} ({ws.name}); now {ws.get_lifecycle_display().lower()}",
         status=req.status,
         status_label=req.get_status_display(),
         open_question=open_question(req, stalled, purge_refused),
-        next_check_at=req.next_wake_at,
+        next_check_at=next_check,
         owner=custody_words(req),
         last_action=req.last_action or "-",
         attempt=f"watcher {str(watcher.id)[:8]} ({watcher.status})" if watcher else "no watcher",
+        deadline=due,
     )
 
 

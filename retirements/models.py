@@ -4,7 +4,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
 from core.decisions import DecisionRecord
@@ -129,6 +129,11 @@ class RetirementRequest(FSMModelMixin, models.Model):
                 fields=["workspace"],
                 condition=Q(status__in=OPEN_REQUEST_STATUSES),
                 name="one_open_retirement_per_workspace",
+            ),
+            # Custody (SPEC 5.5): the backup is another person than the owner.
+            models.CheckConstraint(
+                condition=Q(owner__isnull=True) | Q(backup__isnull=True) | ~Q(owner=F("backup")),
+                name="retirement_backup_is_another_person",
             ),
         ]
         indexes = [

@@ -269,6 +269,25 @@ def failing(*, next_wake_at: datetime | None, error: str, now: datetime) -> str 
     )
 
 
+def custody_times(
+    *,
+    status: str,
+    eligible_at: datetime,
+    next_wake_at: datetime | None,
+    held_at: datetime | None,
+    hold_limit: timedelta,
+) -> tuple[datetime | None, datetime | None]:
+    """An open retirement's next check and deadline (SPEC 5.5): waiting, its next wake-up and its
+    eligibility; held, the hold's review date (when a hold grown old raises its alarm) for both;
+    ended, neither."""  # fmt: skip
+    if status == "held" and held_at is not None:
+        review = held_at + hold_limit
+        return review, review
+    if status in ("waiting", "executing"):
+        return next_wake_at, eligible_at
+    return None, None
+
+
 RESUME_RULE = (
     "only a watcher that missed its wake-up by 15 minutes and shows no sign of life (no heartbeat or notice "
     "claim within the claim time), or that settled without concluding the request, is replaced"

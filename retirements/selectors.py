@@ -100,6 +100,17 @@ def summary(request_id: UUID, *keys: str) -> dict[str, Any]:
     return {k: data[k] for k in keys}
 
 
+def custody_times(request: RetirementRequest) -> tuple[datetime | None, datetime | None]:
+    """The request's next check and deadline (`policy.custody_times`, with the hold review setting)."""
+    return policy.custody_times(
+        status=request.status,
+        eligible_at=request.eligible_at,
+        next_wake_at=request.next_wake_at,
+        held_at=request.held_at,
+        hold_limit=timedelta(days=settings.RETIREMENT_HOLD_ALARM_DAYS),
+    )
+
+
 def describe(request: RetirementRequest) -> dict[str, Any]:
     ws = request.workspace
     job = getattr(request, "purge_job", None)
@@ -117,6 +128,8 @@ def describe(request: RetirementRequest) -> dict[str, Any]:
         "eligibility_policy": request.eligibility_policy,
         "eligible_at": _iso(request.eligible_at),
         "next_wake_at": _iso(request.next_wake_at),
+        "next_check_at": _iso(custody_times(request)[0]),
+        "deadline": _iso(custody_times(request)[1]),
         "owner": request.owner.get_username() if request.owner else None,
         "last_action": request.last_action,
         "hold": {"held_at": _iso(request.held_at), "reason": request.hold_reason} if request.held_at else None,

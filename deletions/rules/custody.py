@@ -11,9 +11,9 @@ from deletions.contract import APPROVERS, OPERATORS_ON_CALL, SYSTEM, CancelFacts
 REVIEW_WINDOW = timedelta(hours=24)  # approvers answer a case back in review within a working day
 
 
-def submitted() -> Custody:
-    """Waiting for approval: never the submitter."""
-    return Custody(APPROVERS, "waiting for a second operator to approve the inventory", None)
+def submitted(now: datetime) -> Custody:
+    """Waiting for approval: never the submitter; the approvers answer within a working day."""
+    return Custody(APPROVERS, "waiting for a second operator to approve the inventory", now + REVIEW_WINDOW)
 
 
 def approved(now: datetime) -> Custody:

@@ -63,6 +63,9 @@ def raise_alarm(
         return open_.first()
 
 
+BOUNDARY_HOLD_ALARM = "held_at_point_of_no_return"  # open until the hold is released or the case cancelled
+
+
 def resolve_failing(request_ids: list[Any], *, now: datetime) -> None:
     """A watcher step that succeeded ends its request's failing alarm (one statement a batch)."""
     Alarm.objects.filter(request_id__in=request_ids, kind="watcher_failing", resolved_at__isnull=True).update(

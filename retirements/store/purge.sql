@@ -34,7 +34,10 @@ WITH job AS (
     RETURNING request_id
 )
 UPDATE retirements_retirementrequest r
-SET last_action = %(action)s, owner_id = COALESCE(%(on_call)s, r.owner_id), updated_at = %(now)s
+SET last_action = %(action)s, owner_id = COALESCE(%(on_call)s, r.owner_id), updated_at = %(now)s,
+    -- never their own backup: the former owner covers for them
+    backup_id = CASE WHEN r.backup_id = COALESCE(%(on_call)s, r.owner_id)
+                     THEN NULLIF(r.owner_id, COALESCE(%(on_call)s, r.owner_id)) ELSE r.backup_id END
 FROM job WHERE r.id = job.request_id
 RETURNING r.id
 
@@ -47,7 +50,8 @@ WITH job AS (
     RETURNING request_id
 )
 UPDATE retirements_retirementrequest r
-SET last_action = %(action)s, owner_id = %(actor)s, updated_at = %(now)s
+SET last_action = %(action)s, owner_id = %(actor)s, updated_at = %(now)s,
+    backup_id = CASE WHEN r.backup_id = %(actor)s THEN NULLIF(r.owner_id, %(actor)s) ELSE r.backup_id END
 FROM job WHERE r.id = job.request_id AND r.status = 'executing'
 RETURNING r.id
 
@@ -59,7 +63,8 @@ WITH job AS (
 ), request AS (
     UPDATE retirements_retirementrequest r
     SET status = 'closed', concluded_at = %(now)s, conclusion = %(conclusion)s, last_action = %(conclusion)s,
-        owner_id = %(actor)s, updated_at = %(now)s
+        owner_id = %(actor)s, updated_at = %(now)s,
+        backup_id = CASE WHEN r.backup_id = %(actor)s THEN NULLIF(r.owner_id, %(actor)s) ELSE r.backup_id END
     FROM job WHERE r.id = job.request_id AND r.status = 'executing'
     RETURNING r.workspace_id
 )

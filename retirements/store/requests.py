@@ -16,7 +16,7 @@ from core.sql import Statements
 from retirements.contract import Eligibility, PlannedNotice, Replan
 from retirements.models import NoticeSlot, RetirementRequest, RetirementWatcher, Workspace
 from retirements.store import ACTIVE_WATCHER
-from retirements.store.decisions import log_decision, resolve_alarms
+from retirements.store.decisions import BOUNDARY_HOLD_ALARM, log_decision, resolve_alarms
 from retirements.store.notices import add_slots
 
 SQL = Statements.beside(__file__, "requests.sql")
@@ -108,6 +108,7 @@ def release(
         slot.last_error = plan.why_suppressed.get(slot.id, "")
         slot.save(update_fields=["status", "last_error"])
     add_slots(request, plan.added)
+    resolve_alarms(kind=BOUNDARY_HOLD_ALARM, request=request, now=now)
     request.release()
     request.eligible_at = plan.eligible_at
     request.held_at, request.held_by = None, None
@@ -146,6 +147,7 @@ def release(
 def cancel(request: RetirementRequest, workspace: Workspace, *, actor: Actor, reason: str, now: datetime) -> None:
     """Cancelled by a person: the workspace returns to disabled, pending notices are suppressed,
     watchers settle (`end_without_purge`, the write the boundary's close makes too)."""
+    resolve_alarms(kind=BOUNDARY_HOLD_ALARM, request=request, now=now)
     end_without_purge(
         request,
         status="cancelled",

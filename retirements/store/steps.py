@@ -20,7 +20,7 @@ from retirements.contract import (
     Verdict,
 )
 from retirements.models import RetirementRequest, RetirementWatcher, Workspace
-from retirements.store.decisions import log_decision
+from retirements.store.decisions import BOUNDARY_HOLD_ALARM, log_decision, raise_alarm
 from retirements.store.requests import end_without_purge, hold, settle_watcher
 
 SQL = Statements.beside(__file__, "steps.sql")
@@ -101,6 +101,13 @@ def apply_verdict(
             )
     elif verdict.action == HOLD:
         hold(request, workspace, actor=None, reason=verdict.reason, now=now, action="boundary_hold")
+        # The person on call now holds it: an alarm tells them (and the backup) by name.
+        raise_alarm(
+            kind=BOUNDARY_HOLD_ALARM,
+            request=request,
+            message=f"held at the point of no return: {verdict.reason}; release or cancel it",
+            now=now,
+        )
     elif verdict.action == CLOSE:
         conclusion = f"closed without purge: {verdict.reason}"
         end_without_purge(

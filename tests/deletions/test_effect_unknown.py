@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -104,10 +105,12 @@ def test_unknown_effect_is_listed_on_the_operations_overview(cmd, client) -> Non
     from django.contrib.auth.models import User
 
     req = submit_and_approve()
-    crash_at("after-submit-mark", req.id)
+    dead = crash_at("after-submit-mark", req.id)
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     client.force_login(User.objects.create_superuser("root-1", "r@x.example", "pw"))
-    page = client.get("/admin/operations/").content.decode()
+    assert dead.lease_expires_at is not None
+    with time_machine.travel(dead.lease_expires_at, tick=False):  # the dead worker's heartbeat is late
+        page = client.get("/admin/operations/").content.decode()
     assert "deletion demo:alice" in page and str(gate.operation_id) in page
 
 
@@ -262,6 +265,7 @@ def test_only_a_submitted_unsettled_stage_reads_as_effect_unknown(cmd) -> None:
     import signal
 
     from deletions import case, selectors
+    from ops import overview
     from tests.deletions.helpers import running_row, start_worker
     from tests.support import wait_for
 
@@ -272,7 +276,7 @@ def test_only_a_submitted_unsettled_stage_reads_as_effect_unknown(cmd) -> None:
     worker.communicate(timeout=60)
     loud = crash_at("after-submit-mark", submit_and_approve("demo:killed-after-submitting").id)
     later = (loud.lease_expires_at or timezone.now()) + timedelta(seconds=5)
-    listed = {s.request_id for s in selectors.effect_unknown(later, 50)}
+    listed = {s.request_id for s in overview.effect_unknown(later)}
     assert listed == {loud.id}
     for req, unknown in ((DeletionRequest.objects.get(id=quiet.id), False), (loud, True)):
         assert selectors.unsettled(req.id) is unknown
@@ -282,3 +286,52 @@ def test_only_a_submitted_unsettled_stage_reads_as_effect_unknown(cmd) -> None:
         else:
             assert shown.open_question.startswith("queued, waiting for a free worker (for ")
             assert shown.owner.startswith("system: the next free worker")
+
+
+def test_a_dead_workers_submitted_effect_reads_the_same_on_every_face_while_its_lease_runs(cmd, client) -> None:
+    """One truth per case: while a worker that submitted an effect is dead but its lease still
+    runs, the overview, the case page, the command's JSON and the API all read "effect unknown
+    until" the lease's end; just after the kill (its heartbeat still on time) none does."""
+    from django.contrib.auth.models import User
+    from django.urls import reverse
+
+    from core import present, tokens
+    from ops import overview
+
+    dead = crash_at("after-submit-mark", submit_and_approve("demo:late-worker").id)
+    assert dead.lease_expires_at is not None and dead.heartbeat_at is not None
+    fresh = dead.heartbeat_at + timedelta(seconds=1)
+    late = dead.heartbeat_at + (dead.lease_expires_at - dead.heartbeat_at) * 3 / 4  # late, lease still live
+    root = User.objects.create_superuser("root-5", "root-5@hq.example", "pw")
+    client.force_login(root)
+    token = tokens.issue(root, name="faces", scope="read")
+    words = f"effect unknown until {present.absolute(dead.lease_expires_at)}"
+    for at, unknown in ((fresh, False), (late, True)):
+        with time_machine.travel(at, tick=False):
+            listed = dead.id in {s.request_id for s in overview.effect_unknown(at)}
+            page = client.get(reverse("admin:deletions_deletionrequest_change", args=[dead.id])).content.decode()
+            shown = cmd("show_deletion", str(dead.id), "--json")
+            api = client.get(f"/api/v1/deletions/{dead.id}", HTTP_AUTHORIZATION=f"Bearer {token}").json()
+        said = [json.loads(shown.out)["request"]["open_question"], api["request"]["open_question"]]
+        assert listed is unknown
+        assert (words in page) is unknown and all((words in q) is unknown for q in said), (at, said)
+        if unknown:
+            assert "has not reported for" in said[0] and "another worker takes over" in said[0]
+            assert "Open question: none" not in page
+
+
+def test_the_timeline_says_a_lease_taken_over_was_never_released() -> None:
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from deletions import case
+
+    t = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    events = [
+        SimpleNamespace(at=t + timedelta(minutes=n), event=e, generation=g, owner="w", previous_owner="")
+        for n, (e, g) in enumerate([("claim", 1), ("release", 1), ("claim", 2), ("release", 2), ("claim", 3)])
+    ]
+    events.append(SimpleNamespace(at=t + timedelta(minutes=9), event="takeover", generation=4, owner="v",
+                                  previous_owner="w"))  # fmt: skip
+    lines = [m.what for m in case.timeline([], events)]
+    assert lines == ["claimed the lease 3 times and released it 2 times", "took over an expired lease"]

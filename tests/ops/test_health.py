@@ -41,6 +41,7 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "cluster",
         "stalled_watchers",
         "failing_watchers",
+        "integrity_faults",
         "failed_notices",
         "needs_attention",
         "refused_at_target",
