@@ -302,7 +302,13 @@ def actions(
     return [
         offer("approve", "Approve", perm=APPROVE, perms=perms, why_not=approve_why),
         offer("settle", "Confirm not applied", perm=RUN, perms=perms, why_not=settle_why),
-        offer("record", "Record effect applied by hand", perm=RUN, perms=perms, why_not=on_hold_why)
+        offer(
+            "record",
+            "Record effect applied by hand",
+            perm=RUN,
+            perms=perms,
+            why_not=on_hold_why or (custody.own_effect(req.requested_by) if submitter else ""),
+        )
         if by_hand
         else offer("resume", "Resume", perm=RUN, perms=perms, why_not=on_hold_why),
         offer("run", "Run now", perm=RUN, perms=perms, why_not=run_why),

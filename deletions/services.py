@@ -36,6 +36,7 @@ from deletions.store.requests import (
     lock_request,
     record_cancel,
     record_resume,
+    review_recorded_effect,
 )
 from deletions.store.withdrawals import withdraw
 from deletions.targets.base import Found, TargetRefused, inconclusive, supervised
@@ -201,6 +202,8 @@ def deletion_resume(
         resumable = [Status.NEEDS_ATTENTION, *([Status.RETRY_WAIT] if effect_not_applied else [])]
         if req.status not in resumable:
             raise Refused(f"request {req.id} is {req.status}; only a request that needs attention can be resumed")
+        if req.alarms.filter(kind=alarms.AFTER_WITHDRAWAL, resolved_at__isnull=True).exists():
+            raise Refused(f"request {req.id}: {req.open_question}")  # resuming would complete it without authority
         if effect_not_applied:
             row = req.stages.filter(is_current=True).first()  # the request is locked: nothing moves it
             if row is None or row.submitted_at is None:
@@ -262,6 +265,8 @@ def deletion_record_effect(
         row = req.stages.filter(is_current=True).first()  # the request is locked: nothing moves it
         if req.status != Status.NEEDS_ATTENTION or row is None or row.submitted_at is None or row.status != "failed":
             raise Refused(f"request {req.id} ({req.status}) has no effect waiting for an operator; nothing recorded")
+        if submitted_by(req, actor):
+            raise Refused(custody.own_effect(req.requested_by))
         if row.stage == workflow.PURGE_DB and applied and has_agents is None:
             raise BadInput(f"{row.stage} applied: say whether agents are left (--has-agents yes|no); nothing recorded")
         if has_agents is not None and not (row.stage == workflow.PURGE_DB and applied):
@@ -280,14 +285,26 @@ def deletion_record_effect(
             now=now,
         )
         what = "applied" if applied else "not applied"
+        approval = approvals.latest(req)
         decisions.record(
             request_id=req.id,
             actor=actor,
             action="record_effect",
             reason=f"{row.stage} (operation {row.operation_id}) {what} by hand: {evidence}",
             now=now,
-            approval=approvals.latest(req),
+            approval=approval,
         )
+        gone = custody.authority_gone(
+            revoked_at=approval.revoked_at if approval else None,
+            expires_at=approval.expires_at if approval else None,
+            now=now,
+        )
+        if applied and gone:  # kept as a fact; never a plain completion
+            held = custody.applied_after(gone, stage=row.stage, operation_id=row.operation_id, by=actor.name, now=now)
+            alarms.raise_alarm(request_id=req.id, kind=alarms.AFTER_WITHDRAWAL, message=held.open_question, now=now)
+            review_recorded_effect(req, custody=held, action=f"{row.stage} applied by hand after {gone}", now=now)
+            req.refresh_from_db()
+            return req
         record_resume(req, by=actor.name, custody=custody.resumed(by=actor.name, now=now), now=now)
         transaction.on_commit(lambda: jobs.enqueue_run(rid))
         req.refresh_from_db()

@@ -26,7 +26,7 @@ from core import clock
 from core.sql import Statements
 from deletions import selectors as deletion_selectors
 from deletions.models import DeletionAlarm, Status
-from deletions.store.alarms import INTEGRITY
+from deletions.store.alarms import AFTER_WITHDRAWAL, INTEGRITY
 from ops import saturation
 from ops.models import ClusterHeartbeat, NotificationStatus
 from retirements.models import Alarm as RetirementAlarm
@@ -185,8 +185,9 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 
 
 def integrity_faults() -> int:
-    """Open integrity alarms (health and /metrics): records that contradict themselves."""
-    return DeletionAlarm.objects.filter(kind=INTEGRITY, resolved_at__isnull=True).count()
+    """Open integrity alarms (health and /metrics): records that contradict themselves, and effects
+    recorded by hand after the approval was withdrawn."""
+    return DeletionAlarm.objects.filter(kind__in=[INTEGRITY, AFTER_WITHDRAWAL], resolved_at__isnull=True).count()
 
 
 def failing_watchers() -> int:

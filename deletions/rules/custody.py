@@ -49,6 +49,31 @@ def refused_at_boundary(*, rule: str, now: datetime, fault: bool = False) -> Cus
     return Custody(APPROVERS, f"{rule}; approve the same inventory again to resume, or cancel", now + REVIEW_WINDOW)
 
 
+def own_effect(requested_by: str) -> str:
+    """Why the requester may not record the effect of their own request (four eyes on the effect)."""
+    return f"four eyes: {requested_by} submitted this request, so they cannot record its effect; another operator must"
+
+
+def authority_gone(*, revoked_at: datetime | None, expires_at: datetime | None, now: datetime) -> str:
+    """Why the latest approval no longer covers an effect ("" while it does)."""
+    if revoked_at is not None:
+        return f"the approval was revoked at {revoked_at:%Y-%m-%d %H:%M:%S} UTC"
+    if expires_at is None or expires_at <= now:
+        return "the approval had expired"
+    return ""
+
+
+def applied_after(gone: str, *, stage: str, operation_id: object, by: str, now: datetime) -> Custody:
+    """An effect recorded as applied by hand after authority was withdrawn: kept as a fact, never
+    a plain completion; the approvers review the case."""
+    return Custody(
+        APPROVERS,
+        f"applied after {gone.removeprefix('the ')}: {by} recorded {stage} (operation {operation_id}) as applied; "
+        "the record is kept; cancel the case (the effect stays recorded), or hand it to a person to review",
+        now + REVIEW_WINDOW,
+    )
+
+
 def fault_refusal(action: str) -> str:
     """Why `action` is refused while an integrity fault is open on a case: the page's disabled
     reason and the service's refusal alike."""

@@ -18,6 +18,7 @@ BOUNDARY_REFUSED = "boundary_refused"  # the target system refused an effect: a 
 # that fails its own check, a foreign record under an operation id, evidence that contradicts its
 # stage): a fault of the system, which no approval clears; a person investigates or cancels.
 INTEGRITY = "integrity_fault"
+AFTER_WITHDRAWAL = "applied_after_withdrawal"  # an effect recorded by hand after the approval was revoked
 
 
 def raise_alarm(*, request_id: UUID, kind: str, message: str, now: datetime, stage_id: UUID | None = None) -> None:

@@ -118,6 +118,23 @@ def record_resume(req: DeletionRequest, *, by: str, custody: Custody, now: datet
         raise ValueError(f"request {req.id} is {req.status}: it cannot be resumed")
 
 
+def review_recorded_effect(req: DeletionRequest, *, custody: Custody, action: str, now: datetime) -> None:
+    """The case stays stopped for review (the request is locked): see the statement."""
+    with connection.cursor() as cur:
+        done = SQL.one(
+            cur,
+            "review_recorded_effect",
+            request_id=req.id,
+            case_owner=custody.owner,
+            open_question=custody.open_question,
+            next_check_at=custody.next_check_at,
+            action=action,
+            now=now,
+        )
+    if done is None:
+        raise ValueError(f"request {req.id} is {req.status}: it is not waiting for a recorded effect")
+
+
 def assign(
     request_id: UUID, *, status: str, was: str, key: str, person: int | None, backup: int | None, now: datetime
 ) -> bool:

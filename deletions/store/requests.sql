@@ -10,6 +10,15 @@ SET status = 'retry_wait', retry_count = 0, next_attempt_at = %(now)s, owner = %
 WHERE id = %(request_id)s AND status IN ('needs_attention', 'retry_wait')
 RETURNING id
 
+-- name: review_recorded_effect
+-- An effect recorded by hand after authority was withdrawn: the case stays stopped (needs
+-- attention), held by the people and with the question the custody rule gives; never resumed.
+UPDATE entity_deletion_requests
+SET owner = %(case_owner)s, open_question = %(open_question)s, next_check_at = %(next_check_at)s,
+    last_action = %(action)s, updated_at = %(now)s
+WHERE id = %(request_id)s AND status = 'needs_attention'
+RETURNING id
+
 -- name: cancel_outright
 -- Nothing runs and nothing submitted is unsettled: the request ends now (completed stages stay
 -- done) and an effect-unknown alarm clears, since nothing waits on a person any more.
@@ -22,7 +31,7 @@ WITH r AS (
     RETURNING id
 ), settled AS (
     UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
-    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused', 'integrity_fault') AND al.resolved_at IS NULL
+    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused', 'integrity_fault', 'applied_after_withdrawal') AND al.resolved_at IS NULL
 )
 SELECT id FROM r
 

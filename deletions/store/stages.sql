@@ -238,7 +238,7 @@ WITH r AS (
     RETURNING id
 ), settled AS (
     UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
-    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused', 'integrity_fault')
+    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused', 'integrity_fault', 'applied_after_withdrawal')
      AND al.resolved_at IS NULL
 ), stopped AS (
     -- A row a dead worker left running never ran its effect (a submitted one is settled first):

@@ -120,3 +120,34 @@ def test_the_console_offers_recording_the_effect_and_records_it(cmd, admin_clien
         "admin",
     )
     assert DeletionRequest.objects.get(id=req.id).status == "retry_wait"
+
+
+def test_an_effect_recorded_after_the_approval_was_revoked_is_kept_and_sent_to_review(cmd) -> None:
+    """Supervised effects under the same rules: the requester may not record their own request's
+    effect; a record made after the approval was revoked is kept as a fact, raises an alarm and
+    holds the case for review ("applied after the approval was revoked"), never a completion."""
+    from core.authority import named
+    from deletions.services import deletion_revoke_approval
+
+    req = submit_and_approve(TARGET)  # submitted by operator-a
+    cmd("run_deletion", str(req.id), "--executor-id", "worker-a")
+    waiting(req.id)
+    own = cmd("record_effect", str(req.id), "--by", "operator-a", "--applied", "--evidence", "done it myself")
+    assert own.code == 1 and "four eyes: operator-a submitted this request" in own.err, own.err
+    assert not OperatorRecord.objects.filter(request_id=req.id).exists()
+    deletion_revoke_approval(actor=named("operator-b"), request_id=req.id, reason="the requester withdrew consent")
+    after = DeletionRequest.objects.get(id=req.id)
+    assert after.status == "needs_attention", after.status
+    record(cmd, req.id, "--applied", "--evidence", "CRM ticket 4712: login disabled anyway")
+    case = DeletionRequest.objects.get(id=req.id)
+    assert OperatorRecord.objects.filter(request_id=req.id).count() == 1  # the fact is kept
+    assert case.status == "needs_attention" and case.owner == "approvers"
+    assert case.open_question.startswith("applied after approval was revoked at")
+    alarm = DeletionAlarm.objects.get(request_id=req.id, kind="applied_after_withdrawal", resolved_at__isnull=True)
+    assert "the record is kept" in alarm.message
+    # Nothing completes it: resume is refused, and the worker finds nothing to run.
+    resumed = cmd("resume_deletion", str(req.id), "--by", "operator-c", "--reason", "go on")
+    assert resumed.code == 1 and "applied after approval was revoked" in resumed.err, resumed.err
+    assert DeletionRequest.objects.get(id=req.id).status == "needs_attention"
+    health = json.loads(cmd("health", "--json").out)
+    assert health["checks"]["integrity_faults"] == {"ok": False, "count": 1}
