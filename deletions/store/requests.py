@@ -104,16 +104,7 @@ def record_cancel(request_id: UUID, plan: CancelPlan, *, by: str, reason: str, n
 def record_resume(req: DeletionRequest, *, by: str, custody: Custody, now: datetime) -> None:
     """Back to the retry queue, due now, with a fresh failure count (the request is locked)."""
     with connection.cursor() as cur:
-        resumed = SQL.one(
-            cur,
-            "resume",
-            request_id=req.id,
-            case_owner=custody.owner,
-            open_question=custody.open_question,
-            next_check_at=custody.next_check_at,
-            action=f"resumed by {by}",
-            now=now,
-        )
+        resumed = SQL.one(cur, "resume", **_held(req, custody, action=f"resumed by {by}", now=now))
     if resumed is None:
         raise ValueError(f"request {req.id} is {req.status}: it cannot be resumed")
 
@@ -121,18 +112,22 @@ def record_resume(req: DeletionRequest, *, by: str, custody: Custody, now: datet
 def review_recorded_effect(req: DeletionRequest, *, custody: Custody, action: str, now: datetime) -> None:
     """The case stays stopped for review (the request is locked): see the statement."""
     with connection.cursor() as cur:
-        done = SQL.one(
-            cur,
-            "review_recorded_effect",
-            request_id=req.id,
-            case_owner=custody.owner,
-            open_question=custody.open_question,
-            next_check_at=custody.next_check_at,
-            action=action,
-            now=now,
-        )
+        done = SQL.one(cur, "review_recorded_effect", **_held(req, custody, action=action, now=now))
     if done is None:
         raise ValueError(f"request {req.id} is {req.status}: it is not waiting for a recorded effect")
+
+
+def _held(req: DeletionRequest, custody: Custody, *, action: str, now: datetime) -> dict[str, Any]:
+    """The parameters of a statement that sets who holds the request, what it asks and when it is
+    looked at next (`custody`), with its last action."""
+    return {
+        "request_id": req.id,
+        "case_owner": custody.owner,
+        "open_question": custody.open_question,
+        "next_check_at": custody.next_check_at,
+        "action": action,
+        "now": now,
+    }
 
 
 def assign(
