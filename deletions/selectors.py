@@ -3,7 +3,7 @@ run's first read in SQL)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -13,6 +13,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Concat
 
 from core.store import parse_id
+from deletions import contract
 from deletions.contract import CancelFacts, StageSnapshot, chain_order
 from deletions.errors import UnknownRequest
 from deletions.models import (
@@ -243,22 +244,47 @@ def cancel_facts(req: DeletionRequest, now: datetime) -> CancelFacts:
 NAMED_FOR_NOW = Q(assigned_for__startswith=Concat(F("status"), Value(":")))  # named since its last move
 
 
-def custody_candidates(limit: int) -> list[DeletionRequest]:
-    """Open cases that may need naming again: their state changed since they were named, or they
-    are in a state where who must act depends on more than the state (`case.rota_for` decides)."""
+def _custody_rows() -> QuerySet[DeletionRequest]:
     unsettled_stage = StageHistory.objects.filter(UNSETTLED, request=OuterRef("pk"))
-    # Those whose state moved since they were named come first, so cases named for their state
-    # already (re-read only because their state alone does not say who answers) never crowd them out.
-    return list(
+    return (
         DeletionRequest.objects.filter(status__in=OPEN_STATUSES)
-        .filter(~NAMED_FOR_NOW | Q(status__in=[Status.RUNNING, Status.RETRY_WAIT, Status.NEEDS_ATTENTION]))
         .annotate(
             unsettled=Exists(unsettled_stage),
             named_now=ExpressionWrapper(NAMED_FOR_NOW, output_field=BooleanField()),
         )
         .select_related("assignee", "backup")
+    )
+
+
+def custody_candidates(limit: int) -> list[DeletionRequest]:
+    """Open cases that may need naming again: their state changed since they were named, or they
+    are in a state where who must act depends on more than the state (`case.rota_for` decides)."""
+    # Those whose state moved since they were named come first, so cases named for their state
+    # already (re-read only because their state alone does not say who answers) never crowd them out.
+    return list(
+        _custody_rows()
+        .filter(~NAMED_FOR_NOW | Q(status__in=[Status.RUNNING, Status.RETRY_WAIT, Status.NEEDS_ATTENTION]))
         .order_by("named_now", "updated_at", "id")[:limit]
     )
+
+
+def custody_candidate(request_id: UUID) -> DeletionRequest | None:
+    """One open case as `custody_candidates` reads it; None once it has ended."""
+    return _custody_rows().filter(id=request_id).first()
+
+
+def unnamed(now: datetime, late: timedelta) -> int:
+    """Open cases that wait on a rota with nobody named: the rota had nobody who may hold them, or
+    no custody pass named anyone since their state moved longer than `late` ago. A fault of the
+    system (a group is never the answer to who holds a case), counted in health."""
+    rota_named_nobody = Q(assignee__isnull=True) & (
+        Q(assigned_for__endswith=f":{contract.APPROVERS}") | Q(assigned_for__endswith=f":{contract.OPERATORS_ON_CALL}")
+    )
+    on_a_person = Q(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW, Status.NEEDS_ATTENTION]) | (
+        Q(status=Status.RETRY_WAIT) & ~Q(open_question="")
+    )
+    stale = on_a_person & ~NAMED_FOR_NOW & Q(updated_at__lte=now - late)
+    return DeletionRequest.objects.filter(status__in=OPEN_STATUSES).filter(rota_named_nobody | stale).count()
 
 
 def open_load(user_ids: list[int]) -> dict[int, int]:

@@ -20,10 +20,11 @@ from django.db import connections
 
 from core import clock, present
 from core.crashpoints import crash_point
-from deletions import targets
+from deletions import services, targets
 from deletions.contract import Finished, Lease, NextStage, StageSnapshot, WaitUntil
 from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
 from deletions.handlers import HandlerContext, RunOptions, run_handler
+from deletions.models import TERMINAL_STATUSES as ENDED
 from deletions.models import Status
 from deletions.rules import custody
 from deletions.rules.workflow import Plan
@@ -213,6 +214,8 @@ def run(
         HEARTBEATS.let_go(heartbeat)
         if not (isinstance(nxt, Finished) and nxt.lease_released):
             leases.release(lease, now=clock.now())  # a stale release is refused and logged by the store
+        if isinstance(nxt, WaitUntil) or (isinstance(nxt, Finished) and nxt.status not in ENDED):
+            services.deletion_name_now(lease.request_id)  # waiting on a person: name one now
 
 
 def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutcome:

@@ -15,6 +15,7 @@ from django.db.models import Max
 from django.http import HttpRequest, JsonResponse
 
 from core import clock
+from deletions import selectors as deletion_selectors
 from deletions.models import OPEN_STATUSES, AuthorityWithdrawal, DeletionAlarm, DeletionRequest, Status
 from deletions.store.alarms import BOUNDARY_REFUSED
 from ops import saturation
@@ -23,6 +24,7 @@ from ops.models import ClusterHeartbeat, Notification
 from retirements.models import Alarm as RetirementAlarm
 from retirements.models import NoticeSlot, NoticeStatus, PurgeJob, PurgeStatus, RequestStatus
 from retirements.policy import HOLD_AGE, WATCHER_AGE
+from retirements import selectors as retirement_selectors
 from retirements.selectors import count_stalls
 
 CLUSTER_STALE = timedelta(minutes=3)
@@ -72,6 +74,8 @@ def report(now: datetime) -> dict[str, Any]:
     checks["integrity_faults"] = {"ok": faults == 0, "count": faults}
     failing = failing_watchers()
     checks["failing_watchers"] = {"ok": failing == 0, "count": failing}
+    unnamed = deletion_selectors.unnamed(now, CLUSTER_STALE) + retirement_selectors.unnamed(now, CLUSTER_STALE)
+    checks["unnamed_cases"] = {"ok": unnamed == 0, "count": unnamed}  # waiting on a rota with no person named
     late = AuthorityWithdrawal.objects.filter(
         acknowledged_at__isnull=True, created_at__lte=now - WITHDRAWAL_LATE
     ).count()  # the partial index withdrawal_unacknowledged holds only these

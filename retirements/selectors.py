@@ -301,6 +301,14 @@ def custody_candidates(limit: int) -> list[RetirementRequest]:
     )
 
 
+def unnamed(now: datetime, late: timedelta) -> int:
+    """Open cases with no owner named longer than `late` after their last move: the rota had nobody
+    who may hold them, or no custody pass ran. A fault of the system, counted in health."""
+    return RetirementRequest.objects.filter(
+        status__in=OPEN_REQUEST_STATUSES, owner__isnull=True, updated_at__lte=now - late
+    ).count()
+
+
 def open_load(user_ids: list[int]) -> dict[int, int]:
     rows = (
         RetirementRequest.objects.filter(status__in=OPEN_REQUEST_STATUSES, owner_id__in=user_ids)

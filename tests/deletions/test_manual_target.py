@@ -39,6 +39,10 @@ def test_each_effect_waits_for_an_operator_who_records_it(cmd, observe) -> None:
     assert ran.code == 1 and "waiting for an operator: apply gate_user" in ran.err, ran.err
     case, gate = waiting(req.id)
     assert gate.stage == "gate_user" and "by hand in a vendor's console" in case.open_question
+    # The worker named a person from the operators on call as it handed the effect over: no custody
+    # pass has run, and the case is never held by a group.
+    assert case.assigned_for == "needs_attention:operators on call"
+    assert case.assignee is not None and case.backup is not None and case.assignee_id != case.backup_id
     # Nothing was sent anywhere: the operator applies it, and records what they saw.
     record(cmd, req.id, "--applied", "--evidence", "CRM ticket 4711: login disabled")
     assert cmd("run_deletion", str(req.id), "--executor-id", "worker-a").code == 1

@@ -51,6 +51,7 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "aged_retirements",
         "deadlines_passed",
         "notifications_failed",
+        "unnamed_cases",
     }
     assert data["checks"]["stage_workers"] == {"ok": True, "busy": 0, "waiting": 0, "detail": "no case waits"}
 
@@ -169,3 +170,24 @@ def test_red_when_a_deletion_is_open_past_its_legal_deadline() -> None:
     with time_machine.travel(clock.now() + timedelta(days=12), tick=False):
         data = report(clock.now())
     assert data["checks"]["deadlines_passed"] == {"ok": False, "count": 1} and data["status"] == "red"
+
+
+def test_red_when_a_case_waits_on_a_rota_that_names_nobody(settings) -> None:
+    """A group is never the answer to who holds a case: a rota with nobody who may hold it, or a
+    case whose state moved minutes ago with no custody pass since, is a fault of the system."""
+    from core import clock
+    from deletions.services import deletion_name_by_rota, deletion_submit
+    from ops.health import report
+
+    req = deletion_submit(target="demo:unnamed", actor=named("operator-a"))
+    assert report(clock.now())["checks"]["unnamed_cases"] == {"ok": True, "count": 0}  # named at submission
+    settings.CUSTODY_ROTAS = {**settings.CUSTODY_ROTAS, "operators on call": {"people": ["nobody-here"]}}
+    force(DeletionRequest.objects.filter(id=req.id), status=Status.NEEDS_ATTENTION, open_question="failed 10 times")
+    assert report(clock.now())["checks"]["unnamed_cases"] == {"ok": True, "count": 0}  # the pass has a minute
+    with time_machine.travel(clock.now() + timedelta(minutes=4), tick=False):
+        assert report(clock.now())["checks"]["unnamed_cases"] == {"ok": False, "count": 1}  # no pass ran
+        assert deletion_name_by_rota() == 1  # the pass ran, and its rota had nobody to name
+        data = report(clock.now())
+        assert data["checks"]["unnamed_cases"] == {"ok": False, "count": 1} and data["status"] == "red"
+    row = DeletionRequest.objects.get(id=req.id)
+    assert row.assigned_for == "needs_attention:operators on call" and row.assignee_id is None
