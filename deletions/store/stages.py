@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4, uuid5
@@ -165,6 +166,19 @@ def save_result(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: da
     return snapshot(saved)
 
 
+@contextmanager
+def _noted_if_stale(lease: Lease, stage_id: UUID, seen: str, *, now: datetime) -> Iterator[None]:
+    """A worker whose lease was taken over cannot record a failure or a refusal on the case, but
+    what it met (the receiver refusing its stale generation, an expired or withdrawn grant) is kept
+    on its own attempt, once, so a person reads the receiver's reason on the case page."""
+    try:
+        yield
+    except StaleLease:
+        with connection.cursor() as cur:  # one statement, after the refused move rolled back
+            SQL.run(cur, "note_stale_attempt", **_fenced(lease, stage_id=stage_id, error=seen, now=now))
+        raise
+
+
 def _done(lease: Lease, what: str) -> str:
     return f"{lease.owner} (generation {lease.generation}) {what}"
 
@@ -172,7 +186,7 @@ def _done(lease: Lease, what: str) -> str:
 def fail(lease: Lease, stage_id: UUID, error: str, *, now: datetime, plan: PlanFailure) -> RetryDecision:
     """Row failed + current; the request waits to retry (or for an operator) as policy decides
     from the failure count and the case's owner, read under the request lock."""
-    with transaction.atomic(), connection.cursor() as cur:
+    with _noted_if_stale(lease, stage_id, error, now=now), transaction.atomic(), connection.cursor() as cur:
         locked = _lock(cur, lease)
         failures = locked.retry_count + 1
         decided = plan(failures, locked.owner)
@@ -238,7 +252,7 @@ def set_aside(
     or an integrity fault), its owner is alerted too. Either way the refusal is logged with the
     approval and generation it met.
     """
-    with transaction.atomic(), connection.cursor() as cur:
+    with _noted_if_stale(lease, stage_id, rule, now=now), transaction.atomic(), connection.cursor() as cur:
         done = SQL.one(
             cur,
             "set_aside",

@@ -174,6 +174,17 @@ WITH r AS (
 )
 SELECT id, operation_id, stage FROM s
 
+-- name: note_stale_attempt
+-- A worker whose lease was taken over met a refusal or failure it may not record on the case: it is
+-- kept on that worker's own attempt (its executor and generation), once; a running attempt ends
+-- refused, one the takeover already closed keeps its outcome.
+UPDATE entity_deletion_stage_attempts
+SET error = 'after its lease was taken over: ' || %(error)s,
+    outcome = CASE WHEN outcome = 'running' THEN 'refused' ELSE outcome END,
+    finished_at = COALESCE(finished_at, %(now)s)
+WHERE stage_id = %(stage_id)s AND request_id = %(request_id)s AND executor = %(owner)s
+  AND generation = %(generation)s AND error = ''
+
 -- name: advance
 -- The completed current row is retired with the rules' decision and its successor inserted.
 WITH r AS (

@@ -13,13 +13,14 @@ import pytest
 import time_machine
 from django.db import connections
 from django.utils import timezone
+from django.utils.html import escape
 
 from core import grants
 from deletions import receiver, targets, worker
 from deletions.contract import StageSnapshot
 from deletions.errors import LeaseHeld, StaleLease
 from deletions.handlers import RunOptions
-from deletions.models import DeletionRequest, StageHistory
+from deletions.models import DeletionRequest, StageAttempt, StageHistory
 from deletions.retry import plan_failure
 from deletions.rules.custody import refused_at_boundary
 from deletions.rules.workflow import Plan
@@ -335,7 +336,7 @@ def test_crash_after_the_terminal_commit_reruns_read_only(cmd, observe) -> None:
     )
 
 
-def test_a_worker_paused_past_its_lease_is_rejected_where_the_effect_lands(cmd, observe) -> None:
+def test_a_worker_paused_past_its_lease_is_rejected_where_the_effect_lands(cmd, observe, admin_client) -> None:
     """SIGSTOP holding a signed grant; a replacement takes over; SIGCONT: the target refuses the original."""
     import psutil
 
@@ -359,6 +360,13 @@ def test_a_worker_paused_past_its_lease_is_rejected_where_the_effect_lands(cmd, 
     assert original.returncode == 1 and "stale" in err, err
     assert effects(req.id) == applied and len({op for op, _, _ in applied}) == len(applied) == 5
     assert {g for _, _, g in applied} == {2}
+    # worker-a could record nothing on the case, but the receiver's reason is kept on its own attempt
+    # and read on the case page.
+    mine = StageAttempt.objects.get(request_id=req.id, executor="worker-a", generation=1)
+    assert mine.outcome == "interrupted" and mine.error.startswith("after its lease was taken over: refused by")
+    assert "stale" in mine.error and "generation 1" in mine.error, mine.error
+    page = admin_client.get(f"/admin/deletions/deletionrequest/{req.id}/change/").content.decode()
+    assert escape(mine.error) in page
     observe(
         f"worker-a SIGSTOPped holding a signed grant, worker-b took generation {taken.lease_generation} and "
         f"completed; worker-a resumed: exit {original.returncode}, refused at the target as stale; "
