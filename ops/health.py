@@ -21,10 +21,10 @@ from deletions.store.alarms import BOUNDARY_REFUSED
 from ops import saturation
 from ops.metrics import failing_watchers, integrity_faults
 from ops.models import ClusterHeartbeat, Notification
+from retirements import selectors as retirement_selectors
 from retirements.models import Alarm as RetirementAlarm
 from retirements.models import NoticeSlot, NoticeStatus, PurgeJob, PurgeStatus, RequestStatus
 from retirements.policy import HOLD_AGE, WATCHER_AGE
-from retirements import selectors as retirement_selectors
 from retirements.selectors import count_stalls
 
 CLUSTER_STALE = timedelta(minutes=3)
