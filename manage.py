@@ -5,9 +5,13 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except ImproperlyConfigured as refused:  # a setting refused: one line, not a traceback
+        sys.exit(f"configuration refused: {' '.join(str(refused).split())}")
 
 
 if __name__ == "__main__":

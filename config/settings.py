@@ -5,6 +5,7 @@ production refuses to start without a secret key and runs with DEBUG off.
 """
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,10 @@ if PRODUCTION:
         )
     if not ALLOWED_HOSTS:
         raise ImproperlyConfigured("ALLOWED_HOSTS must name the site's host names when DEPLOYMENT_ENV=production")
-    if any("*" in h for h in ALLOWED_HOSTS):
+    if any("*" in h or h.startswith(".") for h in ALLOWED_HOSTS):
         raise ImproperlyConfigured(
-            "ALLOWED_HOSTS=* (or any wildcard) is refused when DEPLOYMENT_ENV=production: name the site's host names"
+            "ALLOWED_HOSTS=* (or any wildcard: *, or a leading dot for every subdomain) is refused when "
+            "DEPLOYMENT_ENV=production: name the site's host names"
         )
     if os.environ.get("DJANGO_DEBUG") == "1":
         raise ImproperlyConfigured("DJANGO_DEBUG=1 is refused when DEPLOYMENT_ENV=production")
@@ -170,10 +172,20 @@ TEMPLATES = [
 
 # Database: DATABASE_URL when set (production always sets it); otherwise an
 # embedded PostgreSQL under EMBEDDED_PGDATA, started on first connection.
+# Two roles: the application connects as DATABASE_APP_ROLE (rows only, owns no table: core
+# migration 0003 creates it and its grants); `migrate` connects as the tables' owner, the
+# migration role (`postgres` on the embedded server; MIGRATION_DATABASE_URL's user and password,
+# same server and database, with DATABASE_URL).
+DATABASE_APP_ROLE = os.environ.get("DATABASE_APP_ROLE", "backoffice_app")
+if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", DATABASE_APP_ROLE):
+    raise ImproperlyConfigured("DATABASE_APP_ROLE must be a lower-case SQL name (letters, digits, _)")
 _CONN_MAX_AGE = int(os.environ.get("CONN_MAX_AGE", "60"))
 _db: dict[str, Any]
 if os.environ.get("DATABASE_URL"):
     _db = dict(dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=_CONN_MAX_AGE, conn_health_checks=True))
+    if os.environ.get("MIGRATION_DATABASE_URL"):
+        _owner = dj_database_url.parse(os.environ["MIGRATION_DATABASE_URL"])
+        _db["MIGRATION"] = {"USER": _owner["USER"], "PASSWORD": _owner["PASSWORD"]}
     # Our backend subclass: standard PostgreSQL, plus dbshell with the wheel's psql.
     _db["ENGINE"] = "config.embedded_pg"
     # dj-database-url keeps a unix-socket `?host=` in OPTIONS; dbshell wants HOST.
@@ -185,7 +197,8 @@ else:
     _db = {
         "ENGINE": "config.embedded_pg",
         "NAME": "postgres",
-        "USER": "postgres",
+        "USER": DATABASE_APP_ROLE,
+        "MIGRATION": {"USER": "postgres", "PASSWORD": ""},
         "HOST": "",
         "CONN_MAX_AGE": _CONN_MAX_AGE,
         "CONN_HEALTH_CHECKS": True,
@@ -201,7 +214,8 @@ _db["OPTIONS"]["server_side_binding"] = True
 _db["OPTIONS"]["prepare_threshold"] = 5
 # The demo target system: a separate database (TARGET_DATABASE_URL; by default one more database,
 # `<name>_target`, on the same server, created on first connection). Only `demo_target` lives there.
-_target: dict[str, Any] = {k: v for k, v in _db.items() if k != "OPTIONS"}
+_target: dict[str, Any] = {k: v for k, v in _db.items() if k not in ("OPTIONS", "MIGRATION")}
+_target.update(_db.get("MIGRATION", {}))  # another system's database: not the application role's
 # Its own statement timeout (TARGET_STATEMENT_TIMEOUT_MS, default 60 s): an effect the target does
 # not finish in time is cancelled there, and the case reads "effect unknown" until it is looked up.
 _target_options = (

@@ -1,6 +1,12 @@
 import os
+import sys
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-application = get_wsgi_application()
+try:
+    application = get_wsgi_application()
+except ImproperlyConfigured as refused:  # a setting refused: one line, and the server does not start
+    sys.stderr.write(f"configuration refused: {' '.join(str(refused).split())}\n")
+    sys.exit(3)  # gunicorn's "worker failed to boot": the arbiter stops instead of retrying

@@ -112,3 +112,30 @@ class SetOnce(pgtrigger.Trigger):
             f"RAISE EXCEPTION '%: evidence rows are never rewritten; only {col} may be set, once', TG_TABLE_NAME "
             "USING ERRCODE = '23514'; END IF; RETURN NEW;"
         )
+
+
+class EvidenceOnceFinal(pgtrigger.Trigger):
+    """Rows that become evidence once final (a completed stage, a finished attempt): never deleted
+    but by the retention job; once `final` (an SQL condition on OLD) holds, an update passes only
+    if `allowed` (an SQL condition on OLD and NEW: the one move the store makes on a final row)
+    holds, or, with `retained`, the retention job's own change (`retained`, on OLD and NEW)."""
+
+    when = pgtrigger.Before
+    operation = pgtrigger.Update | pgtrigger.Delete
+
+    def __init__(self, *, name: str, what: str, final: str, allowed: str, retained: str = "false") -> None:
+        self.what, self.final, self.allowed, self.retained = what, final, allowed, retained
+        super().__init__(name=name)
+
+    def get_func(self, model: Any) -> str:
+        what = self.what.replace("'", "''")
+        return (
+            f"IF TG_OP = 'DELETE' AND {_RETAINED} THEN RETURN OLD; END IF; "
+            "IF TG_OP = 'DELETE' THEN "
+            f"RAISE EXCEPTION '%: {what} is evidence: never deleted (but by the retention job)', TG_TABLE_NAME "
+            "USING ERRCODE = '23514'; END IF; "
+            f"IF NOT ({self.final}) OR ({self.allowed}) OR ({_RETAINED} AND ({self.retained})) THEN "
+            "RETURN NEW; END IF; "
+            f"RAISE EXCEPTION '%: {what} is evidence once final: never rewritten', TG_TABLE_NAME "
+            "USING ERRCODE = '23514';"
+        )

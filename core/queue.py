@@ -16,6 +16,7 @@ saved either way.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 logger = logging.getLogger("core.queue")
@@ -32,3 +33,15 @@ def enqueue(func: str, *args: Any, control: bool = False) -> None:
         async_task(func, *args, cluster=CONTROL if control else settings.Q_CLUSTER["name"], save=control)
     except Exception:
         logger.exception("enqueue failed func=%s args=%s", func, args)
+
+
+# Told to stop: `run_workers` gives its clusters a stop file (this variable names it) and creates it
+# on the first SIGTERM, before it signals them. A run a worker took from the cluster's prefetched
+# tasks after that goes back to the queue untouched, and a running one stops at its next stage
+# boundary and releases its lease, so the cluster exits within one stage, never past its lease.
+STOP_FILE = "BACKOFFICE_STOP_FILE"
+
+
+def stopping() -> bool:
+    path = os.environ.get(STOP_FILE)
+    return bool(path) and os.path.exists(path)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from django.db.models import F, Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
 from core.decisions import DecisionRecord
-from core.lifecycle import AppendOnly, FSMGuard, SetOnce
+from core.lifecycle import AppendOnly, EvidenceOnceFinal, FSMGuard, SetOnce
 
 
 class Status(models.TextChoices):
@@ -246,7 +246,28 @@ class StageHistory(FSMModelMixin, models.Model):
                 fields=["request"], condition=Q(is_current=True), name="one_current_stage_per_request"
             ),
         ]
-        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
+        triggers = [
+            FSMGuard(name="status_moves_as_declared", field="status"),
+            # A completed stage's result, operation id and times are evidence: the store only retires
+            # it (is_current off, the rules' decision added once); retention only drops its result.
+            EvidenceOnceFinal(
+                name="completed_stage_is_evidence",
+                what="a completed stage",
+                final="OLD.status = 'completed'",
+                allowed=(
+                    "(to_jsonb(NEW) - 'is_current' - 'metadata_json')"
+                    " = (to_jsonb(OLD) - 'is_current' - 'metadata_json')"
+                    " AND (NEW.is_current = OLD.is_current OR NOT NEW.is_current)"
+                    " AND (NEW.metadata_json - 'decision') = (OLD.metadata_json - 'decision')"
+                    " AND (NOT OLD.metadata_json ? 'decision'"
+                    " OR NEW.metadata_json -> 'decision' = OLD.metadata_json -> 'decision')"
+                ),
+                retained=(
+                    "(to_jsonb(NEW) - 'metadata_json') = (to_jsonb(OLD) - 'metadata_json')"
+                    " AND NEW.metadata_json = OLD.metadata_json - 'result'"
+                ),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.stage} {self.target_community_id or ''} ({self.status})"
@@ -374,6 +395,7 @@ class LeaseEvent(models.Model):
     class Meta:
         db_table = "entity_deletion_lease_events"
         indexes = [models.Index(fields=["request", "generation"], name="lease_event_request_gen")]
+        triggers = [AppendOnly(name="lease_events_append_only")]
 
     def __str__(self) -> str:
         return f"{self.event} by {self.owner} (generation {self.generation})"
@@ -421,7 +443,18 @@ class StageAttempt(models.Model):
                 name="outcome_is_final",
                 operation=pgtrigger.Update,
                 condition=pgtrigger.Condition("OLD.outcome <> 'running' AND NEW.outcome IS DISTINCT FROM OLD.outcome"),
-            )
+            ),
+            # A finished attempt is evidence: only an interrupted one's empty error may be filled,
+            # once (what a worker whose lease was taken over met at the receiver afterwards).
+            EvidenceOnceFinal(
+                name="finished_attempt_is_evidence",
+                what="a finished attempt",
+                final="OLD.outcome <> 'running'",
+                allowed=(
+                    "(to_jsonb(NEW) - 'error') = (to_jsonb(OLD) - 'error')"
+                    " AND (NEW.error = OLD.error OR (OLD.outcome = 'interrupted' AND OLD.error = ''))"
+                ),
+            ),
         ]
 
     def __str__(self) -> str:

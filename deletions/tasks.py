@@ -9,7 +9,7 @@ from uuid import UUID
 
 from django.conf import settings
 
-from core import clock
+from core import clock, queue
 from core.errors import DomainError
 from deletions import dispatch as dispatcher
 from deletions import withdrawals, worker
@@ -29,13 +29,22 @@ def run_deletion(request_id: str) -> str:
     A run that stopped on its time budget re-enqueues itself; the dispatcher
     would pick it up anyway.
     """
+    if queue.stopping():  # taken from the prefetched tasks after the cluster was told to stop
+        enqueue_run(UUID(request_id))
+        return "returned to the queue untouched: this cluster is stopping"
     executor = f"q:{socket.gethostname()}:{os.getpid()}"
     options = RunOptions(stage_delay_ms=settings.DELETION_DEMO_STAGE_DELAY_MS)
     try:
         outcome = worker.run(
-            UUID(request_id), executor_id=executor, options=options, time_budget=settings.DELETION_TASK_SECONDS
+            UUID(request_id),
+            executor_id=executor,
+            options=options,
+            time_budget=settings.DELETION_TASK_SECONDS,
+            told_to_stop=queue.stopping,
         )
     except DomainError as exc:
+        if queue.stopping():  # stopped at a stage boundary, lease released: another cluster goes on
+            enqueue_run(UUID(request_id))
         return f"refused: {exc.message}"
     if outcome.more_to_do:
         enqueue_run(UUID(request_id))

@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -145,7 +146,10 @@ def run(
     budget: int | None = None,
     stop: threading.Event | None = None,
     time_budget: float | None = None,
+    told_to_stop: Callable[[], bool] = lambda: False,
 ) -> RunOutcome:
+    """`stop` interrupts the run (a lost lease, a signal), waits included; `told_to_stop` (its
+    cluster is stopping) is asked between stages only, so a stage in progress finishes first."""
     options = options or RunOptions()
     budget = settings.DELETION_HANDLER_BUDGET if budget is None else budget
     stop = stop or threading.Event()
@@ -190,7 +194,7 @@ def run(
                 return RunOutcome(0, f"budget of {budget} handler calls used; {nxt.stage} is next", handled, True)
             if time_budget is not None and time.monotonic() - started >= time_budget:
                 return RunOutcome(0, f"time budget of {time_budget:g} s used; {nxt.stage} is next", handled, True)
-            if stop.is_set():
+            if stop.is_set() or told_to_stop():
                 raise Interrupted(f"stopped before {nxt.stage}; the row stays current")
             saved = run_handler(HandlerContext(lease=lease, options=options, plan=plan, target=target, stop=stop), nxt)
             handled += 1

@@ -154,3 +154,27 @@ def test_crash_points_are_inert_in_production() -> None:
         )
         outcomes[mode] = (proc.returncode, proc.stdout.strip())
     assert outcomes == {"production": (0, "alive"), "development": (-9, "")}, outcomes
+
+
+def test_every_refused_setting_is_one_line_from_manage_and_from_the_wsgi_server() -> None:
+    cases = [
+        {"DEPLOYMENT_ENV": "staging"},
+        {**PROD, "DJANGO_SECRET_KEY": "x", "ALLOWED_HOSTS": "backoffice.example"},
+        {**PROD, "DJANGO_SECRET_KEY": GOOD_KEY, "ALLOWED_HOSTS": ".example"},
+        {**PROD, "DJANGO_SECRET_KEY": GOOD_KEY, "ALLOWED_HOSTS": "backoffice.example", "DJANGO_DEBUG": "1"},
+        {"DATABASE_APP_ROLE": "Robert'); DROP"},
+    ]
+    for env in cases:
+        proc = run("check", **env)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("configuration refused: "), (
+            env,
+            proc.stderr[-800:],
+        )
+        base = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "DATABASE_URL")}
+        wsgi = subprocess.run(
+            [sys.executable, "-c", "import config.wsgi"],
+            cwd=ROOT, env={**base, "DJANGO_SETTINGS_MODULE": "config.settings", **env},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert wsgi.returncode == 3 and wsgi.stderr.strip() == lines[0], (env, wsgi.stderr[-800:])

@@ -231,6 +231,41 @@ def test_run_workers_stops_on_sigterm_within_the_lease_and_releases_it(target: s
     observe(f"SIGTERM to the {target}: stopped in {elapsed:.1f} s, lease released, status {after.status}")
 
 
+def test_sigterm_with_runs_queued_claims_nothing_after_it_and_exits_within_the_lease(observe) -> None:
+    """One stage worker busy with a slow stage and runs waiting (one prefetched by the cluster, the
+    rest in the queue): after SIGTERM no lease is claimed, the prefetched run goes back to the queue
+    untouched, the running one stops at its stage boundary, and the service exits within its lease."""
+    reqs = [submit_and_approve(f"demo:queued-{i}") for i in range(4)]
+    env = {"Q_WORKERS": "1", "DELETION_DEMO_STAGE_DELAY_MS": "20000", "DELETION_LEASE_SECONDS": "30"}
+    with cluster(command="run_workers", **env) as proc:
+        wait_for(lambda: LeaseEvent.objects.filter(event="claim").exists(), timeout=240, what="a first claim")
+        wait_for(
+            lambda: OrmQ.objects.filter(key="backoffice", lock__gt=timezone.now()).count() >= 2,
+            timeout=60,
+            what="the cluster prefetching a waiting run",
+        )
+        signalled = timezone.now()
+        started = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        elapsed = time.monotonic() - started
+    assert elapsed < 30, f"the service took {elapsed:.0f} s to stop, past its 30 s lease: {err[-2000:]}"
+    late = LeaseEvent.objects.filter(at__gt=signalled, event__in=["claim", "takeover"])
+    assert not late.exists(), list(late.values_list("event", "owner", "at"))
+    cases = DeletionRequest.objects.filter(id__in=[r.id for r in reqs])
+    assert not cases.filter(lease_owner__isnull=False).exists()  # released, not left to expire
+    claimed = {e.request_id for e in LeaseEvent.objects.filter(event="claim")}
+    untouched = [r for r in cases if r.id not in claimed]
+    assert len(claimed) == 1 and len(untouched) == 3 and all(r.status == "approved" for r in untouched)
+    assert not StageHistory.objects.filter(request_id__in=[r.id for r in reqs], status="running").exists()
+    queued = OrmQ.objects.filter(key="backoffice", lock__lt=timezone.now()).count()  # free to take now
+    assert queued >= len(reqs), f"{queued} runs free in the queue: a prefetched or stopped run was lost"
+    observe(
+        f"SIGTERM with 1 run going and {len(untouched)} waiting: stopped in {elapsed:.1f} s (lease 30 s), "
+        f"0 claims after the signal, {queued} runs back in the queue"
+    )
+
+
 def test_a_second_ctrl_c_stops_run_workers_at_once_and_leaves_the_lease_to_expire() -> None:
     """The first Ctrl-C says what it waits for (each worker's current run); the second stops both
     clusters at once: the stage's lease stays held and expires on its own."""
@@ -255,7 +290,9 @@ def test_a_second_ctrl_c_stops_run_workers_at_once_and_leaves_the_lease_to_expir
         _, rest = proc.communicate(timeout=60)
         elapsed = time.monotonic() - started
     assert elapsed < 15, f"the second Ctrl-C took {elapsed:.0f} s"
-    assert "finishes its current run (at most 150 s)" in first and "a second Ctrl-C stops at once" in first, first
+    assert "each running one stops at its next stage boundary" in first and "a second Ctrl-C stops at once" in first, (
+        first
+    )
     assert "stopping at once; the leases held expire on their own" in rest, rest
     assert not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     held = DeletionRequest.objects.get(id=req.id)

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 HOSTILE = {
     "empty": "",
     "over-long": "x" * 100_000,
+    "long": "x" * 10_000,
     "NUL": "a\x00b",
     "ANSI escape": "\x1b[31mred\x1b[0m",
     "control char": "bell\x07",
@@ -79,6 +80,14 @@ SLOTS = [
         frozenset({"newline", "SQL-ish", "negative", "huge number"}),
     ),
     Slot("resume id", ("resume_deletion", "{v}", "--by", "operator-b")),
+    Slot("resume --by", ("resume_deletion", "{id}", "--by", "{v}")),
+    Slot("cancel --by", ("cancel_deletion", "{id}", "--by", "{v}", "--reason", "r")),
+    Slot("show_deletion --by", ("show_deletion", "{id}", "--by", "{v}")),
+    Slot(
+        "extend_deadline --months",
+        ("extend_deadline", "{id}", "--by", "operator-b", "--reason", "r", "--months", "{v}"),
+    ),
+    Slot("record_effect --by", ("record_effect", "{id}", "--by", "{v}", "--applied", "--evidence", "e")),
     Slot(
         "revoke --reason",
         ("revoke_approval", "{id}", "--by", "operator-b", "--reason", "{v}"),
@@ -135,6 +144,7 @@ SLOTS = [
         frozenset({"newline", "SQL-ish", "negative", "huge number"}),
     ),
     Slot("hold id", ("hold_retirement", "{v}", "--by", "operator-a", "--reason", "r")),
+    Slot("hold --by", ("hold_retirement", "{rid}", "--by", "{v}", "--reason", "r")),
     Slot(
         "hold --reason",
         ("hold_retirement", "{rid}", "--by", "operator-a", "--reason", "{v}"),

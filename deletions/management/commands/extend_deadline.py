@@ -4,9 +4,12 @@ from django.core.management.base import CommandParser
 
 from core.authority import Actor
 from core.commands import DecisionCommand, parse_time
+from core.errors import BadInput, shown
 from deletions.rules.custody import add_months
 from deletions.selectors import get_request
 from deletions.services import deletion_extend_deadline
+
+MONTHS_BOUND = 1200  # the service refuses anything past its own limit, with the reason
 
 
 class Command(DecisionCommand):
@@ -19,6 +22,8 @@ class Command(DecisionCommand):
 
     def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
         if options["months"] is not None:
+            if not 1 <= options["months"] <= MONTHS_BOUND:  # bounded before any date arithmetic
+                raise BadInput(f"--months {shown(str(options['months']))} is refused: give 1 to {MONTHS_BOUND}")
             until = add_months(get_request(request_id).received_at, options["months"])
         else:
             until = parse_time(options["until"], "--until")

@@ -19,7 +19,7 @@ class Command(ServiceCommand):
         add_token_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        reader = acting(options, "--by", decides=False) if options["by"] else None
+        reader = acting(options, "--by", decides=False) if options["by"] is not None else None
         lens = access.Lens.of(reader.user) if reader else access.Lens(frozenset(access.ROLES))
         now = clock.now()
         data = case_view(options["request_id"], lens=lens, now=now)

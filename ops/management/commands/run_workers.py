@@ -7,8 +7,9 @@ group (systemd's KillMode=control-group, Docker, Kubernetes).
 qcluster itself does not survive a group SIGTERM: its sentinel and workers die at once (a
 running stage keeps its lease until it expires) and the main process then waits. So each
 cluster runs in a session of its own, where a group signal cannot reach it, and this process
-passes one SIGTERM to each main process: the sentinel stops taking tasks, each worker finishes
-its current run (bounded by DELETION_TASK_SECONDS plus one stage) and releases its lease.
+passes one SIGTERM to each main process: the sentinel stops taking tasks, a run a worker takes
+from the tasks it had prefetched goes back to the queue untouched, and each running one stops at
+its next stage boundary and releases its lease (`core.queue.STOP_FILE`, created first).
 A second Ctrl-C (or SIGTERM after the first) stops at once with SIGKILL: every lease a worker
 held then expires and the next worker settles what it left from the target's record.
 """
@@ -18,9 +19,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from core.queue import CONTROL
+from core.queue import CONTROL, STOP_FILE
 
 PR_SET_PDEATHSIG = 1
 
@@ -47,7 +50,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         manage = Path(settings.BASE_DIR) / "manage.py"
-        env = {k: v for k, v in os.environ.items() if k != "Q_CLUSTER_NAME"}
+        told = Path(tempfile.mkdtemp(prefix="backoffice-workers-")) / "stop"  # core.queue.STOP_FILE
+        env = {k: v for k, v in os.environ.items() if k != "Q_CLUSTER_NAME"} | {STOP_FILE: str(told)}
         clusters = {
             name: subprocess.Popen(
                 [sys.executable, str(manage), "qcluster"],
@@ -59,16 +63,16 @@ class Command(BaseCommand):
         }
         stops = 0
         lease = settings.DELETION_LEASE_SECONDS
-        longest = settings.DELETION_TASK_SECONDS + settings.DELETION_DEMO_STAGE_DELAY_MS // 1000
 
         def stop(signum: int, frame: Any) -> None:
             nonlocal stops
             stops += 1
             if stops == 1:  # one stop request: the group's copy of the same signal changes nothing
+                told.touch()  # before the clusters hear it: no worker takes a prefetched run after this
                 self.stderr.write(
-                    f"run_workers: signal {signum}; stopping the clusters. Each worker finishes its current run "
-                    f"(at most {longest} s) and releases its lease; a second Ctrl-C stops at once "
-                    f"(the leases then expire within {lease} s and the next worker takes over)."
+                    f"run_workers: signal {signum}; stopping the clusters. Runs not started go back to the queue; "
+                    "each running one stops at its next stage boundary and releases its lease; a second Ctrl-C "
+                    f"stops at once (the leases then expire within {lease} s and the next worker takes over)."
                 )
                 for proc in clusters.values():
                     with contextlib.suppress(ProcessLookupError):
@@ -89,5 +93,6 @@ class Command(BaseCommand):
                     failed = f"the {name} cluster exited with {code}"
                     stop(signal.SIGTERM, None)  # never half a service: the other one stops too
             time.sleep(0.2)
+        shutil.rmtree(told.parent, ignore_errors=True)
         if failed:
             raise CommandError(failed, returncode=1)
