@@ -4,9 +4,11 @@ framework's (unreadable or invalid body 400, no token 401), never a traceback.""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
+import ninja.parser
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -22,6 +24,23 @@ class ApiError(Exception):
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.field, self.headers = status, code, message, field, headers or {}
+
+
+class Parser(ninja.parser.Parser):
+    """JSON bodies as ninja reads them, refusing text that is not Unicode: JSON may escape a lone
+    surrogate (`"\\ud800"`), which no pattern can name and no database column can hold."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        data = super().parse_body(request)
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(400, "bad_json", "the body holds a lone surrogate: text that is not Unicode") from None
+        return data
+
+
+# Each pattern the OpenAPI document declares, in the words a refusal of it says (api/views.py).
+PATTERN_WORDS: dict[str, str] = {}
 
 
 def body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
@@ -68,6 +87,8 @@ def install(api: NinjaAPI) -> None:
         message = str(first.get("msg", "invalid input"))
         if first.get("type") == "extra_forbidden":
             message = "unknown field: this call takes no such field"
+        elif first.get("type") == "string_pattern_mismatch":  # the rule in words, not the pattern
+            message = f"refused: {PATTERN_WORDS.get(str((first.get('ctx') or {}).get('pattern')), 'not in its form')}"
         return respond(request, 400, body("invalid", f"{field}: {message}" if field else message, field), {})
 
     @api.exception_handler(AuthenticationError)

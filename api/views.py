@@ -5,30 +5,30 @@ The OpenAPI document is /api/v1/openapi.json, the interactive docs /api/v1/docs.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
 from uuid import UUID
 
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from ninja import NinjaAPI, Query, Router, Schema, Status
-from pydantic import ConfigDict
+from pydantic import AwareDatetime, ConfigDict, Field
 
 from api import errors, idempotency
 from api.auth import Bearer, deciding, reading
 from core import access, authority, clock
-from core.errors import BadInput
-from core.store import parse_id
+from core.errors import MAX_REASON_CHARS, OPTIONAL_REASON_PATTERN, REASON_PATTERN, BadInput
 from deletions import reading as deletion_reading
 from deletions import services as deletions
 from deletions.models import DeletionRequest
 from deletions.models import Status as DeletionStatus
+from deletions.rules.inventory import TARGET_PATTERN
+from deletions.services import DIGEST_PATTERN
 from retirements import selectors as retirement_selectors
 from retirements import services as retirements
 from retirements.models import RequestStatus, RetirementRequest
+from retirements.services import MAX_SLUG_CHARS, SLUG_PATTERN
 
 api = NinjaAPI(
     title="Deletion back-office API",
@@ -42,6 +42,7 @@ api = NinjaAPI(
     ),
     urls_namespace="api-v1",
     auth=Bearer(),
+    parser=errors.Parser(),
 )
 errors.install(api)
 deletions_router = Router(tags=["deletions"])
@@ -51,32 +52,50 @@ MAX_PAGE = 100
 
 
 class In(Schema):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # Patterns in Python's own syntax: the one the services check and the document declares.
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+
+
+# What the services accept, declared in the OpenAPI document (pydantic refuses anything else with
+# a 400 naming the field, before a service is called). Each pattern is the service's own constant.
+ReasonText = Annotated[str, Field(max_length=MAX_REASON_CHARS, pattern=REASON_PATTERN)]
+OptionalReason = Annotated[str, Field(max_length=MAX_REASON_CHARS, pattern=OPTIONAL_REASON_PATTERN)]
+
+
+errors.PATTERN_WORDS.update(
+    {
+        TARGET_PATTERN: "demo: or manual:, then 1-200 printable ASCII characters without surrounding spaces",
+        REASON_PATTERN: "some text, without control or invisible characters (line breaks are fine)",
+        OPTIONAL_REASON_PATTERN: "no control or invisible characters (line breaks are fine)",
+        DIGEST_PATTERN: "64 hexadecimal characters, the inventory digest the case shows",
+        SLUG_PATTERN: "a workspace slug: lowercase letters and digits, a single - or _ between them",
+    }
+)
 
 
 class Submission(In):
-    target: str
-    reason: str = ""
-    received_at: datetime | None = None
+    target: str = Field(pattern=TARGET_PATTERN, examples=["demo:alice"])
+    reason: OptionalReason = ""
+    received_at: AwareDatetime | None = Field(None, strict=False, description="when the intake received it")
 
 
 class Approval(In):
-    inventory_digest: str
+    inventory_digest: str = Field(pattern=DIGEST_PATTERN, description="the inventory's SHA-256, as the case shows it")
 
 
 class Reason(In):
-    reason: str
+    reason: ReasonText
 
 
 class Resume(In):
-    reason: str = ""
+    reason: OptionalReason = ""
     effect_not_applied: bool = False
 
 
 class RetirementRequestIn(In):
-    workspace: str
-    reason: str
-    confirm: str
+    workspace: str = Field(max_length=MAX_SLUG_CHARS, pattern=SLUG_PATTERN)
+    reason: ReasonText
+    confirm: str = Field(max_length=MAX_SLUG_CHARS, description="the workspace's slug typed again")
 
 
 class Page(Schema):
@@ -84,11 +103,22 @@ class Page(Schema):
     next_cursor: str | None
 
 
+CURSOR_PATTERN = "^[0-9]{1,16}-[0-9a-f]{32}$"  # the last row's time (µs since 1970) and id
+errors.PATTERN_WORDS[CURSOR_PATTERN] = "give the next_cursor of the page before, as it was given"
+
+
 class Listing(Schema):
-    model_config = ConfigDict(extra="forbid")
-    status: str | None = None
-    limit: int = 50
-    cursor: str | None = None
+    model_config = ConfigDict(extra="forbid", regex_engine="python-re")
+    limit: int = Field(50, ge=1, le=MAX_PAGE)
+    cursor: str | None = Field(None, pattern=CURSOR_PATTERN, description="next_cursor of the page before")
+
+
+class DeletionListing(Listing):
+    status: DeletionStatus | None = None
+
+
+class RetirementListing(Listing):
+    status: RequestStatus | None = None
 
 
 ERRORS = {400: dict, 401: dict, 403: dict, 404: dict, 409: dict, 413: dict, 429: dict}
@@ -105,31 +135,27 @@ def _retirement(request: HttpRequest, request_id: str | UUID) -> dict[str, Any]:
     return retirement_selectors.describe(retirement_selectors.get(request_id))
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _cursor(raw: str | None) -> tuple[datetime, UUID] | None:
-    """A page's position: the last row's creation time and id, opaque to the caller."""
+    """A page's position (`CURSOR_PATTERN`): the last row's time and id. Any cursor of that shape
+    reads as a position; one before 1970 or past 2286 is no row's."""
     if not raw:
         return None
-    try:
-        when, _, rid = base64.urlsafe_b64decode(raw.encode() + b"==").decode().partition("|")
-        return datetime.fromisoformat(when), UUID(rid)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise BadInput(f"cursor {raw[:40]!r} is not one this API gave", field="cursor") from None
+    micros, _, rid = raw.partition("-")
+    return EPOCH + timedelta(microseconds=int(micros)), UUID(hex=rid)
 
 
-def _page(
-    request: HttpRequest, rows: QuerySet[Any], listing: Listing, *, statuses: list[str], when: str, view: Any
-) -> dict[str, Any]:
-    unknown = sorted(set(request.GET) - set(Listing.model_fields))
+def _page(request: HttpRequest, rows: QuerySet[Any], listing: Listing, *, when: str, view: Any) -> dict[str, Any]:
+    unknown = sorted(set(request.GET) - {"status", *Listing.model_fields})
     if unknown:
         raise BadInput(
             f"unknown query parameter {unknown[0][:40]!r}: give status, limit or cursor", field=unknown[0][:40]
         )
-    if listing.status is not None and listing.status not in statuses:
-        raise BadInput(f"status {listing.status[:40]!r} is not one of {', '.join(statuses)}", field="status")
-    if not 1 <= listing.limit <= MAX_PAGE:
-        raise BadInput(f"limit is 1 to {MAX_PAGE}, not {listing.limit}", field="limit")
-    if listing.status:
-        rows = rows.filter(status=listing.status)
+    status = getattr(listing, "status", None)
+    if status is not None:
+        rows = rows.filter(status=status)
     after = _cursor(listing.cursor)
     if after:
         rows = rows.filter(Q(**{f"{when}__lt": after[0]}) | Q(**{when: after[0], "id__lt": after[1]}))
@@ -137,11 +163,7 @@ def _page(
     more = len(found) > listing.limit
     found = found[: listing.limit]
     last = found[-1] if more else None
-    token = (
-        base64.urlsafe_b64encode(f"{getattr(last, when).isoformat()}|{last.id}".encode()).decode().rstrip("=")
-        if last
-        else None
-    )
+    token = f"{(getattr(last, when) - EPOCH) // timedelta(microseconds=1)}-{last.id.hex}" if last else None
     return {"items": [view(r) for r in found], "next_cursor": token}
 
 
@@ -162,7 +184,7 @@ def submit_deletion(request: HttpRequest, payload: Submission) -> Status[dict[st
 
 
 @deletions_router.get("", response={200: Page, **ERRORS}, summary="List deletions, newest first")
-def list_deletions(request: HttpRequest, listing: Query[Listing]) -> dict[str, Any]:
+def list_deletions(request: HttpRequest, listing: Query[DeletionListing]) -> dict[str, Any]:
     holder = reading(request)
     authority.require(holder.actor, deletions.VIEW)
     lens = access.Lens.of(holder.actor.user)
@@ -182,15 +204,14 @@ def list_deletions(request: HttpRequest, listing: Query[Listing]) -> dict[str, A
         request,
         DeletionRequest.objects.all(),
         listing,
-        statuses=list(DeletionStatus.values),
         when="created_at",
         view=view,
     )
 
 
 @deletions_router.get("/{request_id}", response={200: dict, **ERRORS}, summary="Read one deletion")
-def read_deletion(request: HttpRequest, request_id: str) -> dict[str, Any]:
-    return _deletion(request, parse_id(request_id))
+def read_deletion(request: HttpRequest, request_id: UUID) -> dict[str, Any]:
+    return _deletion(request, request_id)
 
 
 def _decision(
@@ -204,9 +225,9 @@ def _decision(
     """`POST …/{request_id}/<name>`: the caller's token may decide, the one service decides
     (`decide(actor, request_id, payload)`), the answer is the case as it is now."""
 
-    def view(request: HttpRequest, request_id: str, payload: Any) -> Status[dict[str, Any]]:
+    def view(request: HttpRequest, request_id: UUID, payload: Any) -> Status[dict[str, Any]]:
         holder = deciding(request)
-        rid = str(parse_id(request_id))
+        rid = str(request_id)
 
         def produce() -> tuple[int, dict[str, Any]]:
             decide(holder.actor, rid, payload)
@@ -272,7 +293,7 @@ def request_retirement(request: HttpRequest, payload: RetirementRequestIn) -> St
 
 
 @retirements_router.get("", response={200: Page, **ERRORS}, summary="List retirements, newest first")
-def list_retirements(request: HttpRequest, listing: Query[Listing]) -> dict[str, Any]:
+def list_retirements(request: HttpRequest, listing: Query[RetirementListing]) -> dict[str, Any]:
     authority.require(reading(request).actor, retirements.VIEW)
 
     def view(r: RetirementRequest) -> dict[str, Any]:
@@ -288,15 +309,14 @@ def list_retirements(request: HttpRequest, listing: Query[Listing]) -> dict[str,
         request,
         RetirementRequest.objects.select_related("workspace"),
         listing,
-        statuses=list(RequestStatus.values),
         when="requested_at",
         view=view,
     )
 
 
 @retirements_router.get("/{request_id}", response={200: dict, **ERRORS}, summary="Read one retirement")
-def read_retirement(request: HttpRequest, request_id: str) -> dict[str, Any]:
-    return _retirement(request, parse_id(request_id))
+def read_retirement(request: HttpRequest, request_id: UUID) -> dict[str, Any]:
+    return _retirement(request, request_id)
 
 
 RETIREMENT_DECISIONS: dict[str, Callable[..., Any]] = {

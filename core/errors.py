@@ -4,7 +4,7 @@
 refusal, 2 for bad usage or an unknown object.
 """
 
-import unicodedata
+import re
 
 
 class DomainError(Exception):
@@ -35,10 +35,24 @@ def shown(value: object) -> str:
     return text[:SHOWN_CHARS] + "…" + size
 
 
-def has_control(text: str, *, newlines: bool = False) -> bool:
-    """Control and format characters (NUL, escape sequences, bidi overrides); optionally
-    allowing line breaks and tabs, which a reason may hold."""
-    return any(unicodedata.category(c)[0] == "C" and not (newlines and c in "\n\r\t") for c in text)
+# What a reason may not hold: control characters (NUL, escape sequences; line breaks and tabs
+# excepted) and the invisible and direction-changing format characters (zero-width, bidi
+# embeddings, overrides and isolates, the byte-order mark). One character class, so the API's
+# OpenAPI document declares exactly this rule (`REASON_PATTERN`). Lone surrogates are refused too
+# (`has_control`); a pattern cannot name them, and the API refuses them in any body first.
+_REFUSED = (
+    "\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f\\u200b-\\u200f\\u2028\\u2029"
+    "\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u2069\\ufeff"
+)
+# Free text of a decision: no refused character, and at least one that is not white space.
+REASON_PATTERN = f"^[^{_REFUSED}]*[^{_REFUSED}\\s][^{_REFUSED}]*$"
+OPTIONAL_REASON_PATTERN = f"^[^{_REFUSED}]*$"
+_CONTROL = re.compile(f"[{_REFUSED}\\ud800-\\udfff]")
+
+
+def has_control(text: str) -> bool:
+    """A character a reason may not hold (`_REFUSED`, or a lone surrogate)."""
+    return _CONTROL.search(text) is not None
 
 
 def plain_text(value: str | None, what: str, *, max_chars: int) -> str:
@@ -55,7 +69,7 @@ def optional_reason(reason: str | None) -> str:
     reason = (reason or "").strip()
     if len(reason) > MAX_REASON_CHARS:
         raise BadInput(f"the reason is refused: at most {MAX_REASON_CHARS} characters (got {len(reason)})")
-    if has_control(reason, newlines=True):
+    if has_control(reason):
         raise BadInput(f"the reason {shown(reason)} is refused: it holds control characters")
     return reason
 

@@ -41,7 +41,7 @@ from deletions.store.requests import (
 from deletions.store.withdrawals import withdraw
 from deletions.targets.base import Found, TargetRefused, inconclusive, supervised
 
-HEX = set("0123456789abcdef")
+DIGEST_PATTERN = "^[0-9a-fA-F]{64}$"  # an inventory's SHA-256 as a case shows it (any case, spaces trimmed)
 MAX_STAGE_DELAY_MS = 3_600_000  # an hour: far past the lease, enough for any demo
 SUBMIT = "deletions.submit_deletionrequest"
 APPROVE = "deletions.approve_deletionrequest"
@@ -69,7 +69,7 @@ def deletion_submit(
     received = received_at or now
     refused = custody.received_refusal(received, now)
     if refused:
-        raise BadInput(refused)
+        raise Refused(refused)
     inv = deletion_inventory(target, communities)
     with transaction.atomic():
         req = insert_request(
@@ -103,7 +103,7 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
     rid = parse_request_id(request_id)
     authority.require(actor, APPROVE)
     digest = (digest or "").strip().lower()
-    if len(digest) != 64 or not set(digest) <= HEX:
+    if not re.fullmatch(DIGEST_PATTERN, digest):
         raise BadInput(f"inventory digest {shown(digest)} is refused: expected 64 hexadecimal characters")
     now = clock.now()
     with transaction.atomic():

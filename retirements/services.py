@@ -7,13 +7,13 @@ write and log the decision, and enqueues work on commit.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils.text import slugify
 
 from core import authority, clock, present
 from core import custody as rota_rules
@@ -47,11 +47,12 @@ def _closed_refusal(request: RetirementRequest) -> Refused:
 
 
 MAX_SLUG_CHARS, MAX_NAME_CHARS = 100, 200  # the columns' lengths
+SLUG_PATTERN = "^[a-z0-9]+(?:[-_][a-z0-9]+)*$"  # lowercase letters and digits, single - or _ between
 
 
 def valid_slug(slug: str) -> str:
     """A workspace slug as typed: lowercase letters, digits and hyphens, at most 100."""
-    if not slug or len(slug) > MAX_SLUG_CHARS or slugify(slug) != slug:
+    if not slug or len(slug) > MAX_SLUG_CHARS or not re.fullmatch(SLUG_PATTERN, slug):
         raise BadInput(f"slug {shown(slug)} is not a slug (1-{MAX_SLUG_CHARS} lowercase letters, digits, hyphens)")
     return slug
 

@@ -4,7 +4,7 @@ next. Pure: the store writes these values as given."""
 from __future__ import annotations
 
 import calendar
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from deletions.contract import APPROVERS, OPERATORS_ON_CALL, SYSTEM, CancelFacts, CancelPlan, Custody
 
@@ -121,10 +121,17 @@ def due(received_at: datetime, months: int) -> datetime:
     return add_months(received_at, months)
 
 
+EARLIEST_RECEIPT = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 def received_refusal(received_at: datetime, now: datetime) -> str:
-    """Why an intake's received time is refused, or "": never in the future."""
+    """Why an intake's received time is refused, or "": never in the future, never before 2000.
+    Both are read against the server's clock, so a refusal is the case's (409), not the input's
+    shape (the API's document can declare a date-time, not a window around now)."""
     if received_at > now:
         return "the received time is refused: it is in the future"
+    if received_at < EARLIEST_RECEIPT:
+        return f"the received time is refused: it is before {EARLIEST_RECEIPT:%Y-%m-%d}"
     return ""
 
 

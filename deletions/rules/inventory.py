@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from uuid import UUID
 
@@ -18,8 +19,15 @@ COMMUNITY_B = "00000000-0000-0000-0000-00000000000b"
 COMMUNITY_C = "00000000-0000-0000-0000-00000000000c"
 
 
+# A target: its system's prefix, then 1-200 printable ASCII characters without surrounding spaces
+# (the API's OpenAPI document declares this pattern; `validate_target` applies it everywhere).
+TARGET_PATTERN = (
+    "^(?:" + "|".join(p.rstrip(":") for p in TARGET_PREFIXES) + f"):[!-~](?:[ -~]{{0,{MAX_TARGET_CHARS - 2}}}[!-~])?$"
+)
+
+
 def validate_target(target: str) -> str:
-    """Only `demo:` and `manual:` targets with 1-200 printable characters after the prefix."""
+    """Only `demo:` and `manual:` targets with 1-200 printable ASCII characters after the prefix."""
     prefix = next((p for p in TARGET_PREFIXES if isinstance(target, str) and target.startswith(p)), None)
     if prefix is None:
         raise BadInput(f"target {shown(target)} is refused: only demo: and manual: targets are accepted")
@@ -28,8 +36,10 @@ def validate_target(target: str) -> str:
         raise BadInput(
             f"target {shown(target)} is refused: 1-{MAX_TARGET_CHARS} characters must follow {prefix} (got {len(name)})"
         )
-    if not name.isprintable() or name != name.strip():
-        raise BadInput(f"target {shown(target)} is refused: only printable characters without surrounding spaces")
+    if not re.fullmatch(TARGET_PATTERN, target):
+        raise BadInput(
+            f"target {shown(target)} is refused: only printable ASCII characters, without surrounding spaces"
+        )
     return target
 
 

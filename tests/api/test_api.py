@@ -257,8 +257,8 @@ def test_two_requests_at_once_with_one_key_make_one_request(api, staff, token) -
         ('{"target": "demo:api-x", "reason": ["r"]}', "invalid", "reason"),
         ('{"reason": "r"}', "invalid", "target"),
         ('{"target": "demo:api-x", "reason": "r", "priority": "high"}', "invalid", "priority"),
-        ('{"target": "demo:api-x\\u0000", "reason": "r"}', "bad_input", None),
-        ('{"target": "demo:api-x", "reason": "r\\u001b[31m"}', "bad_input", None),
+        ('{"target": "demo:api-x\\u0000", "reason": "r"}', "invalid", "target"),
+        ('{"target": "demo:api-x", "reason": "r\\u001b[31m"}', "invalid", "reason"),
         ('{"target": "demo:api-x", "reason": "r", "received_at": "yesterday"}', "invalid", "received_at"),
     ],
     ids=["bad-json", "not-object", "wrong-type", "list-reason", "missing", "unknown-field", "nul", "ansi", "bad-time"],
@@ -269,6 +269,7 @@ def test_bad_input_is_a_4xx_json_error_and_writes_nothing(api, staff, raw: str, 
     assert answer.status == 400, answer.data
     assert set(answer.data) == {"error"} and set(answer.data["error"]) == {"code", "message", "field"}
     assert answer.data["error"]["code"] == code and answer.data["error"]["field"] == field, answer.data
+    assert "pattern" not in answer.data["error"]["message"] and len(answer.data["error"]["message"]) < 200
     assert rows() == before
 
 

@@ -34,7 +34,7 @@ def test_the_deadline_runs_from_receipt_and_is_extended_within_the_legal_maximum
         req = deletion_submit(target="demo:gdpr", actor=named("operator-a"), received_at=received)
         assert (req.received_at, req.due_at) == (received, datetime(2027, 2, 21, 9, 30, tzinfo=UTC))
         assert case.days_left(req, T) == 21 and case.deadline_words(req, T).startswith("21 days left")
-        with pytest.raises(BadInput, match="in the future"):
+        with pytest.raises(Refused, match="in the future"):
             deletion_submit(target="demo:later", actor=named("operator-a"), received_at=T + timedelta(hours=1))
         before = all_rows()
         limit = datetime(2027, 4, 21, 9, 30, tzinfo=UTC)  # three months after receipt
