@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from api.errors import ApiError
 from api.models import IdempotencyKey
 from core import clock
-from core.errors import BadInput, plain_text
+from core.errors import BadInput, plain_text, shown
 from core.sql import Statements
 
 SQL = Statements.beside(__file__, "store.sql")
@@ -49,7 +49,7 @@ def once(
                 raise ApiError(
                     409,
                     "idempotency_key_reused",
-                    f"{HEADER} {key!r} was used for a different request; use a new key for a new request",
+                    f"{HEADER} {shown(key)} was used for a different request; use a new key for a new request",
                     field=HEADER,
                 )
             return int(first.status_code or 200), first.response or {}

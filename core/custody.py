@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from core import authority
-from core.errors import Refused
+from core.errors import Refused, shown
 from core.present import offer
 
 TAKE, ASSIGN, HAND_OVER = "take", "assign", "hand over"
@@ -77,7 +77,7 @@ def refusal(
     Assign: a lead holding the assign permission names anyone on the rota. Hand over: the person
     or the backup gives the case to someone else on the rota (no extra permission)."""
     if how not in HOW:
-        return f"{how!r} is not a custody move: take, assign or hand over"
+        return f"{shown(how)} is not a custody move: take, assign or hand over"
     if how == TAKE and new_person_id != actor_id:
         return "take is for yourself: to give a case to someone else, assign it or hand it over"
     if how == ASSIGN and not actor_may_assign:
@@ -118,7 +118,7 @@ def by_hand(
     the case) and the backup beside them: the backup stays unless it becomes the person, then the
     rota names another. Refused, naming the rule, when the move is not the actor's to make."""
     if how not in HOW:
-        raise Refused(f"{how!r} is not a custody move: take, assign or hand over")
+        raise Refused(f"{shown(how)} is not a custody move: take, assign or hand over")
     new = choose(users, actor.get_username() if how == TAKE else named, what=rota_name)
     why = refusal(
         how,

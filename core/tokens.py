@@ -22,7 +22,7 @@ from django.db import connection, transaction
 
 from core import clock
 from core.authority import Actor
-from core.errors import BadInput, DomainError, plain_text
+from core.errors import BadInput, DomainError, plain_text, shown
 from core.sql import Statements
 
 SQL = Statements.beside(__file__, "tokens.sql")
@@ -55,7 +55,7 @@ def issue(user: Any, *, name: str, scope: str = READ, days: int | None = None, n
     """A new token for `user`; the only time the token itself exists outside its holder."""
     name = plain_text(name, "the token name", max_chars=100)
     if scope not in SCOPES:
-        raise BadInput(f"scope {scope!r} is refused: give read or decide")
+        raise BadInput(f"scope {shown(scope)} is refused: give read or decide")
     days = settings.TOKEN_DAYS if days is None else days
     if not 1 <= days <= MAX_DAYS:
         raise BadInput(f"a token lasts 1 to {MAX_DAYS} days, not {days}")

@@ -28,7 +28,7 @@ from core import access, clock, present
 from core import custody as rota_rules
 from core.backoff import delay
 from core.crashpoints import crash_point
-from core.errors import BadInput
+from core.errors import BadInput, shown
 from core.sql import Statements
 from deletions import case as deletion_case
 from deletions import selectors as deletion_selectors
@@ -303,7 +303,7 @@ def delivery_of(user: Any) -> str:
 
 def set_delivery(user: Any, delivery: str) -> None:
     if delivery not in Delivery.values:
-        raise BadInput(f"delivery {delivery!r} is refused: immediate, digest or off")
+        raise BadInput(f"delivery {shown(delivery)} is refused: immediate, digest or off")
     NotificationPreference.objects.update_or_create(user=user, defaults={"delivery": delivery})
 
 

@@ -29,7 +29,7 @@ from django.db.models.functions import Coalesce
 from api.models import IdempotencyKey, WebhookDelivery
 from core import authority, clock, proofs
 from core.authority import Actor
-from core.errors import BadInput, Refused, required_reason
+from core.errors import BadInput, Refused, required_reason, shown
 from core.lifecycle import retention_on
 from core.store import get_or_not_found, parse_id
 from deletions import proof as deletion_proof
@@ -245,7 +245,7 @@ def _apply(
 
 def _case(kind: str, case_id: str | UUID) -> Any:
     if kind not in CASE_KINDS:
-        raise BadInput(f"--kind {kind!r} is refused: deletion or retirement")
+        raise BadInput(f"--kind {shown(kind)} is refused: deletion or retirement")
     model = DeletionRequest if kind == "deletion" else RetirementRequest
     return get_or_not_found(model.objects.all(), parse_id(case_id), f"{kind} case")
 

@@ -8,6 +8,7 @@ here implementing `base.Adapter`, named in `ADAPTERS`.
 
 from __future__ import annotations
 
+from core.errors import shown
 from deletions.errors import BadInput
 from deletions.targets import demo, manual
 from deletions.targets.base import Adapter
@@ -19,4 +20,4 @@ def for_target(target: str) -> Adapter:
     for prefix, adapter in ADAPTERS.items():
         if target.startswith(prefix):
             return adapter
-    raise BadInput(f"no target system takes {target!r} (known: {', '.join(ADAPTERS)})")
+    raise BadInput(f"no target system takes {shown(target)} (known: {', '.join(ADAPTERS)})")

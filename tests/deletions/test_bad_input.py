@@ -36,8 +36,8 @@ def refused(cmd, code: int, message: str, *args: str) -> None:
         ("bob", "only demo: and manual: targets are accepted"),
         ("demo:", "1-200 characters must follow demo: (got 0)"),
         ("demo:" + "x" * 201, "(got 201)"),
-        ("demo:bad\nname", "only printable characters"),
-        ("demo: padded ", "only printable characters"),
+        ("demo:bad\nname", "only printable ASCII characters"),
+        ("demo: padded ", "only printable ASCII characters"),
     ],
 )
 def test_malformed_targets_are_refused_before_any_row(cmd, target: str, message: str) -> None:

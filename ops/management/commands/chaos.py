@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError, CommandParser
 
 from core.commands import ServiceCommand
+from core.errors import shown
 from ops import chaos
 
 
@@ -61,7 +62,7 @@ class Command(ServiceCommand):
             value = options[name]
             if not low <= value <= high:  # also refuses nan and inf
                 flag = "--" + name.replace("_", "-")
-                raise CommandError(f"{flag} {value!r} is out of range ({low}-{high})", returncode=2)
+                raise CommandError(f"{flag} {shown(value)} is out of range ({low}-{high})", returncode=2)
         with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
             datadir = Path(tmp) / "pg"
             socket_dir = embedded.ensure_running(datadir, cleanup_mode=None)
