@@ -1,7 +1,8 @@
 """Drain: requests submitted and approved through the services (each approval enqueues its run
-on commit), then executed by a real `qcluster` with Q_WORKERS=1 and then 2, timed from the first
-stage's start to the last stage's finish (the cluster's own start is reported apart). Also the
-peak resident memory of the cluster's worker processes."""
+on commit), then executed by a real `qcluster` with Q_WORKERS=N, timed from the first stage's
+start to the last stage's finish as saved (the cluster's own start and stop are reported apart),
+with the commits and round trips the server counted. Also the peak resident memory of the
+cluster's worker processes."""
 
 from __future__ import annotations
 
@@ -48,12 +49,12 @@ def _peak_rss_mb(pid: int) -> float:
 def drain(
     requests: int, workers: int, database_url: str, target_url: str, q_options: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    from django.db.models import Max, Min
-
-    from deletions.models import DeletionRequest, StageHistory, Status
+    from bench import rawloop, server
+    from deletions.models import DeletionRequest, Status
     from tests.conftest import submit_and_approve
 
     ids = [submit_and_approve(f"demo:d{workers}-{uuid.uuid4().hex[:10]}").id for _ in range(requests)]
+    before = server.reading()
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -84,7 +85,6 @@ def drain(
                 raise RuntimeError("drain did not finish within 600 s")
             peak = max([peak, *(_peak_rss_mb(p) for p in _descendants(proc.pid))])
             time.sleep(0.05)
-        elapsed = time.perf_counter() - start
         peak = max([peak, *(_peak_rss_mb(p) for p in _descendants(proc.pid))])
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -93,20 +93,8 @@ def drain(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    rows = StageHistory.objects.filter(request_id__in=ids)
-    stages = rows.count()
-    # The cluster's start (its processes importing Django and forking) is no part of the drain,
-    # as the raw loop's start is no part of it: timed from the first stage's start, as saved,
-    # to the last one's finish.
-    span = rows.aggregate(first=Min("started_at"), last=Max("finished_at"))
-    draining = (span["last"] - span["first"]).total_seconds()
-    return {
-        "workers": workers,
-        "requests": requests,
-        "stages": stages,
-        "seconds": draining,
-        "stages_per_s": stages / draining,
-        "startup_s": elapsed - draining,
-        "wall_stages_per_s": stages / elapsed,
-        "peak_rss_mb": peak,
-    }
+    elapsed = time.perf_counter() - start  # to the cluster's exit, as every side's wall time
+    # The cluster's start (its processes importing Django and forking) and stop are no part of
+    # the drain, as no side's are: timed from the first stage's start, as saved, to the last
+    # one's finish (`rawloop.measured`); the cluster's commits and round trips are counted whole.
+    return {"workers": workers, "requests": requests, **rawloop.measured(ids, elapsed, before), "peak_rss_mb": peak}

@@ -1,7 +1,12 @@
-"""The peer line: procrastinate running the same raw stage SQL as `bench/stages.py`, one job per
-request (its five stages), with two worker processes of concurrency one, on the same server as
-the drain. Installed for the bench only (`requirements-bench.txt`); `procrastinate_ratio` is
-the drain's two workers over it.
+"""The peer line: procrastinate running the floor's work (`bench/floor.py`: the engine's own
+statements, the same rows) as one job per request, with N worker processes of concurrency one, on
+the same server as the drain. Installed for the bench only (`requirements-bench.txt`).
+
+Like for like with the drain: the same requests (as many), the job's connections handled as
+django-q2 handles a task's (`close_old_connections()` around it: kept for CONN_MAX_AGE, never
+closed after each job), the same clock (stage rows, `rawloop.measured`), the server's counts.
+What differs is the guarantee: procrastinate delivers a job at least once and keeps no checkpoint
+inside it; the floor's fenced statements are what make a second delivery harmless.
 
 The requests are seeded and their jobs deferred before the start; the workers start together
 once each is ready, and run until the queue is empty (`wait=False`).
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,16 +29,17 @@ def _app(database_url: str) -> Any:
     procrastinate = importlib.import_module("procrastinate")  # the bench's own dependency, not the project's
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=database_url))
 
-    @app.task(name="raw_request")
-    def raw_request(rid: str, sid: str, mid: int) -> None:
-        from django.db import connections
+    @app.task(name="floor_request")
+    def floor_request(rid: str) -> None:
+        from django.db import close_old_connections
 
-        from bench import stages
+        from bench import floor
 
+        close_old_connections()  # as django-q2's worker does before and after each task
         try:
-            stages.raw_stages([(UUID(rid), UUID(sid), mid)])
+            floor.run(UUID(rid), f"procrastinate:{os.getpid()}")
         finally:
-            connections.close_all()  # the job's thread goes away; its connections with it
+            close_old_connections()
 
     return app
 
@@ -45,25 +52,31 @@ def available() -> bool:
     return True
 
 
-def run(processes: int, requests: int, database_url: str, target_url: str) -> dict[str, float]:
-    from bench import rawloop, stages
+def run(processes: int, requests: int, database_url: str, target_url: str) -> dict[str, Any]:
+    from bench import floor, rawloop, server
 
-    seeds = stages._seed(requests)
+    ids = floor.seed(requests, "peer")
     app = _app(database_url)
     with app.open():
-        app.schema_manager.apply_schema()
-        task = app.tasks["raw_request"]
-        for rid, sid, mid in seeds:
-            task.defer(rid=str(rid), sid=str(sid), mid=mid)
+        if not _schema_applied(app):
+            app.schema_manager.apply_schema()
+        task = app.tasks["floor_request"]
+        for rid in ids:
+            task.defer(rid=str(rid))
     argv = [sys.executable, str(Path(__file__).resolve())]
-    elapsed, _ = rawloop.together(argv, processes, rawloop.environment(database_url, target_url))
-    count = requests * stages.STAGES_PER_REQUEST
-    return {"processes": processes, "stages": count, "seconds": elapsed, "stages_per_s": count / elapsed}
+    wall, _, before = rawloop.together(argv, processes, rawloop.environment(database_url, target_url), server.reading)
+    return {"processes": processes, **rawloop.measured(ids, wall, before)}
+
+
+def _schema_applied(app: Any) -> bool:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
+        return bool(cur.fetchone()[0])
 
 
 def _worker() -> None:
-    import os
-
     sys.path.insert(0, str(ROOT))
     import django
 

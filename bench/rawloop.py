@@ -1,12 +1,14 @@
-"""The machine's limit for the drain: the raw stage loop of `bench/stages.py` (the same durable
-transactions a stage makes, in minimal SQL, on copies of the real tables) run by N processes at
-once on the same server, in stages per second from a common start to the last one done.
+"""The sides the bench compares, each in N processes from a common start, on one clock.
 
-The drain's workers are compared with it in the same bench run (`drain_vs_limit_2w`). Each
-process seeds its own requests first, says it is ready, and starts when told to, so seeding is
-not timed.
+- `floor`: the floor of the same work (`bench/floor.py`), each process over requests it seeded;
+- `engine`: each process calling `worker.run` on requests it seeded (the engine without a queue);
 
-Usage (by bench/run.py): rawloop.limit(processes, requests_each, database_url, target_url).
+Every side's throughput is stages over (last saved finish - first saved start), read from the
+stage rows the side wrote (the drain's and the peers' too), so process start and teardown are no
+part of it; they are reported apart (`outside_s`: the wall time from "go" to the last exit, less
+the span). Each process seeds first, says it is ready, and starts when told, so seeding is not
+timed; the server's counts (`bench/server.py`) are read after every process is ready and after
+the last one exits.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def environment(database_url: str, target_url: str) -> dict[str, str]:
+def environment(database_url: str, target_url: str, **extra: str) -> dict[str, str]:
     """A child's environment: the bench's own databases, production-like settings."""
     env = {
         **os.environ,
@@ -32,14 +36,19 @@ def environment(database_url: str, target_url: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_DEBUG": "0",
         "LOG_LEVEL": "WARNING",
+        "DELETION_DEMO_STAGE_DELAY_MS": "0",
+        **extra,
     }
     env.pop("EMBEDDED_PGDATA", None)
     return env
 
 
-def together(argv: list[str], processes: int, env: dict[str, str]) -> tuple[float, list[dict[str, Any]]]:
-    """Start `processes` children, wait until each says "ready", tell them all "go" at once, and
-    time them to the last one done: (seconds, what each printed last, as JSON)."""
+def together(
+    argv: list[str], processes: int, env: dict[str, str], ready: Callable[[], Any] = lambda: None
+) -> tuple[float, list[dict[str, Any]], Any]:
+    """Start `processes` children, wait until each says "ready", call `ready`, tell them all "go"
+    at once, and wait for the last: (wall seconds from "go", what each printed last as JSON, what
+    `ready` returned)."""
     children = [
         subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)
@@ -49,37 +58,57 @@ def together(argv: list[str], processes: int, env: dict[str, str]) -> tuple[floa
             assert child.stdout is not None
             if child.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"{' '.join(argv)}: a process did not get ready")
+        seen = ready()
         start = time.perf_counter()
         for child in children:
             assert child.stdin is not None
             child.stdin.write("go\n")
             child.stdin.flush()
-        printed = [child.communicate(timeout=600)[0] for child in children]
+        printed = [child.communicate(timeout=900)[0] for child in children]
         elapsed = time.perf_counter() - start
     finally:
         for child in children:
             if child.poll() is None:
                 child.kill()
-    return elapsed, [json.loads(out.strip().splitlines()[-1]) for out in printed]
+    return elapsed, [json.loads(out.strip().splitlines()[-1]) for out in printed], seen
 
 
-def limit(processes: int, requests: int, database_url: str, target_url: str) -> dict[str, float]:
-    """The raw loop in `processes` processes, `requests` requests each (seeded before the start)."""
-    return loop(Path(__file__).resolve(), processes, requests, environment(database_url, target_url))
+def span(ids: list[UUID]) -> tuple[int, float]:
+    """(stages completed, seconds from the first saved start to the last saved finish)."""
+    from django.db.models import Max, Min
+
+    from deletions.models import StageHistory
+
+    rows = StageHistory.objects.filter(request_id__in=ids, status="completed")
+    found = rows.aggregate(first=Min("started_at"), last=Max("finished_at"))
+    return rows.count(), (found["last"] - found["first"]).total_seconds()
 
 
-def loop(script: Path, processes: int, requests: int, env: dict[str, str]) -> dict[str, float]:
-    """`script` (a loop over `requests` requests it seeds itself) in `processes` processes from a
-    common start: stages per second, and the client CPU per stage the processes report."""
-    elapsed, results = together([sys.executable, str(script), str(requests)], processes, env)
-    stages = sum(r["stages"] for r in results)
-    return {
-        "processes": processes,
+def measured(ids: list[UUID], wall: float, before: dict[str, int], cpu_s: float | None = None) -> dict[str, Any]:
+    """One side's figures from its rows and the server's counts."""
+    from bench import server
+
+    stages, seconds = span(ids)
+    out = {
         "stages": stages,
-        "seconds": elapsed,
-        "stages_per_s": stages / elapsed,
-        "cpu_ms_per_stage": 1000 * sum(r["cpu_s"] for r in results) / stages,
+        "seconds": seconds,
+        "stages_per_s": stages / seconds,
+        "outside_s": max(0.0, wall - seconds),
+        **server.per_stage(before, server.reading(), stages),
     }
+    if cpu_s is not None:
+        out["cpu_ms_per_stage"] = 1000 * cpu_s / stages
+    return out
+
+
+def side(name: str, processes: int, requests: int, database_url: str, target_url: str) -> dict[str, Any]:
+    """`floor` or `engine` in `processes` processes, `requests` requests each."""
+    from bench import server
+
+    argv = [sys.executable, str(Path(__file__).resolve()), name, str(requests)]
+    wall, results, before = together(argv, processes, environment(database_url, target_url), server.reading)
+    ids = [UUID(i) for r in results for i in r["ids"]]
+    return {"processes": processes, **measured(ids, wall, before, sum(r["cpu_s"] for r in results))}
 
 
 def cpu_seconds() -> float:
@@ -88,22 +117,28 @@ def cpu_seconds() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def _child(requests: int) -> None:
+def _child(name: str, requests: int) -> None:
     sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
-    from bench import stages
+    from bench import floor, server
+    from deletions import worker
 
-    seeds = stages._seed(requests)
+    ids = floor.seed(requests, name)
+    owner = f"{name}:{os.getpid()}"
+    server.flush()  # the seeding's commits are counted before the start, not as the run's
     print("ready", flush=True)
     sys.stdin.readline()
     before = cpu_seconds()
-    per_stage, _, _ = stages.raw_stages(seeds)
+    for rid in ids:
+        if name == "floor":
+            floor.run(rid, owner)
+        else:
+            worker.run(rid, executor_id=owner)
     cpu = cpu_seconds() - before
-    done = len(seeds) * stages.STAGES_PER_REQUEST
-    print(json.dumps({"stages": done, "per_stage_s": per_stage, "cpu_s": cpu}), flush=True)
+    print(json.dumps({"ids": [str(i) for i in ids], "cpu_s": cpu}), flush=True)
 
 
 if __name__ == "__main__":
-    _child(int(sys.argv[1]))
+    _child(sys.argv[1], int(sys.argv[2]))

@@ -27,7 +27,7 @@ django.setup()
 from django.db import connection, connections  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 
-from bench import console, drain, history, peer, rawloop, stages, workerloop  # noqa: E402
+from bench import console, dbos_peer, drain, history, peer, rawloop, server  # noqa: E402
 
 SECTIONS = ("stage", "growth", "reconstruct", "drain", "console", "million")
 
@@ -46,12 +46,17 @@ def main() -> None:
     parser.add_argument(
         "--scale", type=int, default=None, help="cases of each workflow in the million section (default 1,000,000)"
     )
+    parser.add_argument(
+        "--workers", default="1,2", help="worker counts for the drain and its peers, e.g. 1,2,4 (default 1,2)"
+    )
     args = parser.parse_args()
+    workers = sorted({int(w) for w in args.workers.split(",") if w.strip()})
     only = set(args.only)
     quick = args.quick
     global MILLION
     MILLION = args.scale or (20_000 if quick else 1_000_000)
     setup_test_environment()
+    counted = server.preload_statement_stats()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     old_target = connections["target"].creation.create_test_db(verbosity=0, autoclobber=True)  # the target system's
     result: dict[str, Any] = {}
@@ -61,14 +66,16 @@ def main() -> None:
         from tests.conftest import ensure_people
 
         ensure_people()
+        result["machine"] = server.settings()
+        result["round_trips_counted"] = counted and server.enable()
         if "stage" in only:
-            stage_section(quick, result, table)
+            stage_section(quick, result, table, connection_url(), connection_url("target"))
         if "growth" in only:
             growth_section(quick, result, table)
         if "reconstruct" in only:
             reconstruct_section(quick, result, table)
         if "drain" in only:
-            drain_section(quick, result, table, connection_url(), connection_url("target"))
+            drain_section(quick, result, table, connection_url(), connection_url("target"), workers)
         if "console" in only:
             console_section(quick, result, table)
         if "million" in only:
@@ -83,29 +90,40 @@ def main() -> None:
     print(json.dumps(result, sort_keys=True))
 
 
-def stage_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -> None:
-    stages.create_copies()
-    stages.raw_round(5)
-    stages.worker_round(5)  # warm both paths
-    raws, workers = [], []
-    for _ in range(2 if quick else 3):  # interleaved, so a busy moment hits both
-        workers.append(stages.worker_round(20 if quick else 60))
-        raws.append(stages.raw_round(20 if quick else 60))
-    raw = [statistics.median(r[i] for r in raws) for i in range(3)]
-    work = [statistics.median(w[i] for w in workers) for i in range(3)]
-    result["stage_ratio"] = round(raw[0] / work[0], 3)
-    result["stmts_per_stage"] = round(work[1], 1)
-    result["commits_per_stage"] = round(work[2], 2)
-    table.append(
-        row(
-            "raw stage (5 transactions, 2 databases)",
-            f"{raw[0] * 1000:.2f} ms, {raw[1]:.1f} stmts, {raw[2]:.1f} commits",
-            "",
-            None,
-        )
+def stage_section(quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str) -> None:
+    """One process each, interleaved rounds: the engine (`worker.run`, no queue) and the floor of
+    the same work, per stage, with the commits and round trips the server counted."""
+    n, rounds = (20, 2) if quick else (60, 3)
+    rawloop.side("engine", 1, 5, url, target_url)
+    rawloop.side("floor", 1, 5, url, target_url)  # warm both paths
+    ran: dict[str, list[dict[str, Any]]] = {"engine": [], "floor": []}
+    for _ in range(rounds):
+        for name in ran:
+            ran[name].append(rawloop.side(name, 1, n, url, target_url))
+    med = {name: _medians(runs) for name, runs in ran.items()}
+    ratio = statistics.median(
+        f["stages_per_s"] / e["stages_per_s"] for f, e in zip(ran["floor"], ran["engine"], strict=True)
     )
-    table.append(row("worker stage", f"{work[0] * 1000:.2f} ms, {work[1]:.1f} stmts, {work[2]:.2f} commits", "", None))
-    table.append(row("stage ratio (raw / worker)", f"{raw[0] / work[0]:.2f}x", ">= 0.5x", raw[0] / work[0] >= 0.5))
+    result["stage_ms_engine"] = round(1000 / med["engine"]["stages_per_s"], 3)
+    result["stage_ms_floor"] = round(1000 / med["floor"]["stages_per_s"], 3)
+    result["stage_ratio"] = round(1 / ratio, 3)
+    for name in ran:
+        result[f"{name}_commits_per_stage"] = med[name]["commits_per_stage"]
+        result[f"{name}_round_trips_per_stage"] = med[name]["round_trips_per_stage"]
+    for name, words in (("floor", "floor of the same work, 1 process"), ("engine", "engine (worker.run), 1 process")):
+        m = med[name]
+        table.append(row(words, f"{1000 / m['stages_per_s']:.2f} ms/stage, {_counts(m)}", "", None))
+    table.append(row("stage ratio (floor / engine time)", f"{1 / ratio:.2f}x", ">= 0.5x", 1 / ratio >= 0.5))
+
+
+def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, v in runs[0].items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    return {k: statistics.median(r[k] for r in runs if r.get(k) is not None) for k in keys if runs[0][k] is not None}
+
+
+def _counts(m: dict[str, Any]) -> str:
+    trips = m.get("round_trips_per_stage")
+    return f"{m['commits_per_stage']:.2f} commits" + (f", {trips:.2f} round trips" if trips else "") + " per stage"
 
 
 def growth_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -> None:
@@ -150,90 +168,80 @@ def spread(values: list[float], digits: int = 2) -> str:
     return " / ".join(f"{v:.{digits}f}" for v in (min(values), statistics.median(values), max(values)))
 
 
-def drain_section(quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str) -> None:
-    """The drain with 1 and 2 workers, the machine's limit (the raw loop) and the worker loop
-    without the queue, interleaved in each of `rounds` rounds, each ratio taken within its round;
-    then the peer once."""
+def drain_section(
+    quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str, workers: list[int]
+) -> None:
+    """At each worker count: the drain (django-q2 and the engine), the engine without the queue,
+    the floor of the same work and procrastinate running the floor's work, `rounds` interleaved
+    rounds of the same number of requests, every line on the stage rows' clock; each ratio is
+    taken within its round and the median reported (min / median / max beside it)."""
     count, rounds = (60, 1) if quick else (300, 3)
-    ran: dict[str, list[dict[str, Any]]] = {"one": [], "two": [], "raw": [], "loop": []}
-    for _ in range(rounds):
-        ran["one"].append(drain.drain(count, 1, url, target_url))
-        ran["two"].append(drain.drain(count, 2, url, target_url))
-        each = max(1, ran["two"][-1]["stages"] // (2 * stages.STAGES_PER_REQUEST))  # as many stages as it ran
-        stages.create_copies()
-        ran["raw"].append(rawloop.limit(2, each, url, target_url))
-        ran["loop"].append(workerloop.run(2, each, url, target_url))  # no queue: the engine's share of the gap
-
-    def per_round(name: str, key: str = "stages_per_s") -> list[float]:
-        return [r[key] for r in ran[name]]
-
-    def over(a: str, b: str) -> list[float]:
-        return [x / y for x, y in zip(per_round(a), per_round(b), strict=True)]
-
-    two_vs_one, vs_limit, loop_vs_limit = over("two", "one"), over("two", "raw"), over("loop", "raw")
-    result["drain_2w_vs_1w"] = round(statistics.median(two_vs_one), 2)
-    result["drain_stages_per_s_2w"] = round(statistics.median(per_round("two")), 1)
-    result["drain_wall_stages_per_s_2w"] = round(statistics.median(per_round("two", "wall_stages_per_s")), 1)
-    result["worker_peak_rss_mb"] = round(max(r["peak_rss_mb"] for r in ran["one"] + ran["two"]), 1)
-    result["raw_loop_stages_per_s_2p"] = round(statistics.median(per_round("raw")), 1)
-    result["drain_vs_limit_2w"] = round(statistics.median(vs_limit), 3)
-    result["drain_vs_limit_2w_rounds"] = [round(v, 3) for v in vs_limit]
-    result["worker_loop_stages_per_s_2p"] = round(statistics.median(per_round("loop")), 1)
-    result["worker_loop_vs_limit_2p"] = round(statistics.median(loop_vs_limit), 3)
-    many = f", min / median / max of {rounds}" if rounds > 1 else ""
-    for name, target in (("one", ""), ("two", ">= 184 stages/s")):
-        workers = ran[name][0]["workers"]
-        table.append(
-            row(
-                f"drain {count} requests, {workers} worker{'s' if workers > 1 else ''}{many}",
-                f"{spread(per_round(name), 0)} stages/s from the first stage's start; "
-                f"{spread(per_round(name, 'wall_stages_per_s'), 0)} with the cluster's "
-                f"{spread(per_round(name, 'startup_s'), 1)} s start",
-                target,
-                statistics.median(per_round(name)) >= 184 if target else None,
+    peers = {"procrastinate": peer, "DBOS": dbos_peer}
+    sides = ["drain", "engine", "floor", *(name for name, module in peers.items() if module.available())]
+    cores = os.cpu_count() or 1
+    result["cores"] = cores
+    by_workers: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for n in workers:
+        ran: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+        for _ in range(rounds):
+            each = max(1, count // n)
+            ran["drain"].append(drain.drain(each * n, n, url, target_url))
+            ran["engine"].append(rawloop.side("engine", n, each, url, target_url))
+            ran["floor"].append(rawloop.side("floor", n, each, url, target_url))
+            for name, module in peers.items():
+                if name in ran:
+                    ran[name].append(module.run(n, each * n, url, target_url))
+        by_workers[n] = ran
+        over = f" (oversubscribed: {cores} cores)" if n > cores else ""
+        many = f", min / median / max of {rounds}" if rounds > 1 else ""
+        for name in sides:
+            rates = [r["stages_per_s"] for r in ran[name]]
+            m = _medians(ran[name])
+            key = f"{name}_stages_per_s_{n}w"
+            result[key] = round(statistics.median(rates), 1)
+            result[f"{name}_commits_per_stage_{n}w"] = m["commits_per_stage"]
+            result[f"{name}_round_trips_per_stage_{n}w"] = m.get("round_trips_per_stage")
+            outside = spread([r["outside_s"] for r in ran[name]], 1)
+            table.append(
+                row(
+                    f"{name}, {n} worker{'s' if n > 1 else ''}{over} ({ran[name][0]['stages']:,} stages{many})",
+                    f"{spread(rates, 0)} stages/s; {_counts(m)}; start + stop {outside} s",
+                    ">= 184 stages/s" if name == "drain" and n == 2 else "",
+                    statistics.median(rates) >= 184 if name == "drain" and n == 2 else None,
+                )
             )
-        )
-    table.append(
-        row("drain, 2 workers / 1 worker", f"{spread(two_vs_one)}x", ">= 1.6x", result["drain_2w_vs_1w"] >= 1.6)
-    )
-    table.append(
-        row(
-            f"machine limit: raw stage loop, 2 processes ({ran['raw'][0]['stages']:,} stages)",
-            f"{spread(per_round('raw'), 0)} stages/s; "
-            f"client CPU {spread(per_round('raw', 'cpu_ms_per_stage'))} ms/stage",
-            "",
-            None,
-        )
-    )
-    table.append(
-        row("drain, 2 workers / machine limit", f"{spread(vs_limit)}x", ">= 0.65x", result["drain_vs_limit_2w"] >= 0.65)
-    )
-    table.append(
-        row(
-            f"worker loop without the queue, 2 processes ({ran['loop'][0]['stages']:,} stages)",
-            f"{spread(per_round('loop'), 0)} stages/s = {spread(loop_vs_limit)}x the limit; "
-            f"client CPU {spread(per_round('loop', 'cpu_ms_per_stage'))} ms/stage",
-            "",
-            None,
-        )
-    )
-    if not peer.available():
-        table.append(row("peer: procrastinate", "not installed (make bench installs it)", "", None))
-        return
-    stages.create_copies()
-    seen = peer.run(2, each, url, target_url)  # the last round's count
-    result["procrastinate_stages_per_s_2p"] = round(seen["stages_per_s"], 1)
-    result["procrastinate_ratio"] = round(ran["two"][-1]["stages_per_s"] / seen["stages_per_s"], 3)
-    table.append(
-        row(
-            f"peer: procrastinate, raw stage SQL, 2 workers ({seen['stages']:,} stages)",
-            f"{seen['stages_per_s']:.0f} stages/s; "
-            f"the last round's drain / peer = {result['procrastinate_ratio']:.2f}x",
-            "",
-            None,
-        )
-    )
-    table.append(row("worker peak RSS", f"{result['worker_peak_rss_mb']:.0f} MB", "flat (52-53 MB before)", None))
+        for other, target, floor_ in (("floor", ">= 0.65x", 0.65), ("procrastinate", "", None), ("DBOS", "", None)):
+            if other not in ran:
+                continue
+            ratios = [d["stages_per_s"] / o["stages_per_s"] for d, o in zip(ran["drain"], ran[other], strict=True)]
+            med = statistics.median(ratios)
+            result[f"drain_vs_{other}_{n}w"] = round(med, 3)
+            table.append(
+                row(
+                    f"drain / {other}, {n} worker{'s' if n > 1 else ''}",
+                    f"{spread(ratios)}x",
+                    target if n == 2 else "",
+                    (med >= floor_) if (floor_ is not None and n == 2) else None,
+                )
+            )
+    if 1 in by_workers:
+        for n in workers:
+            if n == 1:
+                continue
+            for name in sides:
+                speedup = result[f"{name}_stages_per_s_{n}w"] / result[f"{name}_stages_per_s_1w"]
+                result[f"{name}_speedup_{n}w"] = round(speedup, 2)
+            words = ", ".join(f"{name} {result[f'{name}_speedup_{n}w']:.2f}x" for name in sides)
+            target = ">= 1.6x (drain)" if n == 2 else ""
+            table.append(
+                row(
+                    f"speed-up, {n} workers over 1", words, target,
+                    result["drain_speedup_2w"] >= 1.6 if n == 2 else None,
+                )
+            )  # fmt: skip
+    peak = max(r["peak_rss_mb"] for ran in by_workers.values() for r in ran["drain"])
+    result["worker_peak_rss_mb"] = round(peak, 1)
+    table.append(row("worker peak RSS", f"{peak:.0f} MB", "flat (52-53 MB before)", None))
 
 
 def console_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -> None:
