@@ -273,18 +273,21 @@ def custody_candidate(request_id: UUID) -> DeletionRequest | None:
     return _custody_rows().filter(id=request_id).first()
 
 
-def unnamed(now: datetime, late: timedelta) -> int:
-    """Open cases that wait on a rota with nobody named: the rota had nobody who may hold them, or
-    no custody pass named anyone since their state moved longer than `late` ago. A fault of the
-    system (a group is never the answer to who holds a case), counted in health."""
-    rota_named_nobody = Q(assignee__isnull=True) & (
+def unnamed(now: datetime, late: timedelta, cap: int = 1000) -> int:
+    """Open cases with no person named that wait on a rota: the rota had nobody who may hold them,
+    or no custody pass named anyone since their state moved longer than `late` ago. A fault of the
+    system (a group is never the answer to who holds a case), counted in health up to `cap`: read
+    through the open cases' assignee index (`deletion_open_assignee`, nobody named), so its cost
+    does not grow with the cases people hold."""
+    rota_named_nobody = NAMED_FOR_NOW & (
         Q(assigned_for__endswith=f":{contract.APPROVERS}") | Q(assigned_for__endswith=f":{contract.OPERATORS_ON_CALL}")
     )
     on_a_person = Q(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW, Status.NEEDS_ATTENTION]) | (
         Q(status=Status.RETRY_WAIT) & ~Q(open_question="")
     )
     stale = on_a_person & ~NAMED_FOR_NOW & Q(updated_at__lte=now - late)
-    return DeletionRequest.objects.filter(status__in=OPEN_STATUSES).filter(rota_named_nobody | stale).count()
+    rows = DeletionRequest.objects.filter(status__in=OPEN_STATUSES, assignee__isnull=True)
+    return rows.filter(rota_named_nobody | stale).values("id")[:cap].count()
 
 
 def open_load(user_ids: list[int]) -> dict[int, int]:

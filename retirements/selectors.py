@@ -301,12 +301,14 @@ def custody_candidates(limit: int) -> list[RetirementRequest]:
     )
 
 
-def unnamed(now: datetime, late: timedelta) -> int:
+def unnamed(now: datetime, late: timedelta, cap: int = 1000) -> int:
     """Open cases with no owner named longer than `late` after their last move: the rota had nobody
-    who may hold them, or no custody pass ran. A fault of the system, counted in health."""
-    return RetirementRequest.objects.filter(
+    who may hold them, or no custody pass ran. A fault of the system, counted in health up to
+    `cap` (through `retirement_open_owner`, nobody named)."""
+    rows = RetirementRequest.objects.filter(
         status__in=OPEN_REQUEST_STATUSES, owner__isnull=True, updated_at__lte=now - late
-    ).count()
+    )
+    return rows.values("id")[:cap].count()
 
 
 def open_load(user_ids: list[int]) -> dict[int, int]:
