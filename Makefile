@@ -47,12 +47,13 @@ stop-db: install
 clean: stop-db
 	rm -rf .pgdata .pgdata.lock
 
-# The bench's own peer (procrastinate, bench/peer.py) is installed for it here, never by the project.
+# The bench's own peers (procrastinate and DBOS: bench/peer.py, bench/dbos_peer.py) are installed
+# for it here, never by the project.
 bench-deps: install
 	$(PY) -m pip install --quiet -r requirements-bench.txt
 
 bench: bench-deps
-	$(PY) bench/run.py
+	$(PY) bench/run.py --workers 1,2,4
 
 bench-quick: bench-deps
 	$(PY) bench/run.py --quick
