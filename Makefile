@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 STAMP := $(VENV)/.installed
 
-.PHONY: run serve test check install migrate stop-db clean bench bench-deps bench-quick bench-million chaos
+.PHONY: run receiver serve test check install migrate stop-db clean bench bench-deps bench-quick bench-million chaos
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,11 @@ migrate: install
 	$(MANAGE) migrate --noinput
 
 run: migrate
-	$(MANAGE) demo_setup
 	./bin/run-dev
+
+# The demo target's receiver alone, registered for demo: people (the walkthroughs reach it over HTTP).
+receiver: migrate
+	./bin/run-receiver
 
 # The production web server: gunicorn serving config.wsgi, static files by whitenoise.
 # Reads the production environment (DEPLOYMENT_ENV, DJANGO_SECRET_KEY, ALLOWED_HOSTS,

@@ -2,15 +2,18 @@
 own tables as they are (their triggers, foreign keys and indexes) and against the demo target
 system's real rows, so the bench's ratios compare the engine with the least the same work costs.
 
-Per request: the claim (lease, generation past the saved one, the lease event) and the start
-(running, the first stage row), one statement each. Per stage, five round trips:
+Per request: the receiver's fence read (the same call the engine makes), the claim (lease,
+generation past the saved one and the fence, the lease event) and the start (running, the first
+stage row), one statement each. Per stage, five round trips:
 1. mark + submit: the stage running and submitted, the attempt opened (one fenced statement);
 2. the grant read: the request locked under the lease, the latest approval, its approver's and the
    requester's permissions now, the digest and the data version (one statement), then the grant
    signed (Ed25519) in the process;
-3. the target effect: the grant verified and `target_apply` called, one statement in the target
-   database that fences, checks the epoch, the membership and its version, deletes the same rows the
-   engine's run deletes and records the operation with its evidence;
+3. the target effect: the same signed call to the demo target's receiver the engine makes (through
+   the same adapter, `deletions.targets.http`), where the grant is verified and `target_apply`
+   called, one statement in the target database that fences, checks the epoch, the membership and
+   its version, deletes the same rows the engine's run deletes and records the operation with its
+   evidence; the answer's signature verified;
 4. the result: completed and current, the attempt closed (one fenced statement);
 5. the transition: the row retired with its decision and the successor inserted, or, after the
    last stage, the request completed and its lease released (one fenced statement).
@@ -59,6 +62,7 @@ class Started:
 def start(request_id: uuid.UUID, owner: str) -> Started:
     """The claim and the start: two statements."""
     from core import clock
+    from deletions import targets
     from deletions.contract import Lease
     from deletions.models import RUNNABLE_STATUSES
     from deletions.store import leases, stages
@@ -66,8 +70,9 @@ def start(request_id: uuid.UUID, owner: str) -> Started:
     now = clock.now()
     expires = now + timedelta(seconds=60)
     with connection.cursor() as cur:
+        past = targets.for_target("demo:").fence(request_id)  # (the bench's requests are all demo: people)
         claimed = _one(
-            leases.SQL, cur, "claim", request_id=request_id, owner=owner, past=0, expires=expires, now=now,
+            leases.SQL, cur, "claim", request_id=request_id, owner=owner, past=past, expires=expires, now=now,
             runnable=[str(s) for s in RUNNABLE_STATUSES],
         )  # fmt: skip
         generation, _, _, _, inventory, _ = claimed
@@ -84,12 +89,11 @@ def stage(run: Started, i: int) -> uuid.UUID | None:
     """Stage `i` of the plan: mark + submit, the grant read and signed, the target's one call, the
     result, the transition (five round trips). The next stage's row id; None after the last."""
     from core import clock
-    from deletions import receiver
+    from deletions import receiver, targets
     from deletions.contract import Lease
     from deletions.rules.workflow import RULES_VERSION, Plan
     from deletions.store import stages
     from deletions.store.requests import inventory_digest
-    from demo_target import system
 
     lease = Lease(run.request_id, run.owner, run.generation, run.expires)
     plan = _plan(run.inventory)
@@ -104,7 +108,7 @@ def stage(run: Started, i: int) -> uuid.UUID | None:
         row = stages.snapshot(one("begin_stage", stage_id=run.stage_id, now=now, submit=True, action="running"))
         digested = Plan.of(run.inventory, inventory_digest(run.inventory))
         granted = receiver.grant(lease, row, digested, now=now)  # the one read, the rule, the signature
-        evidence = system.apply(granted.token)  # the grant verified, then target_apply: one statement
+        evidence = targets.for_target(run.inventory["target"]).apply(granted.token)  # signed, checked, applied
         one("save_result", stage_id=row.id, now=clock.now(), result=json.dumps(evidence), action="completed")
         if i + 1 == len(plan):
             one("complete", stage_id=row.id, decision=decision, now=clock.now(), action="completed")

@@ -18,6 +18,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ["DJANGO_DEBUG"] = "0"  # Django keeps no query log, as in production
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
+# The demo target's receiver is mounted in each process (the same signed calls and evidence, no
+# socket), the bench's children included.
+os.environ.setdefault("RECEIVER_IN_PROCESS", "receiver.http.application")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 import django
@@ -63,9 +66,10 @@ def main() -> None:
     table: list[list[str]] = []
     try:
         from core.store import connection_url
-        from tests.conftest import ensure_people
+        from tests.conftest import ensure_demo_receiver, ensure_people
 
         ensure_people()
+        ensure_demo_receiver()
         result["machine"] = server.settings()
         result["round_trips_counted"] = counted and server.enable()
         if "stage" in only:

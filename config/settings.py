@@ -50,7 +50,7 @@ if PRODUCTION:
     if os.environ.get("DJANGO_DEBUG") == "1":
         raise ImproperlyConfigured("DJANGO_DEBUG=1 is refused when DEPLOYMENT_ENV=production")
     # Test machinery: a stray crash or pause point would kill or freeze workers at a stage boundary.
-    for _machinery in ("CRASH_AT", "PAUSE_AT"):
+    for _machinery in ("CRASH_AT", "PAUSE_AT", "RECEIVER_IN_PROCESS"):
         if os.environ.get(_machinery):
             raise ImproperlyConfigured(
                 f"{_machinery} is test machinery and is refused when DEPLOYMENT_ENV=production; unset it"
@@ -339,6 +339,15 @@ DEMO_TARGET_LOOKUP_LAG_SECONDS = int(os.environ.get("DEMO_TARGET_LOOKUP_LAG_SECO
 # SECRET_KEY when unset) and the target system checks it with the public key alone.
 DELETION_GRANT_SIGNING_KEY = os.environ.get("DELETION_GRANT_SIGNING_KEY", "")
 TARGET_GRANT_PUBLIC_KEY = os.environ.get("TARGET_GRANT_PUBLIC_KEY", "")  # empty: the signing key's own
+# Receivers are registered target systems reached over HTTP (deletions.targets.http). Test machinery,
+# refused in production: RECEIVER_IN_PROCESS=receiver.http.application hands the same signed requests
+# to the reference receiver's WSGI application in this process instead of a socket (the suite and the
+# chaos run, whose target database is wrapped in their transactions); the receiver's own settings
+# below are read only then (in its own process, receiver/settings.py has them).
+RECEIVER_IN_PROCESS = os.environ.get("RECEIVER_IN_PROCESS", "")
+RECEIVER_SIGNING_KEY = os.environ.get("RECEIVER_SIGNING_KEY", "")
+RECEIVER_KEY_ID = os.environ.get("RECEIVER_KEY_ID", "receiver-1")
+RECEIVER_CALLER_KEYS: dict[str, str] = {}
 # Proofs of a case (core.proofs): signed with PROOF_SIGNING_KEY (derived from SECRET_KEY when unset),
 # checked with PROOF_PUBLIC_KEY (empty: the signing key's own).
 PROOF_SIGNING_KEY = os.environ.get("PROOF_SIGNING_KEY", "")

@@ -10,6 +10,9 @@ if not os.environ.get("DATABASE_URL"):
 
 from config.settings import *  # noqa: F403
 
+# The reference receiver's WSGI application serves the registered demo target in this process, on the
+# test's own target connection (tests/conftest.py registers it; tests/receiver start it as a process).
+RECEIVER_IN_PROCESS = "receiver.http.application"
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

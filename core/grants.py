@@ -26,6 +26,12 @@ def _private() -> Ed25519PrivateKey:
     return keys.signing_key(getattr(settings, "DELETION_GRANT_SIGNING_KEY", ""), "grant")
 
 
+def private_key() -> Ed25519PrivateKey:
+    """The back-office's signing key: it signs the grants, and the calls to receivers
+    (`deletions.targets.http`), which check both with the one public key they were given."""
+    return _private()
+
+
 def public_key() -> str:
     """The key a receiving system is configured with (base64url of the raw public key)."""
     return keys.public_text(_private())

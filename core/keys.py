@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from functools import lru_cache
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -21,6 +22,14 @@ def b64(data: bytes) -> str:
 
 def unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def signed_by(token: object) -> str:
+    """The key id a compact JWS names in its header (read, not verified: for a person reading it)."""
+    try:
+        return str(json.loads(unb64(str(token).split(".")[0])).get("kid", "?"))[:64]
+    except (ValueError, AttributeError):
+        return "unreadable"
 
 
 def signing_key(configured: str, use: str) -> Ed25519PrivateKey:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from core import keys
+
 
 def terminal(text: Any) -> str:
     """Text as a terminal may print it: control characters (an escape sequence, a NUL) shown
@@ -79,7 +81,9 @@ def labelled(value: Any) -> list[tuple[str, str]]:
         return [] if value in (None, "") else [("value", str(value))]
     out = []
     for key, item in value.items():
-        if isinstance(item, bool):
+        if key == "receipt":  # the receiver's signed copy of this evidence (a JWS): who signed it, not its text
+            shown = f"signed by the receiver (key {keys.signed_by(item)})"
+        elif isinstance(item, bool):
             shown = "yes" if item else "no"
         elif isinstance(item, dict):
             shown = ", ".join(f"{humanize(k)} {v}" for k, v in item.items())

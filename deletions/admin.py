@@ -38,13 +38,14 @@ from deletions.models import (
     StageAttempt,
     StageHistory,
     Status,
+    TargetSystem,
 )
 from deletions.rules.inventory import validate_target
 from deletions.rules.workflow import stage_count
 from deletions.selectors import COMMUNITY_COUNT, UNSETTLED, stage_snapshot
 from deletions.store import alarms
 from deletions.store.requests import inventory_digest
-from deletions.targets.base import supervised
+from deletions.targets.base import TargetUnreachable, supervised
 
 
 class ApproveForm(forms.Form):
@@ -125,6 +126,15 @@ def _operation_in_question(req: DeletionRequest, heading: str) -> dict[str, Any]
         "operation": req.stages.filter(is_current=True, submitted_at__isnull=False).first(),
         "where": targets.for_target(req.target).where(),
     }
+
+
+def _by_hand(target: str) -> bool:
+    """Whether effects at this target wait for a person (as its receiver declares); a receiver that does
+    not answer now offers nothing by hand (the service asks again, and says why it refuses)."""
+    try:
+        return supervised(targets.for_target(target).capabilities)
+    except TargetUnreachable:
+        return False
 
 
 def _custody_offers(
@@ -577,7 +587,7 @@ class DeletionRequestAdmin(CaseAdmin):
                 now=now,
                 submitter=services.submitted_by(req, actor(request)),
                 effect_unknown=effect_unknown,
-                by_hand=supervised(targets.for_target(req.target).capabilities),
+                by_hand=_by_hand(req.target),
                 fault=any(a.kind == alarms.INTEGRITY for a in open_alarms),
             ),
             *_custody_offers(request, req, now, unsettled, perms),
@@ -621,3 +631,12 @@ class DeletionRequestAdmin(CaseAdmin):
         }
         template = "admin/deletions/case_live.html" if request.htmx else "admin/deletions/case.html"  # type: ignore[attr-defined]
         return TemplateResponse(request, template, context)
+
+
+@admin.register(TargetSystem)
+class TargetSystemAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """The receivers effects are sent to: a target whose name starts with a system's prefix is deleted
+    there, believed only on evidence signed by one of its keys."""
+
+    list_display = ("name", "prefix", "base_url", "registered_at")
+    readonly_fields = ("registered_at",)

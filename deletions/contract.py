@@ -30,6 +30,7 @@ EVIDENCE = (
     "version_after",
     "applied_at",
     "generation",
+    "receipt",  # all of the record as the receiver signed it (a JWS), checkable offline against its key
 )
 
 

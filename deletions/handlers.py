@@ -23,7 +23,7 @@ from deletions.errors import Interrupted, StaleLease
 from deletions.rules import custody
 from deletions.rules.workflow import Plan
 from deletions.store import alarms, stages
-from deletions.targets.base import Adapter, Found, TargetRefused, inconclusive, supervised
+from deletions.targets.base import Adapter, Found, TargetRefused, TargetUnreachable, inconclusive, supervised
 
 logger = logging.getLogger("deletions")
 
@@ -93,7 +93,12 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
         _fail(ctx, row, f"{type(exc).__name__}: {exc} (no grant was signed; nothing was sent)")
         return None
     crash_point("after-grant")  # signed, not yet sent: a pause here outlives the lease the grant is bounded by
-    if supervised(ctx.target.capabilities):  # it could not refuse a stale or changed effect: a person applies it
+    try:
+        by_hand = supervised(ctx.target.capabilities)  # declared by the receiver, never assumed
+    except TargetUnreachable as exc:
+        _fail(ctx, row, f"{exc.message} (nothing was sent)")
+        return None
+    if by_hand:  # it could not refuse a stale or changed effect: a person applies it
         _hand_to_person(ctx, row)
         return None
     try:

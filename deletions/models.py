@@ -3,12 +3,16 @@
 Table and column names are fixed by the operators' runbook SQL (SPEC 3.1).
 """
 
+import re
 import uuid
 
 import pgtrigger
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 from django_fsm import FSMField, FSMModelMixin, transition
 
 from core.decisions import DecisionRecord
@@ -459,3 +463,46 @@ class StageAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.attempt} by {self.executor} (generation {self.generation}): {self.outcome}"
+
+
+KEY_PATTERN = r"^[A-Za-z0-9_-]{43}$"  # an Ed25519 public key: 32 bytes, unpadded base64url
+
+
+class TargetSystem(models.Model):
+    """A receiver the back-office sends effects to over HTTP (`deletions.targets.http`): a target whose
+    name starts with `prefix` is deleted there. Its keys are the receiver's public keys, by key id: its
+    evidence is believed only when signed by one of them (an old key stays while evidence it signed is kept)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    prefix = models.CharField(
+        max_length=40,
+        unique=True,
+        validators=[
+            RegexValidator(r"^[a-z][a-z0-9_-]{0,38}:$", "a prefix is lower-case letters, digits, _ or -, then :")
+        ],
+    )
+    base_url = models.URLField(
+        max_length=300,
+        validators=[RegexValidator(r"/receiver/v1/$", "the receiver's URL ends with /receiver/v1/")],
+    )
+    keys = models.JSONField()  # key id -> public key; checked by clean()
+    connect_timeout_seconds = models.FloatField(default=2.0, validators=[MinValueValidator(0.1), MaxValueValidator(60)])
+    read_timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(600)])
+    registered_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "registered_receivers"  # (the case database holds no table of a target's data)
+        ordering = ["prefix"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix})"
+
+    def clean(self) -> None:
+        """Key id -> public key, at least one; each key 32 bytes of unpadded base64url."""
+        if not isinstance(self.keys, dict) or not self.keys:
+            raise ValidationError({"keys": 'the receiver\'s keys: {"key id": "public key"}, at least one'})
+        for kid, key in self.keys.items():
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", str(kid)) or not re.fullmatch(KEY_PATTERN, str(key)):
+                raise ValidationError(
+                    {"keys": f"key {str(kid)[:64]!r}: an id of letters, digits, . _ - and a 43-character key"}
+                )

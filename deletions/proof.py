@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from core import proofs
+from core import keys, proofs
 from deletions import case
 from deletions.contract import chain_order
 from deletions.models import DeletionRequest
@@ -115,7 +115,11 @@ def lines(proof: dict[str, Any]) -> list[str]:
         revoked = f", revoked {a['revoked_at']}" if a["revoked_at"] else ""
         out.append(f"approval  by {a['approved_by']} at {a['approved_at']} of {a['digest'][:12]}…{revoked}")
     for s in r["stages"]:
-        evidence = ", ".join(f"{k}={v}" for k, v in s["evidence"].items()) or "no evidence"
+        evidence = ", ".join(
+            f"{k}={v}" if k != "receipt" else f"signed by the receiver (key {keys.signed_by(v)})"
+            for k, v in s["evidence"].items()
+        )
+        evidence = evidence or "no evidence"
         out.append(
             f"stage     {s['stage']} {s['community_id'] or ''} {s['status']} operation {s['operation_id']}"
             f" ({len(s['attempts'])} attempt(s)): {evidence}"

@@ -104,3 +104,17 @@ class Operation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.operation_id}"
+
+
+class CallNonce(models.Model):
+    """A signed call's nonce, taken once (`receiver.signing`): kept until the call's signature would be
+    refused as too old anyway."""
+
+    nonce = models.CharField(max_length=64, primary_key=True)
+    kept_until = models.DateTimeField(db_index=True)  # the sweep of the nonces no longer needed
+
+    class Meta:
+        db_table = "receiver_call_nonces"
+
+    def __str__(self) -> str:
+        return self.nonce

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
@@ -92,6 +93,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=database_url(),
         TARGET_DATABASE_URL=connection_url("target"),
+        RECEIVER_IN_PROCESS=settings.RECEIVER_IN_PROCESS,
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)
@@ -155,16 +157,46 @@ def ensure_people() -> None:
             user.groups.set(Group.objects.filter(name__in=groups))
 
 
-@pytest.fixture(autouse=True)
-def people(request: pytest.FixtureRequest) -> None:
-    """Every test that uses the database can name operator-a, -b and -c."""
+DEMO_RECEIVER_URL = "http://127.0.0.1:8100/receiver/v1/"
+
+
+def ensure_demo_receiver() -> None:
+    """The demo target system registered as a receiver (`demo:`), with the key the reference receiver
+    signs with here; the settings mount it in process (RECEIVER_IN_PROCESS), so no socket is opened."""
+    from deletions import targets
+    from receiver import signing
+
+    targets.register(
+        name="demo target system",
+        prefix="demo:",
+        base_url=DEMO_RECEIVER_URL,
+        keys={signing.key_id(): signing.public_key()},
+    )
+
+
+def _database(request: pytest.FixtureRequest) -> bool:
+    """Whether the test uses the database; if so, it is set up now (as its marker asks)."""
     marker = request.node.get_closest_marker("django_db")
     names = request.fixturenames
     if marker is None and "db" not in names and "transactional_db" not in names:
-        return
+        return False
     transactional = "transactional_db" in names or bool(marker and marker.kwargs.get("transaction"))
     request.getfixturevalue("transactional_db" if transactional else "db")
-    ensure_people()
+    return True
+
+
+@pytest.fixture(autouse=True)
+def people(request: pytest.FixtureRequest) -> None:
+    """Every test that uses the database can name operator-a, -b and -c."""
+    if _database(request):
+        ensure_people()
+
+
+@pytest.fixture(autouse=True)
+def demo_receiver(request: pytest.FixtureRequest) -> None:
+    """Every test that uses the database reaches the demo target through its receiver."""
+    if _database(request):
+        ensure_demo_receiver()
 
 
 def submit_and_approve(target: str = "demo:alice") -> Any:

@@ -1,23 +1,51 @@
 """The systems that receive deletion effects, one adapter each (`base.Adapter`).
 
-`for_target(target)` picks the adapter by the target's prefix: `demo:` is the demo target
-system, a separate database with real rows (`demo.py`); `manual:` is a system a person deletes in
-by hand, review-only (`manual.py`). A new target system is one more module
-here implementing `base.Adapter`, named in `ADAPTERS`.
+`for_target(target)` picks the adapter by the target's prefix: a registered target system
+(`models.TargetSystem`, in the admin: a receiver reached over HTTP, `http.py`), or `manual:`, a
+system a person deletes in by hand, review-only (`manual.py`). A new target system is a row, not code.
 """
 
 from __future__ import annotations
 
 from core.errors import shown
 from deletions.errors import BadInput
-from deletions.targets import demo, manual
+from deletions.models import TargetSystem
+from deletions.targets import manual
 from deletions.targets.base import Adapter
+from deletions.targets.http import HttpTarget, Registration
 
-ADAPTERS: dict[str, Adapter] = {demo.PREFIX: demo.DemoTarget(), manual.PREFIX: manual.ManualTarget()}
+MANUAL: Adapter = manual.ManualTarget()
+
+
+def registered() -> list[Registration]:
+    return [
+        Registration(
+            name=s.name,
+            prefix=s.prefix,
+            base_url=s.base_url,
+            keys=dict(s.keys),
+            connect_timeout=s.connect_timeout_seconds,
+            read_timeout=s.read_timeout_seconds,
+        )
+        for s in TargetSystem.objects.all()
+    ]
+
+
+def register(*, name: str, prefix: str, base_url: str, keys: dict[str, str]) -> TargetSystem:
+    """Register a receiver (or update the one under this prefix): its URL and its public keys by id."""
+    system = TargetSystem.objects.filter(prefix=prefix).first() or TargetSystem(prefix=prefix)
+    system.name, system.base_url, system.keys = name, base_url, keys
+    system.full_clean()
+    system.save()
+    return system
 
 
 def for_target(target: str) -> Adapter:
-    for prefix, adapter in ADAPTERS.items():
-        if target.startswith(prefix):
-            return adapter
-    raise BadInput(f"no target system takes {shown(target)} (known: {', '.join(ADAPTERS)})")
+    if target.startswith(manual.PREFIX):
+        return MANUAL
+    systems = registered()
+    for r in systems:
+        if target.startswith(r.prefix):
+            return HttpTarget(r)
+    known = ", ".join([*(r.prefix for r in systems), manual.PREFIX])
+    raise BadInput(f"no target system takes {shown(target)} (known: {known})")

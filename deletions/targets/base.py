@@ -85,7 +85,9 @@ class TargetUnreachable(Refused):
 
 class Adapter(Protocol):
     name: str
-    capabilities: Capabilities
+
+    @property
+    def capabilities(self) -> Capabilities: ...
 
     def inventory(self, target: str, communities: int) -> list[dict[str, str]]: ...
 

@@ -114,7 +114,7 @@ def test_confirm_not_applied_is_offered_for_an_unknown_effect_and_lets_the_next_
     row = req.stages.get(is_current=True)
     confirm = client.get(url("settle", req)).content.decode()
     assert str(row.operation_id) in confirm and "gate_user" in confirm
-    assert "the demo target database" in confirm and "before the submission" in confirm
+    assert "demo target system at http" in confirm and "before the submission" in confirm
     done = client.post(url("settle", req), {"reason": "checked the target's log", "confirm": "on"}, follow=True)
     assert "was not applied" in " ".join(messages_of(done))
     assert DeletionDecision.objects.filter(request=req, action="confirm_not_applied").exists()

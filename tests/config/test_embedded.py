@@ -129,17 +129,37 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
             time.sleep(0.25)
         raise AssertionError(f"not within {seconds} s")
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    web = workers = None
+    def receiver(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "receiver", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    port, receiver_port = ports
+    web = workers = served = None
     log = (tmp_path / "workers.log").open("w")
     try:
         assert manage("migrate", "--noinput").returncode == 0
-        # One `migrate` made and migrated the demo target system's database beside the case database.
-        shown = manage("demo_target", "show", "demo:after-restart", "--json")
+        # The receiver migrates its own database beside the case database, on the same embedded server.
+        assert receiver("migrate").returncode == 0
+        shown = receiver("demo", "show", "demo:after-restart", "--json")
         assert shown.returncode == 0 and len(json.loads(shown.stdout)["communities"]) == 2, shown.stderr
-        assert manage("demo_setup", "--no-data").returncode == 0  # operator-1 and approver-1
+        served = subprocess.Popen(
+            [sys.executable, "-m", "receiver", "serve", "--bind", f"127.0.0.1:{receiver_port}"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        key = receiver("key").stdout.strip()
+        url = f"http://127.0.0.1:{receiver_port}/receiver/v1/"
+        registered = manage("demo_setup", "--no-data", "--receiver", url, "--receiver-key", key)
+        assert registered.returncode == 0, registered.stderr  # operator-1 and approver-1, and the receiver
         web = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload", f"127.0.0.1:{port}"],
             env=env,
@@ -201,7 +221,7 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
             raise AssertionError((tmp_path / "workers.log").read_text()[-4000:]) from None
         observe(f"postmaster SIGKILLed: /healthz 200 again after {back:.1f} s; a deletion approved after it completed")
     finally:
-        for proc in (web, workers):
+        for proc in (web, workers, served):
             if proc is not None and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
                 try:

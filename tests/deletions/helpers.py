@@ -97,6 +97,18 @@ def effects(request_id: Any) -> list[tuple[Any, ...]]:
         return cur.fetchall()
 
 
+def believed(result: dict[str, Any]) -> dict[str, Any]:
+    """A stage's saved result without its receipt, once the receipt is checked: the receiver signed
+    exactly this evidence, under a key registered for it."""
+    from deletions.models import TargetSystem
+    from deletions.targets.http import verify_evidence
+
+    evidence = dict(result)
+    receipt = evidence.pop("receipt")
+    assert verify_evidence(receipt, TargetSystem.objects.get(prefix="demo:").keys) == result
+    return evidence
+
+
 def recorded(operation_id: Any) -> Any:
     """The evidence the demo target system recorded for an operation (None: no record)."""
     with connections["target"].cursor() as cur:

@@ -137,5 +137,5 @@ def test_a_proposal_says_when_the_target_cannot_be_read_now() -> None:
     req = deletion_submit(actor=named("operator-a"), target="demo:unreadable-preview")
     with TargetStopped():
         shown = proposal.of_request(req)
-    assert shown.source.startswith("not readable now: the demo target system did not answer"), shown.source
+    assert shown.source.startswith("not readable now: demo target system did not answer"), shown.source
     assert {c.name for c in shown.communities} == {"(the target system cannot be read now)"}

@@ -18,7 +18,7 @@ from deletions.models import DeletionRequest, StageHistory
 from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C
 from deletions.store.stages import operation_id
 from deletions.tasks import StageFailed, run_deletion
-from tests.deletions.helpers import effects, recorded, start_worker
+from tests.deletions.helpers import believed, effects, recorded, start_worker
 from tests.support import force, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,8 +63,8 @@ def test_a_full_run_leaves_its_evidence_at_the_target_and_none_in_the_case_datab
     assert all(c["rows"] == 0 and c["agents"] == 0 for c in after.values())
     ops = [op for op, _, _ in effects(req["id"])]
     assert len(ops) == len(set(ops)) == 5
-    for stage in StageHistory.objects.filter(request_id=req["id"]):
-        assert stage.metadata_json["result"] == recorded(stage.operation_id)  # read there, not sent by the worker
+    for stage in StageHistory.objects.filter(request_id=req["id"]):  # read there and signed, not sent by the worker
+        assert believed(stage.metadata_json["result"]) == recorded(stage.operation_id)
     assert not [t for t in connection.introspection.table_names() if "target" in t]
     # The case shows the approved preview beside the evidence, not the target's now-empty data.
     shown = json.loads(cmd("show_deletion", req["id"], "--json").out)

@@ -45,7 +45,7 @@ def test_a_revocation_acknowledged_by_the_target_refuses_a_grant_minted_before(c
     # Told to the target on commit, and acknowledged there.
     w = AuthorityWithdrawal.objects.get(request_id=req.id)
     assert (w.epoch, w.cause, w.attempts) == (1, "approval revoked by operator-c", 1)
-    assert w.acknowledged_at is not None and "demo target database" in w.acknowledged_where
+    assert w.acknowledged_at is not None and "demo target system at http" in w.acknowledged_where
     assert min_epoch(req.id) == 1
     worker.send_signal(signal.SIGCONT)
     _, err = worker.communicate(timeout=120)

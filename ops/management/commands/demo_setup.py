@@ -5,8 +5,10 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from deletions import targets
 from ops import demo
 
 
@@ -18,10 +20,29 @@ class Command(BaseCommand):
         parser.add_argument(
             "--keep-password", action="store_true", help="leave existing logins' passwords as they are (scripts)"
         )
+        parser.add_argument("--receiver", help="register the demo target's receiver at this URL (bin/run-dev does)")
+        parser.add_argument("--receiver-key", help="its key, KEY_ID=PUBLIC_KEY, as `python -m receiver key` prints it")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if settings.PRODUCTION:
             raise CommandError("demo_setup refuses to run with DEPLOYMENT_ENV=production", returncode=1)
+        if options["receiver"]:
+            kid, _, key = (options["receiver_key"] or "").partition("=")
+            try:
+                targets.register(
+                    name="demo target system", prefix="demo:", base_url=options["receiver"], keys={kid: key}
+                )
+            except ValidationError as exc:
+                raise CommandError(f"the demo receiver is refused: {'; '.join(exc.messages)}", returncode=2) from None
+            self.stdout.write(
+                f"Demo target system: demo: people are deleted through the receiver at {options['receiver']}"
+            )
+        if not options["no_data"] and not targets.registered():
+            raise CommandError(
+                "no receiver is registered for demo: people: give --receiver URL --receiver-key KEY_ID=KEY "
+                "(`make run` starts the receiver and does this)",
+                returncode=2,
+            )
         username = os.environ.get("DEMO_USERNAME", "demo")
         password = os.environ.get("DEMO_PASSWORD") or secrets.token_urlsafe(12)
         user, created = get_user_model().objects.get_or_create(username=username)

@@ -1,0 +1,219 @@
+"""The adapter for a receiver reached over HTTP (the receiver protocol, version 1).
+
+A registered target system (`models.TargetSystem`: name, prefix, base URL, the receiver's public
+keys, timeouts) is reached with httpx and explicit connect / read timeouts. Every call is signed
+with the back-office's key (RFC 9421 over the method, the URL and the body's digest, with a nonce
+and a one-minute expiry); every answer that carries evidence is believed only once its JWS verifies
+against a key registered for the receiver (under the key id it names, so evidence signed before a
+key rotation still verifies). What a fault means:
+
+- `apply` with no answer (a timeout, a reset, a 5xx, an answer that is no JSON or whose signature does
+  not verify): the effect is unknown and is settled by `lookup`, never resent blind;
+- `lookup` with no answer: `Unreadable`; a lookup whose evidence does not verify: refused (`tampered`,
+  an integrity fault), nothing believed;
+- a 422: refused by the receiver, nothing applied; a 401: the receiver refused the call itself.
+
+Capabilities are what the receiver declares at discovery (`GET /receiver/v1/`), read once a minute
+per process, never assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import http_message_signatures as hms
+import httpx
+from django.conf import settings
+from django.utils.module_loading import import_string
+from joserfc import jws
+from joserfc.errors import JoseError
+from joserfc.jwk import OKPKey
+
+from core import clock, grants
+from deletions.targets.base import (
+    Capabilities,
+    Found,
+    Lookup,
+    NotFound,
+    TargetRefused,
+    TargetUnreachable,
+    Unreadable,
+)
+
+VERSION = 1
+EVIDENCE_ALGORITHM = "Ed25519"
+CALL_KEY_ID = "backoffice"
+CALL_COMPONENTS = ("@method", "@target-uri", "content-digest")
+DISCOVERY_SECONDS = 60.0
+
+
+class BadEvidence(Exception):
+    """An answer whose signature does not verify against the receiver's registered keys."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What the back-office knows of a receiver, from its `TargetSystem` row."""
+
+    name: str
+    prefix: str
+    base_url: str  # ends with /receiver/v1/
+    keys: dict[str, str]  # key id -> public key (base64url, 32 bytes)
+    connect_timeout: float
+    read_timeout: float
+
+
+class _Signer(hms.HTTPSignatureKeyResolver):
+    def resolve_public_key(self, key_id: str) -> Any:
+        raise KeyError(key_id)
+
+    def resolve_private_key(self, key_id: str) -> Any:
+        return grants.private_key()
+
+
+_SIGNER = hms.HTTPMessageSigner(signature_algorithm=hms.algorithms.ED25519, key_resolver=_Signer())
+_clients: dict[tuple[str, float, float, str], httpx.Client] = {}
+_discovered: dict[tuple[str, str, str], tuple[float, Capabilities]] = {}
+_lock = threading.Lock()
+
+
+def _client(r: Registration) -> httpx.Client:
+    """One client per receiver and process (its connections are kept), or, where the settings mount the
+    receiver in this process (`RECEIVER_IN_PROCESS`: the test suite and the chaos run), one that hands
+    the same signed requests to its WSGI application."""
+    mounted = getattr(settings, "RECEIVER_IN_PROCESS", "")
+    key = (r.base_url, r.connect_timeout, r.read_timeout, mounted)
+    with _lock:
+        if key not in _clients:
+            timeout = httpx.Timeout(r.read_timeout, connect=r.connect_timeout)
+            transport = httpx.WSGITransport(app=import_string(mounted)) if mounted else None
+            _clients[key] = httpx.Client(timeout=timeout, transport=transport)
+        return _clients[key]
+
+
+def verify_evidence(token: str, registered: dict[str, str]) -> dict[str, Any]:
+    """The evidence a receiver signed, once its JWS verifies against the registered key it names."""
+    try:
+        kid = jws.extract_compact(token.encode()).headers().get("kid")
+        public = registered.get(str(kid))
+        if public is None:
+            raise BadEvidence(f"evidence signed under key {str(kid)[:40]!r}, which is not registered for this receiver")
+        key = OKPKey.import_key({"kty": "OKP", "crv": "Ed25519", "x": public})
+        payload = json.loads(jws.deserialize_compact(token, key, algorithms=[EVIDENCE_ALGORITHM]).payload)
+    except (JoseError, ValueError, TypeError, AttributeError) as exc:
+        raise BadEvidence(f"the receiver's evidence does not verify ({type(exc).__name__})") from None
+    if not isinstance(payload, dict):
+        raise BadEvidence("the receiver's evidence is no record")
+    return {**payload, "receipt": token}
+
+
+class HttpTarget:
+    """A receiver reached over HTTP, as registered."""
+
+    def __init__(self, registration: Registration) -> None:
+        self.r = registration
+        self.name = registration.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the receiver declares it enforces (discovery, read at most once a minute per process)."""
+        key = (self.r.base_url, json.dumps(self.r.keys, sort_keys=True), getattr(settings, "RECEIVER_IN_PROCESS", ""))
+        seen = _discovered.get(key)
+        if seen is not None and time.monotonic() - seen[0] < DISCOVERY_SECONDS:
+            return seen[1]
+        try:
+            answer = _client(self.r).get(self.r.base_url)
+            declared = answer.json() if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError) as exc:
+            raise TargetUnreachable(f"{self.name} did not answer discovery ({type(exc).__name__}: {exc})") from None
+        if not isinstance(declared, dict) or declared.get("version") != VERSION:
+            raise TargetUnreachable(f"{self.name} does not speak version {VERSION} of the receiver protocol")
+        c = declared.get("capabilities")
+        c = c if isinstance(c, dict) else {}
+        caps = Capabilities(**{f: c.get(f) is True for f in Capabilities.__dataclass_fields__})
+        _discovered[key] = (time.monotonic(), caps)
+        return caps
+
+    def signed(self, name: str, body: dict[str, Any]) -> httpx.Request:
+        """A call, signed: RFC 9421 over the method, the URL and the body's digest, with a fresh nonce,
+        made now and good for a minute."""
+        content = json.dumps(body, separators=(",", ":")).encode()
+        request = _client(self.r).build_request(
+            "POST", self.r.base_url + name, content=content, headers={"Content-Type": "application/json"}
+        )
+        now = clock.now()
+        _SIGNER.sign(
+            request,
+            key_id=CALL_KEY_ID,
+            created=now,
+            expires=now + timedelta(minutes=1),
+            nonce=uuid4().hex,
+            covered_component_ids=CALL_COMPONENTS,
+            body=content,
+        )
+        return request
+
+    def _call(self, name: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """POST a signed call: the status and the JSON answer, or httpx's error / ValueError."""
+        response = _client(self.r).send(self.signed(name, body))
+        return response.status_code, response.json()
+
+    def _answer(self, name: str, body: dict[str, Any]) -> Any:
+        """The answer to a call that cannot change anything (a read, a fence): TargetUnreachable for
+        anything but a 200, TargetRefused for a 422."""
+        try:
+            status, answer = self._call(name, body)
+        except (httpx.HTTPError, ValueError) as exc:
+            raise TargetUnreachable(f"{self.name} did not answer {name} ({type(exc).__name__}: {exc})") from None
+        return self._judged(name, status, answer)
+
+    def _judged(self, name: str, status: int, answer: Any) -> Any:
+        if status == 422 and isinstance(answer, dict) and isinstance(answer.get("refused"), dict):
+            refused = answer["refused"]
+            raise TargetRefused(str(refused.get("kind", "refused")), str(refused.get("message", "")))
+        if status != 200 or not isinstance(answer, dict):
+            said = answer.get("error") if isinstance(answer, dict) else None
+            raise TargetUnreachable(f"{self.name} did not answer {name} (HTTP {status}: {str(said)[:300]})")
+        return answer
+
+    def inventory(self, target: str, communities: int) -> list[dict[str, str]]:
+        return list(self._answer("inventory", {"target": target, "communities": communities})["communities"])
+
+    def preview(self, target: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
+        return dict(self._answer("preview", {"target": target, "community_ids": community_ids})["communities"])
+
+    def fence(self, request_id: UUID) -> int:
+        return int(self._answer("fence", {"request_id": str(request_id)})["generation"])
+
+    def apply(self, grant: str) -> dict[str, Any]:
+        """The evidence the receiver signed, or TargetRefused (nothing applied). Any other outcome raises
+        what the handler reads as "effect unknown": the answer was lost or cannot be believed."""
+        status, answer = self._call("apply", {"grant": grant})
+        return verify_evidence(self._judged("apply", status, answer)["evidence"], self.r.keys)
+
+    def lookup(self, operation_id: UUID) -> Lookup:
+        try:
+            answer = self._answer("lookup", {"operation_id": str(operation_id)})
+        except TargetUnreachable as exc:
+            return Unreadable(exc.message)
+        if "found" in answer:
+            try:
+                return Found(verify_evidence(answer["found"], self.r.keys))
+            except BadEvidence as exc:
+                raise TargetRefused("tampered", f"{exc}: nothing was believed") from None
+        if "not_found" in answer:
+            watermark = datetime.fromisoformat(str(answer["not_found"]["watermark"]))
+            return NotFound(watermark)
+        return Unreadable(str(answer.get("unreadable", "the receiver gave no answer this protocol knows")))
+
+    def withdraw(self, withdrawal: str) -> int:
+        return int(self._answer("withdraw", {"withdrawal": withdrawal})["epoch"])
+
+    def where(self) -> str:
+        return f"{self.name} at {self.r.base_url}"

@@ -1,0 +1,8 @@
+"""The reference receiver: the service that applies deletion effects where the data lives.
+
+It runs as its own process (`python -m receiver serve`), with its own settings (`receiver.settings`)
+and database, and the back-office reaches it only over HTTP (`/receiver/v1/`, `protocol.py`): every
+call is signed by the back-office (RFC 9421, Ed25519) and refused when stale, replayed or signed by
+another key; every answer that carries evidence is signed by the receiver's own key (a JWS), which the
+back-office checks before it believes it. Today it serves the demo target system (`demo_target`).
+"""

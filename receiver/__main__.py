@@ -1,0 +1,72 @@
+"""python -m receiver serve [--bind HOST:PORT]   the receiver's HTTP service (`/receiver/v1/`)
+python -m receiver migrate                      create or update its tables in its database
+python -m receiver key                          its key id and public key, to register it in the back-office
+python -m receiver demo show|add-rows|set-agents ...   read or change the demo data as an application would
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # one line a call at debug, not on stderr
+        import logging
+
+        logging.getLogger("receiver.access").debug(format, *args)
+
+
+def serve(bind: str) -> None:
+    from receiver import protocol
+    from receiver.http import served
+
+    host, _, port = bind.rpartition(":")
+    server = make_server(host or "127.0.0.1", int(port), served, server_class=_Server, handler_class=_Quiet)
+    print(f"Receiver: http://{host or '127.0.0.1'}:{server.server_port}{protocol.PREFIX}", flush=True)
+    server.serve_forever()
+
+
+def main(argv: list[str]) -> int:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "receiver.settings"  # its own, whatever the shell says
+    import django
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    django.setup()
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    try:
+        if command == "serve":
+            bind = rest[rest.index("--bind") + 1] if "--bind" in rest else "127.0.0.1:8100"
+            serve(bind)
+        elif command == "migrate":
+            call_command("migrate", database="target", interactive=False, verbosity=0)
+            print("receiver database up to date")
+        elif command == "key":
+            from receiver import signing
+
+            print(f"{signing.key_id()}={signing.public_key()}")
+        elif command == "demo":
+            call_command("demo_target", *rest)
+        else:
+            print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
+            return 2
+    except (CommandError, ValueError, IndexError) as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,137 @@
+"""The wire of the receiver protocol, version 1: paths, what each call takes and answers, and the
+OpenAPI document the receiver serves. The back-office's adapter (`deletions.targets.http`) speaks the
+same wire from this document, never by importing this module.
+
+Every call but discovery and this document is a POST of a JSON object, signed by the back-office
+(RFC 9421: `@method`, `@target-uri` and `content-digest`, with `created`, `expires`, `nonce` and
+`keyid`; Ed25519). Refusals of the call itself are 401 (its signature) or 400 (its body); a refusal of
+the effect is 422 with `refused: {kind, message}` (nothing was applied); 503 means the receiver could
+not reach its own database (nothing can be concluded).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+VERSION = 1
+PREFIX = f"/receiver/v{VERSION}/"
+CALLS = ("inventory", "preview", "fence", "apply", "lookup", "withdraw")
+MAX_BODY = 64 * 1024  # a grant and its envelope are a few kB
+SIGNATURE_MAX_AGE_SECONDS = 60  # a call signed longer ago than this is refused, as is one signed twice
+EVIDENCE_ALGORITHM = "Ed25519"  # RFC 9864's name for EdDSA over Ed25519 (JWS)
+
+_OBJ = {"type": "object"}
+_UUID = {"type": "string", "format": "uuid"}
+_REFUSED = {
+    "description": "refused: nothing was applied",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["refused"],
+                "properties": {
+                    "refused": {
+                        "type": "object",
+                        "required": ["kind", "message"],
+                        "properties": {"kind": {"type": "string"}, "message": {"type": "string"}},
+                    }
+                },
+            }
+        }
+    },
+}
+_JWS = {
+    "type": "string",
+    "description": "a compact JWS (alg Ed25519, kid the receiver's key id) whose payload is the evidence JSON",
+}
+
+
+def _call(summary: str, body: dict[str, Any], answer: dict[str, Any], *, refusable: bool = False) -> dict[str, Any]:
+    responses: dict[str, Any] = {
+        "200": {"description": "the answer", "content": {"application/json": {"schema": answer}}},
+        "400": {"description": "a body this call does not take"},
+        "401": {"description": "the call's signature is missing, stale, replayed or not the back-office's"},
+        "503": {"description": "the receiver could not read its own database: nothing can be concluded"},
+    }
+    if refusable:
+        responses["422"] = _REFUSED
+    return {
+        "post": {
+            "summary": summary,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": responses,
+            "security": [{"httpMessageSignature": []}],
+        }
+    }
+
+
+def _obj(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {**_OBJ, "required": required, "properties": properties, "additionalProperties": False}
+
+
+def openapi() -> dict[str, Any]:
+    """The protocol as an OpenAPI 3.1 document (served at `PREFIX + "openapi.json"`)."""
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Deletion receiver protocol", "version": str(VERSION)},
+        "components": {
+            "securitySchemes": {
+                "httpMessageSignature": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "Signature",
+                    "description": "RFC 9421 over @method, @target-uri and content-digest; Ed25519; created, "
+                    f"expires and nonce required; refused older than {SIGNATURE_MAX_AGE_SECONDS} s or seen before",
+                }
+            }
+        },
+        "paths": {
+            PREFIX: {
+                "get": {
+                    "summary": "discovery: the protocol version, the capabilities this receiver enforces, its keys",
+                    "responses": {"200": {"description": "the receiver's declaration"}},
+                }
+            },
+            PREFIX + "inventory": _call(
+                "the person's communities and roles",
+                _obj(["target", "communities"], target={"type": "string"}, communities={"type": "integer"}),
+                _obj(["communities"], communities={"type": "array"}),
+            ),
+            PREFIX + "preview": _call(
+                "per community: name, rows, agents and data version, read now",
+                _obj(["target", "community_ids"], target={"type": "string"}, community_ids={"type": "array"}),
+                _obj(["communities"], communities=_OBJ),
+            ),
+            PREFIX + "fence": _call(
+                "the highest lease generation seen for a request",
+                _obj(["request_id"], request_id=_UUID),
+                _obj(["generation"], generation={"type": "integer"}),
+            ),
+            PREFIX + "apply": _call(
+                "apply the effect a signed grant authorizes, once per operation id; the same operation again "
+                "answers the same signed evidence",
+                _obj(["grant"], grant={"type": "string"}),
+                _obj(["evidence"], evidence=_JWS),
+                refusable=True,
+            ),
+            PREFIX + "lookup": _call(
+                "what was recorded for an operation, as of a watermark",
+                _obj(["operation_id"], operation_id=_UUID),
+                {
+                    **_OBJ,
+                    "oneOf": [
+                        _obj(["found"], found=_JWS),
+                        _obj(["not_found"], not_found=_obj(["watermark"], watermark={"type": "string"})),
+                        _obj(["unreadable"], unreadable={"type": "string"}),
+                    ],
+                },
+                refusable=True,
+            ),
+            PREFIX + "withdraw": _call(
+                "raise a request's minimum authority epoch, as a signed withdrawal says",
+                _obj(["withdrawal"], withdrawal={"type": "string"}),
+                _obj(["epoch"], epoch={"type": "integer"}),
+                refusable=True,
+            ),
+        },
+    }

