@@ -10,3 +10,11 @@ try:
 except ImproperlyConfigured as refused:  # a setting refused: one line, and the server does not start
     sys.stderr.write(f"configuration refused: {' '.join(str(refused).split())}\n")
     sys.exit(3)  # gunicorn's "worker failed to boot": the arbiter stops instead of retrying
+
+from core import rollout
+
+try:
+    rollout.require_known_schema()
+except rollout.NewerSchema as refused:
+    sys.stderr.write(f"{refused}\n")
+    sys.exit(3)

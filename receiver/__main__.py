@@ -48,6 +48,13 @@ def main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     try:
         if command == "serve":
+            from core import rollout
+
+            try:
+                rollout.require_known_schema(using="target")
+            except rollout.NewerSchema as refused:
+                print(refused, file=sys.stderr)
+                return 3
             bind = rest[rest.index("--bind") + 1] if "--bind" in rest else "127.0.0.1:8100"
             serve(bind)
         elif command == "migrate":
