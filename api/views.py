@@ -64,7 +64,8 @@ OptionalReason = Annotated[str, Field(max_length=MAX_REASON_CHARS, pattern=OPTIO
 
 errors.PATTERN_WORDS.update(
     {
-        TARGET_PATTERN: "demo: or manual:, then 1-200 printable ASCII characters without surrounding spaces",
+        TARGET_PATTERN: "a target system's prefix (like demo: or manual:), then 1-200 printable ASCII characters "
+        "without surrounding spaces",
         REASON_PATTERN: "some text, without control or invisible characters (line breaks are fine)",
         OPTIONAL_REASON_PATTERN: "no control or invisible characters (line breaks are fine)",
         DIGEST_PATTERN: "64 hexadecimal characters, the inventory digest the case shows",

@@ -101,12 +101,12 @@ def measured(ids: list[UUID], wall: float, before: dict[str, int], cpu_s: float 
     return out
 
 
-def side(name: str, processes: int, requests: int, database_url: str, target_url: str) -> dict[str, Any]:
-    """`floor` or `engine` in `processes` processes, `requests` requests each."""
+def side(name: str, processes: int, requests: int, database_url: str, target_url: str, **extra: str) -> dict[str, Any]:
+    """`floor` or `engine` in `processes` processes, `requests` requests each (`extra`: more environment)."""
     from bench import server
 
     argv = [sys.executable, str(Path(__file__).resolve()), name, str(requests)]
-    wall, results, before = together(argv, processes, environment(database_url, target_url), server.reading)
+    wall, results, before = together(argv, processes, environment(database_url, target_url, **extra), server.reading)
     ids = [UUID(i) for r in results for i in r["ids"]]
     return {"processes": processes, **measured(ids, wall, before, sum(r["cpu_s"] for r in results))}
 

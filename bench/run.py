@@ -10,12 +10,16 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 os.environ["DJANGO_DEBUG"] = "0"  # Django keeps no query log, as in production
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
 # The demo target's receiver is mounted in each process (the same signed calls and evidence, no
@@ -23,7 +27,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
 os.environ.setdefault("RECEIVER_IN_PROCESS", "receiver.http.application")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
-import django
+import django  # noqa: E402
 
 django.setup()
 
@@ -118,6 +122,73 @@ def stage_section(quick: bool, result: dict[str, Any], table: list[list[str]], u
         m = med[name]
         table.append(row(words, f"{1000 / m['stages_per_s']:.2f} ms/stage, {_counts(m)}", "", None))
     table.append(row("stage ratio (floor / engine time)", f"{1 / ratio:.2f}x", ">= 0.5x", 1 / ratio >= 0.5))
+    http_rows(quick, result, table, url, target_url, med["engine"])
+
+
+def http_rows(
+    quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str, mounted: dict[str, Any]
+) -> None:
+    """The same two sides with the receiver in its own process, over a socket: the engine's stage
+    against the floor making the same signed HTTP calls and the same SQL, and the HTTP overhead per
+    stage (over a socket against the receiver mounted in process)."""
+    n, rounds = (20, 2) if quick else (60, 3)
+    with receiver_process(target_url):
+        over = {"RECEIVER_IN_PROCESS": ""}
+        rawloop.side("engine", 1, 5, url, target_url, **over)
+        rawloop.side("floor", 1, 5, url, target_url, **over)
+        ran: dict[str, list[dict[str, Any]]] = {"engine": [], "floor": []}
+        for _ in range(rounds):
+            for name in ran:
+                ran[name].append(rawloop.side(name, 1, n, url, target_url, **over))
+    med = {name: _medians(runs) for name, runs in ran.items()}
+    ratio = statistics.median(
+        e["stages_per_s"] / f["stages_per_s"] for f, e in zip(ran["floor"], ran["engine"], strict=True)
+    )
+    engine_ms, floor_ms = (1000 / med[k]["stages_per_s"] for k in ("engine", "floor"))
+    overhead = engine_ms - 1000 / mounted["stages_per_s"]
+    result |= {"http_stage_ms_engine": round(engine_ms, 3), "http_stage_ms_floor": round(floor_ms, 3)}
+    result |= {"http_stage_ratio": round(ratio, 3), "http_overhead_ms_per_stage": round(overhead, 3)}
+    for name, words in (("floor", "floor, receiver over HTTP"), ("engine", "engine, receiver over HTTP")):
+        m = med[name]
+        table.append(row(words, f"{1000 / m['stages_per_s']:.2f} ms/stage, {_counts(m)}", "", None))
+    table.append(row("HTTP stage ratio (floor / engine time)", f"{ratio:.2f}x", ">= 0.6x", ratio >= 0.6))
+    table.append(row("HTTP overhead per stage (socket vs mounted)", f"{overhead:.2f} ms", "", None))
+
+
+@contextmanager
+def receiver_process(target_url: str) -> Iterator[None]:
+    """The reference receiver in its own process on the bench's target database, registered for demo:."""
+    import secrets
+    import socket
+
+    from core import grants, keys
+    from deletions import targets
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = keys.b64(secrets.token_bytes(32))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDDED_PG", "DJANGO_SETTINGS"))}
+    env |= {"RECEIVER_DATABASE_URL": target_url, "RECEIVER_SIGNING_KEY": key}
+    env |= {"RECEIVER_BACKOFFICE_KEY": grants.public_key(), "RECEIVER_LOG_LEVEL": "WARNING"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "receiver", "serve", "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    previous = targets.registered()
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("Receiver: ")
+        base_url = f"http://127.0.0.1:{port}/receiver/v1/"
+        public = keys.public_text(keys.signing_key(key, "receiver"))
+        targets.register(name="demo target system", prefix="demo:", base_url=base_url, keys={"receiver-1": public})
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        for r in previous:
+            targets.register(name=r.name, prefix=r.prefix, base_url=r.base_url, keys=r.keys)
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -85,7 +85,8 @@ class SubmitForm(forms.Form):
     def clean_target(self) -> str:
         target = self.cleaned_data["target"].strip()
         try:
-            return validate_target(target)
+            targets.for_target(validate_target(target))  # a registered system takes it
+            return target
         except DomainError as exc:
             raise forms.ValidationError(exc.message) from None
 

@@ -30,6 +30,11 @@ EVIDENCE = (
     "version_after",
     "applied_at",
     "generation",
+    "tables",  # a dataset receiver's count per table: rows before and changed
+    "references_remaining",  # every foreign key into the person's table, counted after the effect
+    "dataset",
+    "dataset_version",
+    "dataset_digest",
     "receipt",  # all of the record as the receiver signed it (a JWS), checkable offline against its key
 )
 

@@ -6,6 +6,7 @@ Read only; the same record prints as text (`lines`) and on the admin's printable
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -116,7 +117,9 @@ def lines(proof: dict[str, Any]) -> list[str]:
         out.append(f"approval  by {a['approved_by']} at {a['approved_at']} of {a['digest'][:12]}…{revoked}")
     for s in r["stages"]:
         evidence = ", ".join(
-            f"{k}={v}" if k != "receipt" else f"signed by the receiver (key {keys.signed_by(v)})"
+            f"{k}={json.dumps(v, sort_keys=True, separators=(',', ':')) if isinstance(v, dict) else v}"
+            if k != "receipt"
+            else f"signed by the receiver (key {keys.signed_by(v)})"
             for k, v in s["evidence"].items()
         )
         evidence = evidence or "no evidence"

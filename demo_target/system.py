@@ -194,9 +194,10 @@ def withdraw(token: str) -> int:
         return f.min_epoch
 
 
-def apply(token: str) -> dict[str, Any]:
+def apply(token: str, *, sql: Statements = SQL) -> dict[str, Any]:
     """Apply the effect a grant authorizes, once, in one statement (its own transaction, or a
-    savepoint in a caller's): its evidence, or Refused, with nothing applied."""
+    savepoint in a caller's): its evidence, or Refused, with nothing applied. `sql`'s statement
+    `apply` is the one call (here `target_apply`; a dataset receiver's own generated function)."""
     now = timezone.now()
     try:
         g = grants.verify(token, grants.receiver_key())
@@ -212,6 +213,7 @@ def apply(token: str) -> dict[str, Any]:
         with transaction.atomic(using=ALIAS) if target.in_atomic_block else nullcontext(), target.cursor() as cur:
             recorded, evidence, made_under, applied_at = _row(
                 cur,
+                sql,
                 "apply",
                 operation_id=g["operation_id"],
                 request_id=g["request_id"],
@@ -281,8 +283,8 @@ def _check_matches(grant: str, operation_id: Any, applied_at: datetime, g: dict[
         )
 
 
-def _row(cur: Any, name: str, **params: Any) -> tuple[Any, ...]:
-    row = SQL.one(cur, name, **params)
+def _row(cur: Any, sql: Statements, name: str, **params: Any) -> tuple[Any, ...]:
+    row = sql.one(cur, name, **params)
     assert row is not None, name  # each of these statements returns one row
     return row
 

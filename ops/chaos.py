@@ -21,6 +21,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -45,6 +46,8 @@ class Tally:
     target_kills: int = 0  # a backend of the target database terminated, whatever it was doing (a COMMIT too)
     target_outages: int = 0  # the target database refusing connections for a moment, its sessions ended
     lagging_workers: int = 0  # workers whose lookups read a source that lags behind
+    receiver_kills: int = 0  # the receiver process SIGKILLed (whatever it was doing) and started again
+    network_cuts: int = 0  # every connection to the receiver dropped, new ones refused, for a moment
     cancels: int = 0
     revokes: int = 0
     faults: list[str] = field(default_factory=list)
@@ -91,8 +94,12 @@ LOOKUP_LAG_SECONDS = 4  # a lagging worker's lookup source is this far behind
 
 
 def worker_env(database_url: str, *, lagging: bool = False) -> dict[str, str]:
+    """A worker reaches the receiver process over the network that chaos cuts; a lagging one mounts
+    the receiver in its own process with a lookup source that lags behind (the same database, fences
+    and key: one receiver, two transports)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
     env.update(
+        RECEIVER_IN_PROCESS="receiver.http.application" if lagging else "",
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=database_url,
         CHAOS_SCRATCH_TOKEN=os.environ.get("CHAOS_SCRATCH_TOKEN", ""),
@@ -185,6 +192,9 @@ class Orchestrator:
         self.logs.mkdir(exist_ok=True)
         self.log_of: dict[int, Path] = {}
         self.ended: set[int] = set()  # workers this run killed, or whose end is already counted
+        self.receiver: subprocess.Popen[bytes] | None = None
+        self.receiver_port: int | None = None
+        self.proxy: Any = None
 
     def start_worker(self) -> None:
         self.started += 1
@@ -229,10 +239,70 @@ class Orchestrator:
             "target_kill",
             "target_kill",
         ]
-        choices.append("target_outage")
+        choices += ["target_outage", "receiver_kill", "network_cut"]
         if db_restarts:
             choices.append("db_restart")
         getattr(self, f"do_{self.rng.choice(choices)}")()
+
+    def start_receiver(self) -> None:
+        """The demo target's receiver in its own process on the scratch target database, behind a
+        network chaos can cut; registered for demo: at the proxy's address (the first time)."""
+        from core import grants, keys
+        from core.store import connection_url
+        from deletions import targets
+        from ops.netcut import Proxy
+
+        if self.receiver_port is None:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                self.receiver_port = int(s.getsockname()[1])
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDDED_PG", "DJANGO_SETTINGS"))}
+        env.update(
+            RECEIVER_DATABASE_URL=connection_url("target"),
+            RECEIVER_BACKOFFICE_KEY=grants.public_key(),
+            RECEIVER_LOG_LEVEL="WARNING",
+            TARGET_STATEMENT_TIMEOUT_MS="5000",
+        )
+        with (self.logs / "receiver.log").open("ab") as stderr:
+            self.receiver = subprocess.Popen(
+                [sys.executable, "-m", "receiver", "serve", "--bind", f"127.0.0.1:{self.receiver_port}"],
+                env=env, stdout=subprocess.PIPE, stderr=stderr,
+            )  # fmt: skip
+        assert self.receiver.stdout is not None
+        self.receiver.stdout.readline()  # "Receiver: ..." once it listens
+        self.receiver.stdout.close()
+        if self.proxy is None:
+            self.proxy = Proxy(self.receiver_port)
+            public = keys.public_text(keys.signing_key(settings.RECEIVER_SIGNING_KEY, "receiver"))
+            targets.register(
+                name="demo target system",
+                prefix="demo:",
+                base_url=self.proxy.url,
+                keys={settings.RECEIVER_KEY_ID: public},
+            )
+
+    def stop_receiver(self) -> None:
+        if self.receiver is not None and self.receiver.poll() is None:
+            self.receiver.kill()
+            self.receiver.wait()
+        if self.proxy is not None:
+            self.proxy.close()
+
+    def do_receiver_kill(self) -> None:
+        """SIGKILL the receiver wherever it is (between a commit and its answer, too); start it again."""
+        if self.receiver is not None:
+            self.receiver.send_signal(signal.SIGKILL)
+            self.receiver.wait()
+            self.tally.receiver_kills += 1
+        self.start_receiver()
+
+    def do_network_cut(self) -> None:
+        """Every connection to the receiver dropped and new ones refused, for half a second to two."""
+        if self.proxy is not None:
+            self.proxy.sever()
+            self.tally.network_cuts += 1
+            time.sleep(self.rng.uniform(0.5, 2.0))
+            self.proxy.restore()
 
     def do_kill(self) -> None:
         live = self.live()
@@ -360,12 +430,13 @@ class Orchestrator:
     def run(self, *, seconds: float, db_restarts: bool, settle_seconds: float) -> None:
         try:
             self._run(seconds=seconds, db_restarts=db_restarts, settle_seconds=settle_seconds)
-        finally:  # whatever happened, no worker outlives the run
+        finally:  # whatever happened, no worker outlives the run, nor the receiver
             self.resume_due(everyone=True)
             for proc in self.procs:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
+            self.stop_receiver()
 
     def _run(self, *, seconds: float, db_restarts: bool, settle_seconds: float) -> None:
         for _ in range(self.workers_wanted):
@@ -486,6 +557,8 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
         "target_kills": tally.target_kills,
         "target_outages": tally.target_outages,
         "lagging_workers": tally.lagging_workers,
+        "receiver_kills": tally.receiver_kills,
+        "network_cuts": tally.network_cuts,
         "worker_exits": len(tally.worker_exits),
         "effects": effects,
         "nothing_applied": effects == 0,  # a storm in which no effect reached the target tested nothing

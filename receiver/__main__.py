@@ -1,6 +1,8 @@
 """python -m receiver serve [--bind HOST:PORT]   the receiver's HTTP service (`/receiver/v1/`)
 python -m receiver migrate                      create or update its tables in its database
 python -m receiver key                          its key id and public key, to register it in the back-office
+python -m receiver check DATASET                check a dataset file against the application's database
+python -m receiver install DATASET              install the receiver for it in that database (schema `receiver`)
 python -m receiver demo show|add-rows|set-agents ...   read or change the demo data as an application would
 """
 
@@ -19,6 +21,8 @@ class _Server(ThreadingMixIn, WSGIServer):
 
 
 class _Quiet(WSGIRequestHandler):
+    protocol_version = "HTTP/1.1"  # connections kept between calls (every answer has a Content-Length)
+
     def log_message(self, format: str, *args: Any) -> None:  # one line a call at debug, not on stderr
         import logging
 
@@ -41,6 +45,8 @@ def main(argv: list[str]) -> int:
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
+    from receiver.dataset.compile import Refused as DatasetRefused
+
     django.setup()
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -49,10 +55,15 @@ def main(argv: list[str]) -> int:
     try:
         if command == "serve":
             from core import rollout
+            from receiver import http
+            from receiver.dataset.compile import Refused as NotInstalled
 
             try:
-                rollout.require_known_schema(using="target")
-            except rollout.NewerSchema as refused:
+                if http.backend() is http.system:
+                    rollout.require_known_schema(using="target")
+                else:
+                    http.backend().check_installed()
+            except (rollout.NewerSchema, NotInstalled) as refused:
                 print(refused, file=sys.stderr)
                 return 3
             bind = rest[rest.index("--bind") + 1] if "--bind" in rest else "127.0.0.1:8100"
@@ -60,6 +71,10 @@ def main(argv: list[str]) -> int:
         elif command == "migrate":
             call_command("migrate", database="target", interactive=False, verbosity=0)
             print("receiver database up to date")
+        elif command in ("check", "install"):
+            from receiver.dataset import install
+
+            print(install.run(rest[0], write=command == "install"))
         elif command == "key":
             from receiver import signing
 
@@ -69,7 +84,7 @@ def main(argv: list[str]) -> int:
         else:
             print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
             return 2
-    except (CommandError, ValueError, IndexError) as exc:
+    except (CommandError, ValueError, IndexError, DatasetRefused) as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connections
 
 from core.crashpoints import crash_point
@@ -31,6 +32,16 @@ CAPABILITIES = {
 }
 
 StartResponse = Callable[..., Any]
+
+
+def backend() -> Any:
+    """What this receiver serves: an application's database described by a dataset file
+    (`RECEIVER_DATASET`), or the demo target system."""
+    if getattr(settings, "RECEIVER_DATASET", ""):
+        from receiver.dataset import backend as dataset
+
+        return dataset
+    return system
 
 
 class BadBody(Exception):
@@ -59,7 +70,7 @@ def inventory(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     communities = _field(body, "communities", int)
     if not 1 <= communities <= 10_000:
         raise BadBody("'communities' must be 1 to 10000")
-    return 200, {"communities": system.memberships(_field(body, "target", str), communities)}
+    return 200, {"communities": backend().memberships(_field(body, "target", str), communities)}
 
 
 def preview(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -67,17 +78,17 @@ def preview(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     if not all(isinstance(i, str) for i in ids):
         raise BadBody("'community_ids' must be a list of strings")
     target = _field(body, "target", str)
-    system.enroll(target)
-    return 200, {"communities": system.preview(target, ids)}
+    backend().enroll(target)
+    return 200, {"communities": backend().preview(target, ids)}
 
 
 def fence(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    return 200, {"generation": system.fence(_uuid(body, "request_id"))}
+    return 200, {"generation": backend().fence(_uuid(body, "request_id"))}
 
 
 def apply(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     try:
-        evidence = system.apply(_field(body, "grant", str))
+        evidence = backend().apply(_field(body, "grant", str))
     except system.Refused as exc:
         return _refused(exc)
     crash_point("receiver-after-commit")  # applied and committed; the answer is not sent yet
@@ -86,7 +97,7 @@ def apply(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 
 def lookup(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     try:
-        answer = system.lookup(_uuid(body, "operation_id"))
+        answer = backend().lookup(_uuid(body, "operation_id"))
     except system.Unreadable as exc:
         return 200, {"unreadable": str(exc)}
     except system.Refused as exc:
@@ -98,7 +109,7 @@ def lookup(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 
 def withdraw(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     try:
-        return 200, {"epoch": system.withdraw(_field(body, "withdrawal", str))}
+        return 200, {"epoch": backend().withdraw(_field(body, "withdrawal", str))}
     except system.Refused as exc:
         return _refused(exc)
 
@@ -117,7 +128,7 @@ def discovery() -> dict[str, Any]:
     return {
         "protocol": "deletion-receiver",
         "version": protocol.VERSION,
-        "name": "demo target system",
+        "name": backend().name() if backend() is not system else "demo target system",
         "capabilities": CAPABILITIES,
         "key_id": signing.key_id(),
         "keys": {signing.key_id(): signing.public_key()},

@@ -40,7 +40,7 @@ TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _url = os.environ.get("RECEIVER_DATABASE_URL") or os.environ.get("TARGET_DATABASE_URL")
-_options = {
+_options: dict[str, Any] = {
     "options": f"-c statement_timeout={int(os.environ.get('TARGET_STATEMENT_TIMEOUT_MS', '60000'))} "
     "-c lock_timeout=30000",
     "server_side_binding": True,
@@ -61,6 +61,11 @@ else:  # development: the embedded server the back-office's `make run` starts, i
         "CREATE_IF_MISSING": True,
         "EMBEDDED_DATADIR": os.environ.get("EMBEDDED_PGDATA", str(BASE_DIR / ".pgdata")),
     }
+# A dataset file (RECEIVER_DATASET): the receiver serves the application database RECEIVER_DATABASE_URL
+# names, through the objects `python -m receiver install` put in its schema `receiver`.
+RECEIVER_DATASET = os.environ.get("RECEIVER_DATASET", "")
+if RECEIVER_DATASET:
+    _options["options"] += " -c search_path=receiver,public"
 _target["OPTIONS"] = {**_target.get("OPTIONS", {}), **_options}
 DATABASES: dict[str, dict[str, Any]] = {"default": {}, "target": _target}
 DATABASE_ROUTERS = ["demo_target.router.TargetRouter"]

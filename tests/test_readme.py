@@ -79,3 +79,30 @@ def test_api_walkthrough_runs_as_written(live_server) -> None:
     assert f"listed {submitted} approved demo:ap…" in out  # the portal reads the target masked
     assert '"field": "priority"' in out
     assert "without a token: 401" in out
+
+
+def test_dataset_walkthrough_runs_as_written(tmp_path) -> None:
+    """Against a fresh database for the forum on the test server, through a real receiver process."""
+    from django.db import connection
+
+    from core.store import connection_url
+    from tests.conftest import ensure_demo_receiver
+
+    ensure_demo_receiver()  # (committed: the walkthrough's commands run in processes of their own)
+    name = f"forum_walk_{tmp_path.name[-8:].lower()}"
+    with connection.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    base, _, query = connection_url().partition("?")
+    url = base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+    try:
+        proc = run(section("dataset-walkthrough"), FORUM_URL=url, RECEIVER_IN_PROCESS="")
+    finally:
+        with connection.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    out = proc.stdout
+    assert "forum seeded: 40 people" in out
+    assert "installed in schema receiver; delete order attachments, comments, posts" in out
+    assert "forum: targets are deleted through forum at http://127.0.0.1:8101/receiver/v1/" in out
+    assert "request completed" in out
+    assert out.count("signed by the receiver (key receiver-1)") >= 3
+    assert '"comments":{"action":"delete"' in out and "references_remaining=" in out

@@ -9,7 +9,7 @@ from uuid import UUID
 from core.errors import shown
 from deletions.errors import BadInput, Refused
 
-TARGET_PREFIXES = ("demo:", "manual:")  # the demo target system; a system a person deletes in by hand
+PREFIX_PATTERN = r"[a-z][a-z0-9_-]{0,38}:"  # a target system's prefix (`models.TargetSystem.prefix`)
 MAX_TARGET_CHARS = 200
 MAX_COMMUNITIES = 1_000
 INVENTORY_VERSION = 1
@@ -21,20 +21,20 @@ COMMUNITY_C = "00000000-0000-0000-0000-00000000000c"
 
 # A target: its system's prefix, then 1-200 printable ASCII characters without surrounding spaces
 # (the API's OpenAPI document declares this pattern; `validate_target` applies it everywhere).
-TARGET_PATTERN = (
-    "^(?:" + "|".join(p.rstrip(":") for p in TARGET_PREFIXES) + f"):[!-~](?:[ -~]{{0,{MAX_TARGET_CHARS - 2}}}[!-~])?$"
-)
+TARGET_PATTERN = f"^{PREFIX_PATTERN}[!-~](?:[ -~]{{0,{MAX_TARGET_CHARS - 2}}}[!-~])?$"
 
 
 def validate_target(target: str) -> str:
-    """Only `demo:` and `manual:` targets with 1-200 printable ASCII characters after the prefix."""
-    prefix = next((p for p in TARGET_PREFIXES if isinstance(target, str) and target.startswith(p)), None)
+    """A target system's prefix (`demo:`, `manual:`, or a registered receiver's) and then 1-200
+    printable ASCII characters, without surrounding spaces. Which system takes it is `targets.for_target`'s."""
+    prefix = re.match(PREFIX_PATTERN, target) if isinstance(target, str) else None
     if prefix is None:
-        raise BadInput(f"target {shown(target)} is refused: only demo: and manual: targets are accepted")
-    name = target[len(prefix) :]
+        raise BadInput(f"target {shown(target)} is refused: it starts with its system's prefix (like demo: or manual:)")
+    name = target[prefix.end() :]
     if not 1 <= len(name) <= MAX_TARGET_CHARS:
         raise BadInput(
-            f"target {shown(target)} is refused: 1-{MAX_TARGET_CHARS} characters must follow {prefix} (got {len(name)})"
+            f"target {shown(target)} is refused: 1-{MAX_TARGET_CHARS} characters must follow {prefix.group()} "
+            f"(got {len(name)})"
         )
     if not re.fullmatch(TARGET_PATTERN, target):
         raise BadInput(

@@ -8,7 +8,7 @@ system a person deletes in by hand, review-only (`manual.py`). A new target syst
 from __future__ import annotations
 
 from core.errors import shown
-from deletions.errors import BadInput
+from deletions.errors import Refused
 from deletions.models import TargetSystem
 from deletions.targets import manual
 from deletions.targets.base import Adapter
@@ -48,4 +48,4 @@ def for_target(target: str) -> Adapter:
         if target.startswith(r.prefix):
             return HttpTarget(r)
     known = ", ".join([*(r.prefix for r in systems), manual.PREFIX])
-    raise BadInput(f"no target system takes {shown(target)} (known: {known})")
+    raise Refused(f"no target system takes {shown(target)} (known: {known})")  # (registered now: state, not shape)

@@ -97,7 +97,7 @@ def effects(request_id: Any) -> list[tuple[Any, ...]]:
         return cur.fetchall()
 
 
-def believed(result: dict[str, Any]) -> dict[str, Any]:
+def believed(result: dict[str, Any], prefix: str = "demo:") -> dict[str, Any]:
     """A stage's saved result without its receipt, once the receipt is checked: the receiver signed
     exactly this evidence, under a key registered for it."""
     from deletions.models import TargetSystem
@@ -105,7 +105,7 @@ def believed(result: dict[str, Any]) -> dict[str, Any]:
 
     evidence = dict(result)
     receipt = evidence.pop("receipt")
-    assert verify_evidence(receipt, TargetSystem.objects.get(prefix="demo:").keys) == result
+    assert verify_evidence(receipt, TargetSystem.objects.get(prefix=prefix).keys) == result
     return evidence
 
 

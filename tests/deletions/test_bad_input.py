@@ -32,8 +32,7 @@ def refused(cmd, code: int, message: str, *args: str) -> None:
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("user:bob", "only demo: and manual: targets are accepted"),
-        ("bob", "only demo: and manual: targets are accepted"),
+        ("bob", "it starts with its system's prefix (like demo: or manual:)"),
         ("demo:", "1-200 characters must follow demo: (got 0)"),
         ("demo:" + "x" * 201, "(got 201)"),
         ("demo:bad\nname", "only printable ASCII characters"),
@@ -42,6 +41,11 @@ def refused(cmd, code: int, message: str, *args: str) -> None:
 )
 def test_malformed_targets_are_refused_before_any_row(cmd, target: str, message: str) -> None:
     refused(cmd, 2, message, "submit_deletion", "--target", target, "--requested-by", "operator-a")
+
+
+def test_a_target_no_registered_system_takes_is_refused_before_any_row(cmd) -> None:
+    message = "no target system takes 'user:bob' (known: demo:, manual:)"
+    refused(cmd, 1, message, "submit_deletion", "--target", "user:bob", "--requested-by", "operator-a")
 
 
 def test_second_open_request_for_a_target_is_refused(cmd) -> None:

@@ -18,6 +18,7 @@ import pytest
 from core import grants, keys
 from core.store import connection_url
 from deletions import targets
+from ops.netcut import Proxy  # noqa: F401  (the proxy chaos uses, cut and restored by the tests)
 from tests.conftest import ROOT
 
 
@@ -53,8 +54,8 @@ class Receiver:
             RECEIVER_KEY_ID=self.key_id,
             RECEIVER_BACKOFFICE_KEY=grants.public_key(),
             PYTHONUNBUFFERED="1",
-            **env,
         )
+        environ.update(env)
         if self.proc is not None:
             self.stop()  # (the one before, stopped or dead: its pipe closed)
         self.log = self.log or tempfile.TemporaryFile()  # noqa: SIM115 (closed by the fixture)

@@ -13,13 +13,14 @@ from django.utils import timezone
 
 from core import keys
 from core.authority import named
-from deletions import proof
-from deletions.models import DeletionAlarm, DeletionRequest, StageHistory
+from deletions import proof, targets
+from deletions.models import DeletionAlarm, DeletionRequest, StageHistory, TargetSystem
 from deletions.services import deletion_approve, deletion_submit
 from deletions.store import alarms
+from deletions.targets.http import BadEvidence, verify_evidence
 from tests.conftest import run_command
 from tests.deletions.helpers import believed, effects, recorded
-from tests.receiver.conftest import Receiver
+from tests.receiver.conftest import Proxy, Receiver
 from tests.support import force
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -55,8 +56,6 @@ def test_calls_not_signed_by_the_back_office_or_replayed_are_refused_and_change_
     plain = httpx.post(receiver.url + "fence", content=body, headers={"Content-Type": "application/json"})
     assert plain.status_code == 401 and "signature" in plain.json()["error"]
     # A call the back-office signed, captured and sent again: the nonce was taken the first time.
-    from deletions import targets
-
     signed = targets.for_target("demo:unsigned").signed("fence", {"request_id": str(req.id)})  # type: ignore[attr-defined]
     with httpx.Client() as other:
         first = other.send(signed)
@@ -117,3 +116,50 @@ def test_a_receiver_killed_between_its_commit_and_its_answer_leaves_the_effect_u
     assert believed(gate.metadata_json["result"]) == recorded(gate.operation_id)  # settled by lookup
     assert [a for _, a, _ in effects(req.id)].count("gate_user") == 1  # sent once
     assert uuid.UUID(str(gate.operation_id))
+
+
+def test_a_rotated_receiver_key_keeps_old_evidence_verifiable_and_new_evidence_signed_by_the_new_key(
+    receiver: Receiver,
+) -> None:
+    first = approved("demo:before-rotation")
+    assert run_command("run_deletion", str(first.id)).code == 0
+    old_key_id, old_public = receiver.key_id, receiver.public()
+    rotated = Receiver(port=receiver.port, key_id="receiver-2")
+    receiver.key, receiver.key_id = rotated.key, rotated.key_id
+    receiver.start()  # the same receiver, restarted with its new key
+    receiver.register(**{old_key_id: old_public, receiver.key_id: receiver.public()})  # the old one kept
+    second = approved("demo:after-rotation")
+    assert run_command("run_deletion", str(second.id)).code == 0
+    registered = TargetSystem.objects.get(prefix="demo:").keys
+    for req, key_id in ((first, "receiver-1"), (second, "receiver-2")):
+        for s in StageHistory.objects.filter(request_id=req.id):
+            assert keys.signed_by(s.metadata_json["result"]["receipt"]) == key_id
+            assert verify_evidence(s.metadata_json["result"]["receipt"], registered)  # old evidence still verifies
+    # Without the old key registered, the evidence it signed is no longer believed: why a rotation keeps it.
+    old_receipt = StageHistory.objects.filter(request_id=first.id)[0].metadata_json["result"]["receipt"]
+    with pytest.raises(BadEvidence):
+        verify_evidence(old_receipt, {"receiver-2": receiver.public()})
+
+
+def test_a_network_cut_refuses_the_run_before_anything_is_sent_and_the_run_completes_once_it_is_back(
+    receiver: Receiver,
+) -> None:
+    proxy = Proxy(receiver.port)
+    try:
+        receiver.register()
+        targets.register(
+            name="demo target system", prefix="demo:", base_url=proxy.url, keys={receiver.key_id: receiver.public()}
+        )
+        req = approved("demo:network-cut")  # (submitted and approved over the proxy while it is up)
+        proxy.sever()
+        cut = run_command("run_deletion", str(req.id))
+        assert cut.code != 0 and "did not answer" in cut.err and "nothing was claimed or sent" in cut.err
+        assert not effects(req.id) and not StageHistory.objects.filter(request_id=req.id).exists()
+        proxy.restore()
+        back = run_command("run_deletion", str(req.id))
+        assert back.code == 0, back.err
+        assert DeletionRequest.objects.get(id=req.id).status == "completed"
+        ops = [op for op, _, _ in effects(req.id)]
+        assert len(ops) == len(set(ops)) == 5  # each effect once
+    finally:
+        proxy.close()

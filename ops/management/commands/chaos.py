@@ -16,7 +16,6 @@ from django.core.management.base import CommandError, CommandParser
 from core import keys
 from core.commands import ServiceCommand
 from core.errors import shown
-from deletions import targets
 from ops import chaos
 
 
@@ -72,9 +71,7 @@ class Command(ServiceCommand):
             token = secrets.token_hex(16)
             chaos.mark_scratch(url, token)
             os.environ["CHAOS_SCRATCH_TOKEN"] = token  # handed to the inner role and its workers only
-            # The demo target's receiver, mounted in each process on the scratch target database (its
-            # transport: the same signed calls, no socket), signing with a key made for this run.
-            os.environ["RECEIVER_IN_PROCESS"] = "receiver.http.application"
+            # The demo target's receiver signs with a key made for this run (the inner role starts it).
             os.environ["RECEIVER_SIGNING_KEY"] = keys.b64(secrets.token_bytes(32))
             seed = options["seed"] if options["seed"] is not None else random.randrange(1_000_000)
             argv = [
@@ -122,28 +119,26 @@ class Command(ServiceCommand):
     def inner(self, options: dict[str, Any]) -> None:
         call_command("migrate", verbosity=0)
         call_command("migrate", database="target", verbosity=0)
-        targets.register(
-            name="demo target system",
-            prefix="demo:",
-            base_url="http://chaos.invalid/receiver/v1/",  # (mounted in process: never resolved)
-            keys={
-                settings.RECEIVER_KEY_ID: keys.public_text(keys.signing_key(settings.RECEIVER_SIGNING_KEY, "receiver"))
-            },
-        )
         seed = options["seed"]
         rng = random.Random(seed)
-        chaos.seed(options["requests"])
-        self.stdout.write(f"seed {seed}: {options['requests']} requests, {options['workers']} workers")
-        started = time.monotonic()
         orchestrator = chaos.Orchestrator(
             workers=options["workers"],
             database_url=os.environ["DATABASE_URL"],
             datadir=Path(options["datadir"]),
             rng=rng,
         )
-        orchestrator.run(
-            seconds=options["seconds"], db_restarts=options["db_restarts"], settle_seconds=options["settle_seconds"]
-        )
+        orchestrator.start_receiver()  # its own process, behind a network chaos cuts; registered for demo:
+        try:
+            chaos.seed(options["requests"])
+            self.stdout.write(f"seed {seed}: {options['requests']} requests, {options['workers']} workers")
+            started = time.monotonic()
+            orchestrator.run(
+                seconds=options["seconds"],
+                db_restarts=options["db_restarts"],
+                settle_seconds=options["settle_seconds"],
+            )
+        finally:
+            orchestrator.stop_receiver()
         result = chaos.verdict(time.monotonic() - started, orchestrator.tally)
         tally = orchestrator.tally
         self.stdout.write(f"deletions by status {json.dumps(chaos.statuses())}")

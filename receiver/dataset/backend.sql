@@ -1,0 +1,33 @@
+-- The dataset receiver's statements, in the application's database (schema `receiver`, installed by
+-- `python -m receiver install`).
+
+-- name: apply
+-- The whole effect in one transaction of the application's own database (receiver.apply, generated
+-- from the dataset file): fence, epoch, an operation already applied answered with its first record,
+-- the person's row locked, the data version checked, the rows deleted or anonymized, the operation
+-- recorded. A refusal raises SQLSTATE TR001, so nothing it did stays.
+SELECT out_recorded, out_evidence, out_grant, out_applied_at
+FROM receiver.apply(%(operation_id)s::uuid, %(request_id)s::uuid, %(generation)s::bigint, %(epoch)s::bigint,
+                    %(action)s::text, %(community_id)s::uuid, %(handle)s::text, %(expected_version)s::bigint,
+                    %(executor)s::text, %(grant)s::text, %(now)s::timestamptz, %(applied_at)s::text)
+
+-- name: preview
+SELECT community_id, name, role, n_rows, n_agents, version FROM receiver.preview(%(handle)s)
+
+-- name: fence
+SELECT generation FROM receiver.receiver_fences WHERE request_id = %(request_id)s
+
+-- name: withdraw
+-- Raise the lowest epoch a grant must carry (an older withdrawal arriving late lowers nothing).
+INSERT INTO receiver.receiver_fences AS f (request_id, generation, min_epoch, epoch_raised_at)
+VALUES (%(request_id)s, 0, %(epoch)s, %(now)s)
+ON CONFLICT (request_id) DO UPDATE SET min_epoch = GREATEST(f.min_epoch, EXCLUDED.min_epoch),
+    epoch_raised_at = CASE WHEN EXCLUDED.min_epoch > f.min_epoch THEN EXCLUDED.epoch_raised_at ELSE f.epoch_raised_at END
+RETURNING min_epoch
+
+-- name: lookup
+SELECT operation_id, evidence, "grant", applied_at FROM receiver.receiver_operations
+WHERE operation_id = %(operation_id)s AND applied_at <= %(watermark)s
+
+-- name: installed
+SELECT version, digest FROM receiver.receiver_installed WHERE dataset = %(dataset)s
