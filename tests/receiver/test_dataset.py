@@ -8,12 +8,14 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from core.authority import named
 from core.store import connection_url
@@ -201,3 +203,38 @@ def test_a_cascade_into_a_table_the_file_does_not_name_is_refused(forum: str, tm
     ran = receiver_cli(forum, "install", str(bad))
     assert ran.returncode == 1 and "tables.comments: deleting its rows cascades into attachments" in ran.stderr
     assert rows(forum, "SELECT count(*) FROM pg_namespace WHERE nspname = 'receiver'") == [(0,)]
+
+
+def test_a_stale_worker_is_refused_by_the_receiver_process_in_the_applications_own_transaction(
+    forum: str, served: Receiver
+) -> None:
+    """worker-a SIGSTOPped holding a signed grant; its lease runs out and worker-b takes generation 2 and
+    finishes; SIGCONT: worker-a's grant reaches the receiver, whose receiver.apply refuses it as stale
+    (the fence is in the forum's own database), and nothing of the forum changes."""
+    import signal
+
+    import psutil
+
+    from tests.deletions.helpers import start_worker
+    from tests.support import force, wait_for
+
+    _, handle = busiest(forum)
+    req = deletion_submit(target=f"forum:{handle}", actor=named("operator-a"), reason="forum sample")
+    deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
+    original = start_worker(req.id, "--executor-id", "worker-a", PAUSE_AT="after-grant", RECEIVER_IN_PROCESS="")
+    proc = psutil.Process(original.pid)
+    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="worker-a paused holding its grant")
+    force(DeletionRequest.objects.filter(id=req.id), lease_expires_at=timezone.now() - timedelta(seconds=1))
+    taken = run_command("run_deletion", str(req.id), "--executor-id", "worker-b")
+    assert taken.code == 0, taken.err
+    assert DeletionRequest.objects.get(id=req.id).status == "completed"
+    after = dump(forum)
+    applied = rows(forum, "SELECT operation_id, generation FROM receiver.receiver_operations ORDER BY applied_at")
+    original.send_signal(signal.SIGCONT)
+    _, err = original.communicate(timeout=120)
+    assert original.returncode == 1 and "stale" in err and "generation 1" in err, err
+    assert (
+        rows(forum, "SELECT operation_id, generation FROM receiver.receiver_operations ORDER BY applied_at") == applied
+    )
+    assert {g for _, g in applied} == {2}
+    assert dump(forum) == after  # the refused grant changed nothing in the application
