@@ -32,6 +32,9 @@ EVIDENCE = (
     "generation",
     "tables",  # a dataset receiver's count per table: rows before and changed
     "references_remaining",  # every foreign key into the person's table, counted after the effect
+    "version_found",
+    "fence",
+    "min_epoch",
     "dataset",
     "dataset_version",
     "dataset_digest",

@@ -371,8 +371,9 @@ def _apply(c: Compiled, pks: dict[str, str]) -> str:
             body.append(
                 f"""        {change}
         SELECT (SELECT count(*) FROM ({mine}) r), (SELECT count(*) FROM d) INTO v_before, v_changed;
+        SELECT count(*) INTO v_left FROM ({mine}) r;
         v_tables := v_tables || jsonb_build_object('{e.table}', jsonb_build_object('action', '{e.action}',
-            'before', v_before, 'changed', v_changed));
+            'before', v_before, 'changed', v_changed, 'remaining', v_left));
         v_total_before := v_total_before + v_before;
         v_total_changed := v_total_changed + v_changed;"""
             )
@@ -413,6 +414,7 @@ DECLARE
     v_after bigint;
     v_before bigint;
     v_changed bigint;
+    v_left bigint;
     v_agents bigint := 0;
     v_total_before bigint := 0;
     v_total_changed bigint := 0;
@@ -474,10 +476,12 @@ BEGIN
                 'agents_removed', v_total_changed, 'agents_remaining', {remaining["purge_agents"]});
         END IF;
         v_evidence := v_evidence || jsonb_build_object('tables', v_tables, 'version_before', p_expected_version,
-            'version_after', v_after);
+            'version_found', v_version, 'version_after', v_after);
     END IF;
-    -- No leftovers: every foreign key into the person's table, counted now (anonymized tables keep theirs).
-    v_evidence := v_evidence || jsonb_build_object('references_remaining', {refs});
+    -- No leftovers: every foreign key into the person's table, counted now (anonymized tables keep theirs);
+    -- and the fence and epoch this effect was applied under.
+    v_evidence := v_evidence || jsonb_build_object('references_remaining', {refs}, 'fence', v_fenced,
+        'min_epoch', v_min_epoch);
     INSERT INTO receiver.receiver_operations
         (operation_id, request_id, action, community_id, generation, executor, "grant", evidence, applied_at)
     VALUES (p_operation, p_request, p_action, p_community, p_generation, p_executor, p_grant, v_evidence, p_now);

@@ -141,6 +141,8 @@ def test_a_forum_deletion_from_submission_to_proof_matches_what_the_application_
     assert sum(r["tables"]["attachments"]["changed"] for r in purged) == len(mine["attachments"])
     assert sum(r["tables"]["posts"]["changed"] for r in purged) == len(mine["posts"])
     assert all(r["rows_remaining"] == 0 and r["dataset"] == "forum" for r in purged)
+    assert all(r["tables"][t]["remaining"] == 0 for r in purged for t in ("comments", "attachments"))
+    assert all(r["version_found"] == r["version_before"] and r["fence"] == 1 for r in purged)
     last = max(results, key=lambda r: r["applied_at"])
     assert last["references_remaining"]["comments.author_id"] == 0
     assert last["references_remaining"]["memberships.user_id"] == 0
