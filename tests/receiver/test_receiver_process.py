@@ -163,3 +163,21 @@ def test_a_network_cut_refuses_the_run_before_anything_is_sent_and_the_run_compl
         assert len(ops) == len(set(ops)) == 5  # each effect once
     finally:
         proxy.close()
+
+
+def test_the_receiver_serves_its_protocol_as_a_valid_openapi_document_and_declares_its_capabilities(
+    receiver: Receiver,
+) -> None:
+    from openapi_spec_validator import validate
+
+    document = httpx.get(receiver.url + "openapi.json").json()
+    validate(document)
+    assert {p.rsplit("/", 1)[-1] for p in document["paths"]} >= {"inventory", "preview", "fence", "apply", "lookup"}
+    declared = httpx.get(receiver.url).json()
+    assert declared["version"] == 1 and declared["keys"] == {receiver.key_id: receiver.public()}
+    assert declared["capabilities"] == {
+        "fences_stale_owners": True,
+        "checks_expected_version": True,
+        "idempotent_per_operation": True,
+        "lookups_can_lag": True,
+    }
