@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -20,11 +22,25 @@ def section(name: str) -> str:
     return "\n".join(blocks)
 
 
+@pytest.fixture(autouse=True)
+def demo_receiver_process(settings: Any) -> Iterator[None]:
+    """As a reader runs them: the demo target's receiver in its own process (`make receiver`),
+    registered for demo:, reached over HTTP by every command of the walkthrough."""
+    from tests.receiver.conftest import Receiver, free_port
+
+    settings.RECEIVER_IN_PROCESS = ""
+    receiver = Receiver(port=free_port()).start()
+    receiver.register()
+    yield
+    receiver.stop()
+    receiver.log.close()
+
+
 def run(script: str, **env: str) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + script],
         cwd=ROOT,
-        env=subprocess_env(**env),
+        env=subprocess_env(**{"RECEIVER_IN_PROCESS": "", **env}),
         capture_output=True,
         text=True,
         timeout=600,  # below the tests' own limit (pytestmark), so a hang reports its output
@@ -86,16 +102,13 @@ def test_dataset_walkthrough_runs_as_written(tmp_path) -> None:
     from django.db import connection
 
     from core.store import connection_url
-    from tests.conftest import ensure_demo_receiver
-
-    ensure_demo_receiver()  # (committed: the walkthrough's commands run in processes of their own)
     name = f"forum_walk_{tmp_path.name[-8:].lower()}"
     with connection.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{name}"')
     base, _, query = connection_url().partition("?")
     url = base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
     try:
-        proc = run(section("dataset-walkthrough"), FORUM_URL=url, RECEIVER_IN_PROCESS="")
+        proc = run(section("dataset-walkthrough"), FORUM_URL=url)
     finally:
         with connection.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
