@@ -70,7 +70,10 @@ def inventory(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     communities = _field(body, "communities", int)
     if not 1 <= communities <= 10_000:
         raise BadBody("'communities' must be 1 to 10000")
-    return 200, {"communities": backend().memberships(_field(body, "target", str), communities)}
+    try:
+        return 200, {"communities": backend().memberships(_field(body, "target", str), communities)}
+    except system.Refused as exc:
+        return _refused(exc)
 
 
 def preview(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

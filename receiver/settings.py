@@ -64,6 +64,7 @@ else:  # development: the embedded server the back-office's `make run` starts, i
 # A dataset file (RECEIVER_DATASET): the receiver serves the application database RECEIVER_DATABASE_URL
 # names, through the objects `python -m receiver install` put in its schema `receiver`.
 RECEIVER_DATASET = os.environ.get("RECEIVER_DATASET", "")
+RECEIVER_MAX_ROWS = int(os.environ.get("RECEIVER_MAX_ROWS", "100000"))  # one effect changes at most this many rows
 if RECEIVER_DATASET:
     _options["options"] += " -c search_path=receiver,public"
 _target["OPTIONS"] = {**_target.get("OPTIONS", {}), **_options}

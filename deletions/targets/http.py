@@ -36,6 +36,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import OKPKey
 
 from core import clock, grants
+from deletions.errors import Refused
 from deletions.targets.base import (
     Capabilities,
     Found,
@@ -183,7 +184,10 @@ class HttpTarget:
         return answer
 
     def inventory(self, target: str, communities: int) -> list[dict[str, str]]:
-        return list(self._answer("inventory", {"target": target, "communities": communities})["communities"])
+        try:
+            return list(self._answer("inventory", {"target": target, "communities": communities})["communities"])
+        except TargetRefused as refused:  # nothing to inventory here: the submission is refused, saying why
+            raise Refused(f"{self.name} refused the inventory: {refused.message}") from None
 
     def preview(self, target: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
         return dict(self._answer("preview", {"target": target, "community_ids": community_ids})["communities"])

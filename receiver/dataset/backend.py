@@ -56,7 +56,15 @@ def enroll(handle: str) -> None:
 
 
 def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
-    return [{"id": str(cid), "role": role} for cid, _, role, _, _, _ in _rows(handle)]
+    """The person's communities; refused, with the counts, when one holds more rows than one effect may
+    change (`RECEIVER_MAX_ROWS`): such a person is handled apart, never half-applied."""
+    found = _rows(handle)
+    limit = int(getattr(settings, "RECEIVER_MAX_ROWS", 100_000))
+    big = [(n, rows + agents) for _, n, _, rows, agents, _ in found if rows + agents > limit]
+    if big:
+        said = ", ".join(f"{count:,} in {n}" for n, count in big)
+        raise system.Refused(f"{handle} has more rows than one effect may change here ({said}; the limit is {limit:,})")
+    return [{"id": str(cid), "role": role} for cid, _, role, _, _, _ in found]
 
 
 def preview(handle: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:

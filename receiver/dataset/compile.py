@@ -423,6 +423,9 @@ DECLARE
         'executor', p_executor, 'dataset', '{c.data["dataset"]}', 'dataset_version', {int(c.data["version"])},
         'dataset_digest', '{digest(c.data)}');
 BEGIN
+    -- Bounded: a lock held elsewhere (by your application) for more than 5 s fails this transaction,
+    -- which rolls back whole: nothing changed, and the next attempt looks the operation up first.
+    PERFORM set_config('lock_timeout', '5s', true);
     INSERT INTO receiver.receiver_fences AS f (request_id, generation, min_epoch) VALUES (p_request, p_generation, 0)
     ON CONFLICT (request_id) DO UPDATE SET generation = GREATEST(f.generation, EXCLUDED.generation)
     RETURNING f.generation, f.min_epoch, f.epoch_raised_at INTO v_fenced, v_min_epoch, v_raised_at;

@@ -20,6 +20,7 @@ from django.utils import timezone
 from core.authority import named
 from core.store import connection_url
 from deletions import targets
+from deletions.errors import Refused
 from deletions.models import DeletionRequest, StageHistory
 from deletions.services import deletion_approve, deletion_submit
 from samples.forum.seed import seed
@@ -240,3 +241,24 @@ def test_a_stale_worker_is_refused_by_the_receiver_process_in_the_applications_o
     )
     assert {g for _, g in applied} == {2}
     assert dump(forum) == after  # the refused grant changed nothing in the application
+
+
+def test_a_person_with_more_rows_than_one_effect_may_change_is_refused_at_submission_with_the_counts(
+    forum: str, settings: Any
+) -> None:
+    installed = receiver_cli(forum, "install", str(DATASET))
+    assert installed.returncode == 0, installed.stderr
+    settings.RECEIVER_IN_PROCESS = ""
+    r = Receiver(port=free_port())
+    r.start(RECEIVER_DATABASE_URL=forum, RECEIVER_DATASET=str(DATASET), RECEIVER_MAX_ROWS="2")
+    try:
+        targets.register(name="forum", prefix="forum:", base_url=r.url, keys={r.key_id: r.public()})
+        _, handle = busiest(forum)
+        with pytest.raises(Refused) as refused:
+            deletion_submit(target=f"forum:{handle}", actor=named("operator-a"), reason="too big")
+        assert "refused the inventory" in str(refused.value) and "the limit is 2" in str(refused.value)
+        assert not DeletionRequest.objects.exists()
+    finally:
+        r.stop()
+        if r.log is not None:
+            r.log.close()
