@@ -102,6 +102,7 @@ def test_dataset_walkthrough_runs_as_written(tmp_path) -> None:
     from django.db import connection
 
     from core.store import connection_url
+
     name = f"forum_walk_{tmp_path.name[-8:].lower()}"
     with connection.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{name}"')
