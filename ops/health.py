@@ -1,6 +1,11 @@
 """Operations signals: one report for `manage.py health` and `/healthz`.
 
-Counts and ages only: no secrets, no personal data.
+Two parts, never mixed. `checks` is the system's own health: any one failing makes the status red
+(the database, the clusters, stage workers, watchers, notices, receivers refusing or not
+acknowledging, integrity faults, cases with nobody named). `work` is what people have waiting: cases
+needing a person, deadlines passed, retirements held or waiting too long; counted with the oldest,
+never red, because a case built to need a person is the system working. Counts and ages only: no
+secrets, no personal data.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Max, Min
 from django.http import HttpRequest, JsonResponse
 
 from core import clock
@@ -44,7 +49,7 @@ def report(now: datetime) -> dict[str, Any]:
         checks["database"] = {"ok": True, "detail": "reachable"}
     except Exception as exc:  # any driver error means unreachable here
         checks["database"] = {"ok": False, "detail": f"unreachable ({type(exc).__name__})"}
-        return {"status": "red", "at": now.isoformat(), "checks": checks}
+        return {"status": "red", "at": now.isoformat(), "checks": checks, "work": {}}  # (unknown: unreadable)
 
     last = ClusterHeartbeat.objects.aggregate(last=Max("seen_at"))["last"]
     fresh = last is not None and now - last <= CLUSTER_STALE
@@ -66,8 +71,6 @@ def report(now: datetime) -> dict[str, Any]:
         status=NoticeStatus.FAILED, request__status__in=[RequestStatus.WAITING, RequestStatus.HELD]
     ).count()
     checks["failed_notices"] = {"ok": failed == 0, "count": failed}
-    attention = DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION).count()
-    checks["needs_attention"] = {"ok": attention == 0, "count": attention}
     refused = DeletionAlarm.objects.filter(kind=BOUNDARY_REFUSED, resolved_at__isnull=True).count()
     checks["refused_at_target"] = {"ok": refused == 0, "count": refused}
     faults = integrity_faults()
@@ -84,14 +87,32 @@ def report(now: datetime) -> dict[str, Any]:
         status=PurgeStatus.REFUSED, request__status=RequestStatus.EXECUTING
     ).count()
     checks["purges_refused"] = {"ok": refused_purges == 0, "count": refused_purges}
-    aged = RetirementAlarm.objects.filter(kind__in=[WATCHER_AGE, HOLD_AGE], resolved_at__isnull=True).count()
-    checks["aged_retirements"] = {"ok": aged == 0, "count": aged}  # near the watcher's lifetime, or held too long
-    overdue = DeletionRequest.objects.filter(status__in=OPEN_STATUSES, due_at__lte=now).count()
-    checks["deadlines_passed"] = {"ok": overdue == 0, "count": overdue}  # open past the legal deadline
     undelivered = Notification.objects.filter(status="failed").count()
     checks["notifications_failed"] = {"ok": undelivered == 0, "count": undelivered}  # every attempt failed
     status = "green" if all(c["ok"] for c in checks.values()) else "red"
-    return {"status": status, "at": now.isoformat(), "checks": checks}
+    return {"status": status, "at": now.isoformat(), "checks": checks, "work": work(now)}
+
+
+def work(now: datetime) -> dict[str, dict[str, Any]]:
+    """What people have waiting, with the oldest: reported, never red."""
+    attention = DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION)
+    overdue = DeletionRequest.objects.filter(status__in=OPEN_STATUSES, due_at__lte=now)
+    aged = RetirementAlarm.objects.filter(kind__in=[WATCHER_AGE, HOLD_AGE], resolved_at__isnull=True)
+    return {
+        "needs_attention": _waiting(attention.count(), attention.aggregate(at=Min("updated_at"))["at"], now),
+        "deadlines_passed": _waiting(overdue.count(), overdue.aggregate(at=Min("due_at"))["at"], now),
+        "aged_retirements": _waiting(aged.count(), aged.aggregate(at=Min("created_at"))["at"], now),
+    }
+
+
+def _waiting(count: int, oldest: datetime | None, now: datetime) -> dict[str, Any]:
+    if not count or oldest is None:
+        return {"count": 0, "detail": "none"}
+    return {
+        "count": count,
+        "oldest_s": int((now - oldest).total_seconds()),
+        "detail": f"{count}, the oldest since {oldest:%Y-%m-%d %H:%M} UTC",
+    }
 
 
 def _reachable() -> bool:

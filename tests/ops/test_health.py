@@ -43,17 +43,19 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "failing_watchers",
         "integrity_faults",
         "failed_notices",
-        "needs_attention",
         "refused_at_target",
         "withdrawals_unacknowledged",
         "stage_workers",
         "purges_refused",
-        "aged_retirements",
-        "deadlines_passed",
         "notifications_failed",
         "unnamed_cases",
     }
     assert data["checks"]["stage_workers"] == {"ok": True, "busy": 0, "waiting": 0, "detail": "no case waits"}
+    assert data["work"] == {
+        "needs_attention": {"count": 0, "detail": "none"},
+        "deadlines_passed": {"count": 0, "detail": "none"},
+        "aged_retirements": {"count": 0, "detail": "none"},
+    }
 
 
 def test_red_when_a_case_waits_half_an_hour_for_a_free_worker(cmd) -> None:
@@ -85,16 +87,18 @@ def test_red_without_a_recent_cluster_heartbeat(cmd) -> None:
     assert health(cmd)[0] == 0
 
 
-def test_red_for_needs_attention_and_green_after_resume(cmd) -> None:
+def test_a_case_needing_a_person_is_work_waiting_not_a_red_system(cmd) -> None:
     beat()
     req = submit_and_approve()
     force(DeletionRequest.objects.filter(id=req.id), status=Status.NEEDS_ATTENTION)
     code, data = health(cmd)
-    assert code == 1 and data["checks"]["needs_attention"] == {"ok": False, "count": 1}
+    assert code == 0 and data["status"] == "green"
+    assert data["work"]["needs_attention"]["count"] == 1 and data["work"]["needs_attention"]["oldest_s"] >= 0
     text = cmd("health")
-    assert "FAIL needs_attention: count 1" in text.out
+    assert "health: GREEN" in text.out and "work waiting for people" in text.out
+    assert "  needs_attention: 1, the oldest since " in text.out
     deletion_resume(request_id=req.id, actor=named("operator-c"))
-    assert health(cmd)[0] == 0
+    assert health(cmd)[1]["work"]["needs_attention"] == {"count": 0, "detail": "none"}
 
 
 def test_red_for_a_stalled_watcher_and_green_after_resume(cmd) -> None:
@@ -155,7 +159,7 @@ def test_red_when_the_database_is_unreachable_and_green_when_it_is_back() -> Non
     assert "health: GREEN" in back.stdout
 
 
-def test_red_when_a_deletion_is_open_past_its_legal_deadline() -> None:
+def test_a_deletion_open_past_its_legal_deadline_is_work_waiting_with_its_age() -> None:
     from datetime import timedelta
 
     import time_machine
@@ -166,10 +170,11 @@ def test_red_when_a_deletion_is_open_past_its_legal_deadline() -> None:
     from ops.health import report
 
     deletion_submit(target="demo:overdue", actor=named("operator-a"), received_at=clock.now() - timedelta(days=20))
-    assert report(clock.now())["checks"]["deadlines_passed"] == {"ok": True, "count": 0}
+    assert report(clock.now())["work"]["deadlines_passed"] == {"count": 0, "detail": "none"}
     with time_machine.travel(clock.now() + timedelta(days=12), tick=False):
         data = report(clock.now())
-    assert data["checks"]["deadlines_passed"] == {"ok": False, "count": 1} and data["status"] == "red"
+    passed = data["work"]["deadlines_passed"]
+    assert passed["count"] == 1 and passed["oldest_s"] >= 24 * 3600 and "deadlines_passed" not in data["checks"]
 
 
 def test_red_when_a_case_waits_on_a_rota_that_names_nobody(settings) -> None:

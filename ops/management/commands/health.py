@@ -9,7 +9,8 @@ from ops.health import report
 
 class Command(BaseCommand):
     help = (
-        "Operations health: database, cluster heartbeat, stalled work, failed notices, needs_attention; exit 1 if red."
+        "The system's health (database, clusters, workers, watchers, notices, receivers; exit 1 if red) and "
+        "the work people have waiting (never red)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -24,5 +25,8 @@ class Command(BaseCommand):
             for name, check in data["checks"].items():
                 detail = check.get("detail", f"count {check.get('count')}")
                 self.stdout.write(f"  {'ok  ' if check['ok'] else 'FAIL'} {name}: {detail}")
+            self.stdout.write("work waiting for people (not a fault of the system):")
+            for name, waiting in data["work"].items():
+                self.stdout.write(f"  {name}: {waiting['detail']}")
         if data["status"] != "green":
             raise CommandError("health is red", returncode=1)
