@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 STAMP := $(VENV)/.installed
 
-.PHONY: run receiver serve test check install migrate stop-db clean bench bench-deps bench-quick bench-million chaos
+.PHONY: run receiver serve test check docs install migrate stop-db clean bench bench-deps bench-quick bench-million chaos
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ check: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports
+
+# The docs site (docs/, mkdocs-material) into site/; strict: a broken link or a missing page fails.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 stop-db: install
 	$(MANAGE) embedded_db stop

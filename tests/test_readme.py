@@ -1,4 +1,5 @@
-"""The README's walkthroughs run exactly as written, against the test database."""
+"""The docs' walkthroughs (the tutorials and how-to guides) run exactly as written, against the test
+database, through the demo receiver as its own process."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.
 
 
 def section(name: str) -> str:
-    text = (ROOT / "README.md").read_text()
+    """The shell blocks between a walkthrough's markers, in whichever docs page holds it."""
+    pages = [p.read_text() for p in sorted((ROOT / "docs").rglob("*.md"))]
+    (text,) = [t for t in pages if f"<!-- {name}:start -->" in t]
     body = text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
     blocks = re.findall(r"```bash\n(.*?)```", body, flags=re.S)
     assert blocks
