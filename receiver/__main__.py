@@ -9,19 +9,55 @@ python -m receiver demo show|add-rows|set-agents ...   read or change the demo d
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    def get_request(self) -> Any:
+        """Each answer leaves at once: no Nagle delay behind the client's delayed acknowledgement."""
+        conn, address = super().get_request()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn, address
+
+
+class _Answer(ServerHandler):
+    http_version = "1.1"
+
 
 class _Quiet(WSGIRequestHandler):
-    protocol_version = "HTTP/1.1"  # connections kept between calls (every answer has a Content-Length)
+    """One thread per connection, kept between calls (HTTP/1.1; every answer has a Content-Length),
+    so a caller's calls share a thread and its database connection."""
+
+    protocol_version = "HTTP/1.1"
+
+    def handle(self) -> None:
+        from django.db import connections
+
+        try:
+            self.close_connection = True
+            self.handle_one_request()
+            while not self.close_connection:
+                self.handle_one_request()
+        finally:
+            connections.close_all()  # this thread's, as its connection ends
+
+    def handle_one_request(self) -> None:
+        self.raw_requestline = self.rfile.readline(65537)
+        if not self.raw_requestline or len(self.raw_requestline) > 65536:
+            self.close_connection = True
+            return
+        if not self.parse_request():
+            return
+        answer = _Answer(self.rfile, self.wfile, self.get_stderr(), self.get_environ(), multithread=True)  # type: ignore[arg-type]
+        answer.request_handler = self  # type: ignore[attr-defined]
+        answer.run(self.server.get_app())  # type: ignore[attr-defined]
 
     def log_message(self, format: str, *args: Any) -> None:  # one line a call at debug, not on stderr
         import logging
