@@ -415,12 +415,17 @@ class CaseActionsMixin:
             label,
         )
 
-    def offers(self, offers: list[Offer], pk: Any) -> list[dict[str, Any]]:
-        """Offers with their URLs, for `admin/case_actions.html`."""
-        return [
-            {"offer": o, "url": reverse(f"admin:{self.url_name(o.name)}", args=[pk]) if o.enabled else ""}
-            for o in offers
-        ]
+    def offers(self, offers: list[Offer], pk: Any) -> dict[str, Any]:
+        """For `admin/case_actions.html`: the actions that can act now, with their URLs, first and
+        prominent; then the others folded, each reason said once for the actions it stops."""
+        later = present.unavailable(offers)
+        return {
+            "now": [
+                {"offer": o, "url": reverse(f"admin:{self.url_name(o.name)}", args=[pk])} for o in offers if o.enabled
+            ],
+            "later": [{"why": why, "offers": stopped, "id": f"why-{stopped[0].name}"} for why, stopped in later],
+            "later_count": sum(len(stopped) for _, stopped in later),
+        }
 
     def shown(self, request: HttpRequest, obj: Any) -> str:
         """The case as this user may see it named (a workflow masks what its role may not see)."""

@@ -136,6 +136,16 @@ class Offer:
         return not self.why_not
 
 
+def unavailable(offers: list[Offer]) -> list[tuple[str, list[Offer]]]:
+    """The actions that cannot act now, grouped by their reason in the order first met: each reason
+    is said once, for every action it stops."""
+    groups: dict[str, list[Offer]] = {}
+    for o in offers:
+        if not o.enabled:
+            groups.setdefault(o.why_not, []).append(o)
+    return list(groups.items())
+
+
 def permission_words(perm: str) -> str:
     """A permission as people say it: 'deletions.approve_deletionrequest' is 'approve deletion
     requests', 'retirements.retry_notices_retirementrequest' 'retry notices of retirement requests'."""

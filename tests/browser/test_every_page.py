@@ -226,6 +226,9 @@ def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> N
             problems.append(f"{name}@{width}: 'overdue' on a case a worker holds now")
         if name == "deletions-list" and "overdue" in page.locator("tr", has_text="demo:bob").first.inner_text():
             problems.append(f"{name}@{width}: 'overdue' on the row of a case a worker holds now")
+        reasons = [t.strip() for t in page.locator("#case-actions .why").all_text_contents()]
+        for said in {r for r in reasons if reasons.count(r) > 1}:
+            problems.append(f"{name}@{width}: the reason {said[:60]!r} is said {reasons.count(said)} times")
         has_form = page.locator("#content form textarea, #content form input[type=text]").count() > 0
         if width == 390 and has_form:
             wide = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
@@ -308,7 +311,9 @@ def test_a_support_lead_sees_every_action_disabled_with_its_reason(browser, live
     page = log_in(browser, live_server, "support-1", 1280)
     page.goto(f"{live_server.url}{deletion('demo:alice')}")
     assert page.locator("a#action-approve").count() == 0
-    assert "only staff allowed to approve deletion requests" in page.locator("#why-approve").inner_text()
+    reason = page.locator("#action-approve").get_attribute("aria-describedby")
+    assert "only staff allowed to approve deletion requests" in (page.locator(f"#{reason}").text_content() or "")
+    assert "Not available now:" in page.locator("#actions-unavailable summary").inner_text()
     page.screenshot(path=str(ARTIFACTS / "deletion-case-submitted-as-support-1280.png"), full_page=True)
     page.close()
 
