@@ -72,7 +72,7 @@ def open_question(req: Any, now: datetime, unsettled: bool = False) -> str:
     if req.open_question:
         return str(req.open_question)
     if req.status == "submitted":
-        return "waiting for a second operator to approve the inventory"
+        return custody.AWAITING_APPROVAL
     if req.cancel_requested_at is not None and req.status not in ("cancelled", "completed"):
         return "cancellation recorded; the worker stops at its next transition"
     if req.status == "running" and effect_unknown(req, now, unsettled):
@@ -84,6 +84,12 @@ def open_question(req: Any, now: datetime, unsettled: bool = False) -> str:
             f"effect unknown until {present.absolute(req.lease_expires_at)}: the {present.worker(req.lease_owner)} "
             f"submitted it and has not reported for {present.span((now - req.heartbeat_at).total_seconds())}; if it "
             "does not by then, another worker takes over and looks the operation up at the target"
+        )
+    if req.status in ("approved", "running") and heartbeat_late(req, now):
+        return (
+            f"the {present.worker(req.lease_owner)} has not reported for "
+            f"{present.span((now - req.heartbeat_at).total_seconds())}; if it does not by "
+            f"{present.absolute(req.lease_expires_at)}, another worker takes over and goes on from the saved stage"
         )
     if queued(req, now, unsettled):
         waited = int((now - queued_since(req)).total_seconds())

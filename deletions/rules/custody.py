@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 from deletions.contract import APPROVERS, OPERATORS_ON_CALL, SYSTEM, CancelFacts, CancelPlan, Custody
 
 REVIEW_WINDOW = timedelta(hours=24)  # approvers answer a case back in review within a working day
+AWAITING_APPROVAL = "waiting for an approver (not the submitter) to approve the inventory"
 
 
 def submitted(now: datetime) -> Custody:
     """Waiting for approval: never the submitter; the approvers answer within a working day."""
-    return Custody(APPROVERS, "waiting for a second operator to approve the inventory", now + REVIEW_WINDOW)
+    return Custody(APPROVERS, AWAITING_APPROVAL, now + REVIEW_WINDOW)
 
 
 def approved(now: datetime) -> Custody:

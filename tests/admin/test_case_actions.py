@@ -204,7 +204,7 @@ def test_resume_watcher_is_offered_only_for_a_stalled_or_settled_watcher() -> No
     ("status", "lease", "open_question", "owner", "expected"),
     [
         # Waiting for approval: the approvers, never the submitter.
-        ("submitted", None, "waiting for a second operator", "operator-a", "approvers (group)"),
+        ("submitted", None, "waiting for an approver (not the submitter)", "operator-a", "approvers (group)"),
         # Refused at the boundary: back to the approvers.
         ("needs_review", None, "approval expired", "approvers", "approvers (group)"),
         # A worker holds a live lease: the system, named by executor and generation.
@@ -390,3 +390,21 @@ def test_a_live_lease_whose_heartbeat_is_late_says_so() -> None:
     )
     fresh = case_row("running", NOW + timedelta(seconds=55), heartbeat_at=NOW - timedelta(seconds=5))
     assert deletion_case.heartbeat_late(fresh, NOW) is False and "late" not in deletion_case.responsible(fresh, NOW)
+
+
+def test_a_worker_late_with_its_heartbeat_is_an_open_question_saying_who_acts_if_it_never_reports() -> None:
+    """Half its lease without a beat, nothing submitted: the case asks, and says another worker takes over."""
+    lease_end = NOW + timedelta(minutes=10)
+    late = SimpleNamespace(
+        status="running",
+        lease_owner="q:vm:14628",
+        lease_expires_at=lease_end,
+        heartbeat_at=NOW - timedelta(minutes=14),  # the lease is 24 min from the last beat: 14 > 12
+        open_question="",
+        cancel_requested_at=None,
+    )
+    asked = deletion_case.open_question(late, NOW)
+    assert asked.startswith("the worker on host vm (process 14628) has not reported for 14 min")
+    assert "another worker takes over and goes on from the saved stage" in asked
+    on_time = SimpleNamespace(**{**vars(late), "heartbeat_at": NOW - timedelta(seconds=10)})
+    assert deletion_case.open_question(on_time, NOW) == ""

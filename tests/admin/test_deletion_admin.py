@@ -55,7 +55,7 @@ def test_support_reads_list_and_case_but_sees_no_actions(login, submitted) -> No
     page = client.get(url("change", submitted))
     assert page.status_code == 200
     body = page.content.decode()
-    assert "What is being changed" in body and "waiting for a second operator to approve" in body
+    assert "What is being changed" in body and "waiting for an approver (not the submitter) to approve" in body
     assert "Responsible person" in body and "operator-1" in body
     # Support may only reveal the masked target (recorded); nothing else is offered without the permission.
     assert body.count('<a class="button" id="action-') == 1 and 'id="action-reveal"' in body

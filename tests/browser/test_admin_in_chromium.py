@@ -63,7 +63,7 @@ def test_approver_approves_a_deletion_through_the_confirmation_page(browser, liv
     req = deletion_submit(target="demo:alice", actor=named("operator-1"))
     page = log_in(browser, live_server, "approver-1")
     page.goto(f"{live_server.url}/admin/deletions/deletionrequest/{req.pk}/change/")
-    expect(page.locator("#case-panel")).to_contain_text("waiting for a second operator")
+    expect(page.locator("#case-panel")).to_contain_text("waiting for an approver (not the submitter)")
     shot(page, "deletion-case-submitted")
     page.click("#action-approve")
     expect(page.locator("#inventory-digest")).to_have_attribute("title", req.inventory_digest)  # short, full on hover
