@@ -107,12 +107,17 @@ def lookup(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         return _refused(exc)
     if isinstance(answer, system.Found):
         return 200, {"found": signing.evidence(answer.evidence)}
-    return 200, {"not_found": {"watermark": answer.watermark.isoformat()}}
+    # Signed too: "not applied as of this watermark" lets the back-office send the operation again.
+    return 200, {
+        "not_found": signing.evidence({"operation_id": body["operation_id"], "watermark": answer.watermark.isoformat()})
+    }
 
 
 def withdraw(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     try:
-        return 200, {"epoch": backend().withdraw(_field(body, "withdrawal", str))}
+        epoch = backend().withdraw(_field(body, "withdrawal", str))
+        # Signed: an acknowledged withdrawal is no longer pushed, so only the receiver may say it enforces it.
+        return 200, {"acknowledged": signing.evidence({"withdrawal": body["withdrawal"], "epoch": epoch})}
     except system.Refused as exc:
         return _refused(exc)
 

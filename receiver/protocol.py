@@ -121,7 +121,7 @@ def openapi() -> dict[str, Any]:
                     **_OBJ,
                     "oneOf": [
                         _obj(["found"], found=_JWS),
-                        _obj(["not_found"], not_found=_obj(["watermark"], watermark={"type": "string"})),
+                        _obj(["not_found"], not_found={**_JWS, "description": "a JWS of {operation_id, watermark}"}),
                         _obj(["unreadable"], unreadable={"type": "string"}),
                     ],
                 },
@@ -130,7 +130,7 @@ def openapi() -> dict[str, Any]:
             PREFIX + "withdraw": _call(
                 "raise a request's minimum authority epoch, as a signed withdrawal says",
                 _obj(["withdrawal"], withdrawal={"type": "string"}),
-                _obj(["epoch"], epoch={"type": "integer"}),
+                _obj(["acknowledged"], acknowledged={**_JWS, "description": "a JWS of {withdrawal, epoch}"}),
                 refusable=True,
             ),
         },

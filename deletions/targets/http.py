@@ -99,9 +99,15 @@ def _client(r: Registration) -> httpx.Client:
 
 
 def verify_evidence(token: str, registered: dict[str, str]) -> dict[str, Any]:
-    """The evidence a receiver signed, once its JWS verifies against the registered key it names."""
+    """The evidence a receiver signed, once its JWS verifies against the registered key it names; the
+    JWS itself kept beside it (`receipt`)."""
+    return {**_signed(token, registered), "receipt": token}
+
+
+def _signed(token: Any, registered: dict[str, str]) -> dict[str, Any]:
+    """The payload of a receiver's JWS, once it verifies against the registered key it names; else BadEvidence."""
     try:
-        kid = jws.extract_compact(token.encode()).headers().get("kid")
+        kid = jws.extract_compact(str(token).encode()).headers().get("kid")
         public = registered.get(str(kid))
         if public is None:
             raise BadEvidence(f"evidence signed under key {str(kid)[:40]!r}, which is not registered for this receiver")
@@ -111,7 +117,7 @@ def verify_evidence(token: str, registered: dict[str, str]) -> dict[str, Any]:
         raise BadEvidence(f"the receiver's evidence does not verify ({type(exc).__name__})") from None
     if not isinstance(payload, dict):
         raise BadEvidence("the receiver's evidence is no record")
-    return {**payload, "receipt": token}
+    return payload
 
 
 class HttpTarget:
@@ -211,13 +217,24 @@ class HttpTarget:
                 return Found(verify_evidence(answer["found"], self.r.keys))
             except BadEvidence as exc:
                 raise TargetRefused("tampered", f"{exc}: nothing was believed") from None
-        if "not_found" in answer:
-            watermark = datetime.fromisoformat(str(answer["not_found"]["watermark"]))
-            return NotFound(watermark)
+        if "not_found" in answer:  # believed only signed, and about this operation: it lets the operation be resent
+            try:
+                said = _signed(answer["not_found"], self.r.keys)
+                if said.get("operation_id") != str(operation_id):
+                    raise BadEvidence(
+                        f"the receiver's 'not found' names operation {str(said.get('operation_id'))[:40]!r}"
+                    )
+                return NotFound(datetime.fromisoformat(str(said["watermark"])))
+            except (BadEvidence, KeyError, ValueError) as exc:
+                raise TargetRefused("tampered", f"{exc}: nothing was believed") from None
         return Unreadable(str(answer.get("unreadable", "the receiver gave no answer this protocol knows")))
 
     def withdraw(self, withdrawal: str) -> int:
-        return int(self._answer("withdraw", {"withdrawal": withdrawal})["epoch"])
+        """The epoch the receiver now enforces, once its signed acknowledgement names this withdrawal."""
+        said = _signed(self._answer("withdraw", {"withdrawal": withdrawal}).get("acknowledged"), self.r.keys)
+        if said.get("withdrawal") != withdrawal or not isinstance(said.get("epoch"), int):
+            raise BadEvidence("the receiver's acknowledgement is not of this withdrawal")
+        return int(said["epoch"])
 
     def where(self) -> str:
         return f"{self.name} at {self.r.base_url}"

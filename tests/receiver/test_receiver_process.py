@@ -181,3 +181,23 @@ def test_the_receiver_serves_its_protocol_as_a_valid_openapi_document_and_declar
         "idempotent_per_operation": True,
         "lookups_can_lag": True,
     }
+
+
+def test_a_not_found_or_an_acknowledgement_the_receiver_did_not_sign_is_not_believed(receiver: Receiver) -> None:
+    """Each lets the back-office conclude something (resend an operation; stop pushing a withdrawal): each
+    is believed only signed by the registered key, and about what was asked."""
+    from core import grants
+    from deletions.targets.base import NotFound, TargetRefused
+
+    asked = uuid.uuid4()
+    adapter = targets.for_target("demo:anyone")
+    assert isinstance(adapter.lookup(asked), NotFound)  # signed by the registered key: believed
+    withdrawal = grants.sign({"kind": "withdrawal", "request_id": str(uuid.uuid4()), "epoch": 1, "issued_at": "now"})
+    assert adapter.withdraw(withdrawal) == 1
+    receiver.register(**{receiver.key_id: Receiver(port=receiver.port).public()})  # another key registered
+    adapter = targets.for_target("demo:anyone")
+    with pytest.raises(TargetRefused) as refused:
+        adapter.lookup(uuid.uuid4())
+    assert refused.value.kind == "tampered" and "nothing was believed" in refused.value.message
+    with pytest.raises(BadEvidence):
+        adapter.withdraw(withdrawal)
