@@ -32,7 +32,6 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any, cast
 
 from django.db import connection
@@ -58,11 +57,13 @@ class Started:
     inventory: dict[str, Any]
     stage_id: uuid.UUID
     stages: int
+    target: Any  # the receiver's adapter, looked up once a run, as the engine looks it up
 
 
 def start(request_id: uuid.UUID, owner: str) -> Started:
     """The claim and the start: two statements."""
     from core import clock
+    from deletions import targets
     from deletions.contract import Lease
     from deletions.models import RUNNABLE_STATUSES
     from deletions.store import leases, stages
@@ -70,7 +71,8 @@ def start(request_id: uuid.UUID, owner: str) -> Started:
     now = clock.now()
     expires = now + timedelta(seconds=60)
     with connection.cursor() as cur:
-        past = _adapter().fence(request_id)
+        target = targets.for_target("demo:")  # (the bench's requests are all demo: people)
+        past = target.fence(request_id)
         claimed = _one(
             leases.SQL, cur, "claim", request_id=request_id, owner=owner, past=past, expires=expires, now=now,
             runnable=[str(s) for s in RUNNABLE_STATUSES],
@@ -82,7 +84,7 @@ def start(request_id: uuid.UUID, owner: str) -> Started:
         first = _plan(inv)[0]
         row = _one(stages.SQL, cur, "start_request", **fenced, **stages._new_row(lease, first, None), now=now,
                    action="started")  # fmt: skip
-    return Started(request_id, owner, generation, expires, inv, row[0], len(_plan(inv)))
+    return Started(request_id, owner, generation, expires, inv, row[0], len(_plan(inv)), target)
 
 
 def stage(run: Started, i: int) -> uuid.UUID | None:
@@ -108,7 +110,7 @@ def stage(run: Started, i: int) -> uuid.UUID | None:
         row = stages.snapshot(one("begin_stage", stage_id=run.stage_id, now=now, submit=True, action="running"))
         digested = Plan.of(run.inventory, inventory_digest(run.inventory))
         granted = receiver.grant(lease, row, digested, now=now)  # the one read, the rule, the signature
-        evidence = _adapter().apply(granted.token)  # signed, checked, applied: the same call the engine makes
+        evidence = run.target.apply(granted.token)  # signed, checked, applied: the same call the engine makes
         one("save_result", stage_id=row.id, now=clock.now(), result=json.dumps(evidence), action="completed")
         if i + 1 == len(plan):
             one("complete", stage_id=row.id, decision=decision, now=clock.now(), action="completed")
@@ -116,15 +118,6 @@ def stage(run: Started, i: int) -> uuid.UUID | None:
         successor = stages._new_row(lease, plan[i + 1], row.id)
         moved = one("advance", **successor, stage_id=row.id, decision=decision, now=clock.now(), action="advanced")
         return cast(uuid.UUID, moved[0])
-
-
-@cache
-def _adapter() -> Any:
-    """The demo target's receiver, as registered: looked up once, as the engine looks it up once a run
-    (the bench's requests are all demo: people)."""
-    from deletions import targets
-
-    return targets.for_target("demo:")
 
 
 def run(request_id: uuid.UUID, owner: str) -> int:

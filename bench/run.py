@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -158,35 +157,19 @@ def http_rows(
 @contextmanager
 def receiver_process(target_url: str) -> Iterator[None]:
     """The reference receiver in its own process on the bench's target database, registered for demo:."""
-    import secrets
-    import socket
-
-    from core import grants, keys
     from deletions import targets
+    from ops import netcut
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    key = keys.b64(secrets.token_bytes(32))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDDED_PG", "DJANGO_SETTINGS"))}
-    env |= {"RECEIVER_DATABASE_URL": target_url, "RECEIVER_SIGNING_KEY": key}
-    env |= {"RECEIVER_BACKOFFICE_KEY": grants.public_key(), "RECEIVER_LOG_LEVEL": "WARNING"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "receiver", "serve", "--bind", f"127.0.0.1:{port}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    port = netcut.free_port()
+    proc = netcut.serve_receiver(port, target_url, RECEIVER_LOG_LEVEL="WARNING")
     previous = targets.registered()
     try:
-        assert proc.stdout is not None and proc.stdout.readline().startswith("Receiver: ")
-        base_url = f"http://127.0.0.1:{port}/receiver/v1/"
-        public = keys.public_text(keys.signing_key(key, "receiver"))
-        targets.register(name="demo target system", prefix="demo:", base_url=base_url, keys={"receiver-1": public})
+        netcut.register_started(
+            name="demo target system", prefix="demo:", base_url=f"http://127.0.0.1:{port}/receiver/v1/"
+        )
         yield
     finally:
-        proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        netcut.stop(proc)
         for r in previous:
             targets.register(name=r.name, prefix=r.prefix, base_url=r.base_url, keys=r.keys)
 

@@ -21,7 +21,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -192,7 +191,7 @@ class Orchestrator:
         self.logs.mkdir(exist_ok=True)
         self.log_of: dict[int, Path] = {}
         self.ended: set[int] = set()  # workers this run killed, or whose end is already counted
-        self.receiver: subprocess.Popen[bytes] | None = None
+        self.receiver: subprocess.Popen[str] | None = None
         self.receiver_port: int | None = None
         self.proxy: Any = None
 
@@ -247,44 +246,27 @@ class Orchestrator:
     def start_receiver(self) -> None:
         """The demo target's receiver in its own process on the scratch target database, behind a
         network chaos can cut; registered for demo: at the proxy's address (the first time)."""
-        from core import grants, keys
         from core.store import connection_url
-        from deletions import targets
-        from ops.netcut import Proxy
+        from ops import netcut
 
         if self.receiver_port is None:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                self.receiver_port = int(s.getsockname()[1])
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDDED_PG", "DJANGO_SETTINGS"))}
-        env.update(
-            RECEIVER_DATABASE_URL=connection_url("target"),
-            RECEIVER_BACKOFFICE_KEY=grants.public_key(),
-            RECEIVER_LOG_LEVEL="WARNING",
-            TARGET_STATEMENT_TIMEOUT_MS="5000",
-        )
+            self.receiver_port = netcut.free_port()
         with (self.logs / "receiver.log").open("ab") as stderr:
-            self.receiver = subprocess.Popen(
-                [sys.executable, "-m", "receiver", "serve", "--bind", f"127.0.0.1:{self.receiver_port}"],
-                env=env, stdout=subprocess.PIPE, stderr=stderr,
-            )  # fmt: skip
-        assert self.receiver.stdout is not None
-        self.receiver.stdout.readline()  # "Receiver: ..." once it listens
-        self.receiver.stdout.close()
-        if self.proxy is None:
-            self.proxy = Proxy(self.receiver_port)
-            public = keys.public_text(keys.signing_key(settings.RECEIVER_SIGNING_KEY, "receiver"))
-            targets.register(
-                name="demo target system",
-                prefix="demo:",
-                base_url=self.proxy.url,
-                keys={settings.RECEIVER_KEY_ID: public},
+            self.receiver = netcut.serve_receiver(
+                self.receiver_port,
+                connection_url("target"),
+                stderr=stderr,
+                RECEIVER_LOG_LEVEL="WARNING",
+                TARGET_STATEMENT_TIMEOUT_MS="5000",
             )
+        if self.proxy is None:
+            self.proxy = netcut.Proxy(self.receiver_port)
+            netcut.register_started(name="demo target system", prefix="demo:", base_url=self.proxy.url)
 
     def stop_receiver(self) -> None:
-        if self.receiver is not None and self.receiver.poll() is None:
-            self.receiver.kill()
-            self.receiver.wait()
+        from ops import netcut
+
+        netcut.stop(self.receiver)
         if self.proxy is not None:
             self.proxy.close()
 
@@ -293,6 +275,8 @@ class Orchestrator:
         if self.receiver is not None:
             self.receiver.send_signal(signal.SIGKILL)
             self.receiver.wait()
+            if self.receiver.stdout is not None:
+                self.receiver.stdout.close()
             self.tally.receiver_kills += 1
         self.start_receiver()
 

@@ -1,11 +1,74 @@
-"""Test machinery, like the crash points: a network between the back-office and a receiver that can be
-cut for a moment (`manage.py chaos`, tests/receiver)."""
+"""Test machinery, like the crash points: a receiver started as its own process, and a network
+between it and the back-office that can be cut for a moment (`manage.py chaos`, the bench,
+tests/receiver)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_receiver(
+    port: int, database_url: str, stderr: IO[Any] | int | None = None, **env: str
+) -> subprocess.Popen[str]:
+    """`python -m receiver serve` on this port against this database, checking this back-office's key,
+    returned once it listens (it prints its URL then); `env` adds to its settings."""
+    from core import grants
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDDED_PG", "DJANGO_SETTINGS"))}
+    environ.update(
+        RECEIVER_DATABASE_URL=database_url, RECEIVER_BACKOFFICE_KEY=grants.public_key(), PYTHONUNBUFFERED="1"
+    )
+    environ.update(env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "receiver", "serve", "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=stderr, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("Receiver: http://"):
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        raise RuntimeError(f"the receiver did not start on port {port}: {line.strip() or proc.returncode}")
+    return proc
+
+
+def stop(proc: subprocess.Popen[str] | None) -> None:
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def register_started(*, name: str, prefix: str, base_url: str) -> None:
+    """Register a receiver this run started itself, with the keys it declares (its own process: no
+    key exchange to check)."""
+    import httpx
+
+    from deletions import targets
+    from deletions.targets.http import discover
+
+    with httpx.Client(timeout=5.0) as client:
+        declared = discover(client, base_url, name)
+    targets.register(name=name, prefix=prefix, base_url=base_url, keys=declared.keys)
 
 
 class Proxy:

@@ -7,12 +7,17 @@ system a person deletes in by hand, review-only (`manual.py`). A new target syst
 
 from __future__ import annotations
 
+import time
+
+import httpx
+from django.core.exceptions import ValidationError
+
 from core.errors import shown
 from deletions.errors import Refused
 from deletions.models import TargetSystem
 from deletions.targets import manual
-from deletions.targets.base import Adapter
-from deletions.targets.http import HttpTarget, Registration
+from deletions.targets.base import Adapter, TargetUnreachable
+from deletions.targets.http import HttpTarget, Registration, discover
 
 MANUAL: Adapter = manual.ManualTarget()
 
@@ -38,6 +43,35 @@ def register(*, name: str, prefix: str, base_url: str, keys: dict[str, str]) -> 
     system.full_clean()
     system.save()
     return system
+
+
+def parse_key(text: str) -> tuple[str, str]:
+    """`KEY_ID=PUBLIC_KEY`, as `python -m receiver key` prints it (checked by `TargetSystem.clean`)."""
+    kid, _, key = text.partition("=")
+    return kid.strip(), key.strip()
+
+
+def register_answering(
+    *, name: str, prefix: str, base_url: str, keys: dict[str, str], wait_seconds: float = 15.0
+) -> TargetSystem:
+    """Register a receiver that answers at its URL (waited for up to `wait_seconds`) and signs, now,
+    with one of the keys given; else ValidationError saying which (nothing registered)."""
+    deadline = time.monotonic() + wait_seconds
+    with httpx.Client(timeout=2.0) as client:
+        while True:
+            try:
+                declared = discover(client, base_url, name)
+                break
+            except TargetUnreachable as exc:
+                if time.monotonic() > deadline:
+                    raise ValidationError(f"no receiver answers at {base_url}: {exc.message}") from None
+                time.sleep(0.2)
+    if keys.get(declared.key_id) is None or declared.keys.get(declared.key_id) != keys[declared.key_id]:
+        raise ValidationError(
+            f"the receiver at {base_url} signs with key {declared.key_id!r}, which no key given matches "
+            "(read it on the receiver's machine: python -m receiver key)"
+        )
+    return register(name=name, prefix=prefix, base_url=base_url, keys=keys)
 
 
 def for_target(target: str) -> Adapter:

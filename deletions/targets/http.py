@@ -120,6 +120,33 @@ def _signed(token: Any, registered: dict[str, str]) -> dict[str, Any]:
     return payload
 
 
+@dataclass(frozen=True)
+class Declared:
+    """What a receiver says of itself at discovery (`GET /receiver/v1/`)."""
+
+    capabilities: Capabilities
+    key_id: str  # the key it signs with now
+    keys: dict[str, str]
+
+
+def discover(client: httpx.Client, url: str, name: str) -> Declared:
+    """The receiver's declaration, or TargetUnreachable (no answer, or another protocol's)."""
+    try:
+        answer = client.get(url)
+        declared = answer.json() if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValueError) as exc:
+        raise TargetUnreachable(f"{name} did not answer discovery ({type(exc).__name__}: {exc})") from None
+    if not isinstance(declared, dict) or declared.get("version") != VERSION:
+        raise TargetUnreachable(f"{name} does not speak version {VERSION} of the receiver protocol")
+    c: dict[str, Any] = declared["capabilities"] if isinstance(declared.get("capabilities"), dict) else {}
+    keys: dict[str, Any] = declared["keys"] if isinstance(declared.get("keys"), dict) else {}
+    return Declared(
+        capabilities=Capabilities(**{f: c.get(f) is True for f in Capabilities.__dataclass_fields__}),
+        key_id=str(declared.get("key_id", "")),
+        keys={str(k): str(v) for k, v in keys.items()},
+    )
+
+
 class HttpTarget:
     """A receiver reached over HTTP, as registered."""
 
@@ -134,16 +161,7 @@ class HttpTarget:
         seen = _discovered.get(key)
         if seen is not None and time.monotonic() - seen[0] < DISCOVERY_SECONDS:
             return seen[1]
-        try:
-            answer = _client(self.r).get(self.r.base_url)
-            declared = answer.json() if answer.status_code == 200 else None
-        except (httpx.HTTPError, ValueError) as exc:
-            raise TargetUnreachable(f"{self.name} did not answer discovery ({type(exc).__name__}: {exc})") from None
-        if not isinstance(declared, dict) or declared.get("version") != VERSION:
-            raise TargetUnreachable(f"{self.name} does not speak version {VERSION} of the receiver protocol")
-        c = declared.get("capabilities")
-        c = c if isinstance(c, dict) else {}
-        caps = Capabilities(**{f: c.get(f) is True for f in Capabilities.__dataclass_fields__})
+        caps = discover(_client(self.r), self.r.base_url, self.name).capabilities
         _discovered[key] = (time.monotonic(), caps)
         return caps
 

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from config import embedded
+from ops.netcut import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,7 +101,6 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
     killed with SIGKILL: /healthz is back to 200 within 15 s with no command started by hand,
     and the cluster goes on to complete a deletion approved afterwards."""
     import signal
-    import socket
     import time
 
     datadir = tmp_path / "pgdata"
@@ -134,12 +134,7 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
             [sys.executable, "-m", "receiver", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
         )
 
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    port, receiver_port = ports
+    port, receiver_port = free_port(), free_port()
     web = workers = served = None
     log = (tmp_path / "workers.log").open("w")
     try:

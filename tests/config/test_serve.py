@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ops.netcut import free_port
 from tests.conftest import ROOT, manage_argv
 
 PG = os.environ.get("CI_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -36,12 +37,6 @@ def _standalone_or_skip() -> None:
         if os.environ.get("CI"):
             raise AssertionError(f"CI machines run PostgreSQL and Redis locally; they did not answer: {exc}") from exc
         pytest.skip(f"no standalone PostgreSQL and Redis here ({exc}); CI has both")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -67,7 +62,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     name = f"serve_test_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(PG, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDDED_PG", "DJANGO_ALLOW_ASYNC"))}
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",

@@ -3,11 +3,8 @@ database, registered for `demo:` in place of the in-process mount the rest of th
 
 from __future__ import annotations
 
-import os
 import secrets
-import socket
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,17 +12,11 @@ from typing import Any
 
 import pytest
 
-from core import grants, keys
+from core import keys
 from core.store import connection_url
 from deletions import targets
-from ops.netcut import Proxy  # noqa: F401  (the proxy chaos uses, cut and restored by the tests)
-from tests.conftest import ROOT
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from ops import netcut
+from ops.netcut import Proxy, free_port  # noqa: F401  (the tests' receiver, as chaos runs it)
 
 
 @dataclass
@@ -46,30 +37,15 @@ class Receiver:
         return keys.public_text(keys.signing_key(self.key, "receiver"))
 
     def start(self, **env: str) -> Receiver:
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDDED_PG", "DJANGO_SETTINGS"))}
-        environ.update(
-            DJANGO_SETTINGS_MODULE="receiver.settings",
-            RECEIVER_DATABASE_URL=connection_url("target"),
-            RECEIVER_SIGNING_KEY=self.key,
-            RECEIVER_KEY_ID=self.key_id,
-            RECEIVER_BACKOFFICE_KEY=grants.public_key(),
-            PYTHONUNBUFFERED="1",
-        )
-        environ.update(env)
         if self.proc is not None:
             self.stop()  # (the one before, stopped or dead: its pipe closed)
         self.log = self.log or tempfile.TemporaryFile()  # noqa: SIM115 (closed by the fixture)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "receiver", "serve", "--bind", f"127.0.0.1:{self.port}"],
-            cwd=ROOT,
-            env=environ,
-            stdout=subprocess.PIPE,
+        self.proc = netcut.serve_receiver(
+            self.port,
+            connection_url("target"),
             stderr=self.log,
-            text=True,
+            **{"RECEIVER_SIGNING_KEY": self.key, "RECEIVER_KEY_ID": self.key_id, **env},
         )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # printed once it listens
-        assert line.startswith("Receiver: http://"), (line, self.logged())
         return self
 
     def logged(self) -> str:
@@ -77,12 +53,7 @@ class Receiver:
         return self.log.read().decode(errors="replace")
 
     def stop(self) -> None:
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait(timeout=10)
-            assert self.proc.stdout is not None
-            self.proc.stdout.close()
+        netcut.stop(self.proc)
 
     def register(self, **keys_by_id: str) -> None:
         targets.register(

@@ -201,3 +201,25 @@ def test_a_not_found_or_an_acknowledgement_the_receiver_did_not_sign_is_not_beli
     assert refused.value.kind == "tampered" and "nothing was believed" in refused.value.message
     with pytest.raises(BadEvidence):
         adapter.withdraw(withdrawal)
+
+
+def test_register_target_registers_a_receiver_that_answers_with_one_of_the_keys_given_and_refuses_otherwise(
+    receiver: Receiver,
+) -> None:
+    key = f"{receiver.key_id}={receiver.public()}"
+    other = f"{receiver.key_id}={Receiver(port=receiver.port).public()}"
+    args = ["--name", "again", "--prefix", "again:", "--url", receiver.url]
+    wrong = run_command("register_target", *args, "--key", other, "--wait", "1", token=False)
+    assert wrong.code == 2 and "signs with key 'receiver-1', which no key given matches" in wrong.err
+    nobody = run_command(
+        "register_target", *args[:4], "--url", "http://127.0.0.1:9/receiver/v1/", "--key", key, "--wait", "0.5",
+        token=False,
+    )  # fmt: skip
+    assert nobody.code == 2 and "no receiver answers at http://127.0.0.1:9/receiver/v1/" in nobody.err
+    assert not TargetSystem.objects.filter(prefix="again:").exists()
+    done = run_command("register_target", *args, "--key", key, "--key", other.replace("receiver-1", "old"), token=False)
+    assert done.code == 0 and "again: targets are deleted through again at" in done.out, done.err
+    assert TargetSystem.objects.get(prefix="again:").keys == {
+        "receiver-1": receiver.public(),
+        "old": other.split("=")[1],
+    }

@@ -27,7 +27,7 @@ class Command(BaseCommand):
         if settings.PRODUCTION:
             raise CommandError("demo_setup refuses to run with DEPLOYMENT_ENV=production", returncode=1)
         if options["receiver"]:
-            kid, _, key = (options["receiver_key"] or "").partition("=")
+            kid, key = targets.parse_key(options["receiver_key"] or "")
             try:
                 targets.register(
                     name="demo target system", prefix="demo:", base_url=options["receiver"], keys={kid: key}
