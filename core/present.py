@@ -81,8 +81,8 @@ def labelled(value: Any) -> list[tuple[str, str]]:
         return [] if value in (None, "") else [("value", str(value))]
     out = []
     for key, item in value.items():
-        if key == "receipt":  # the receiver's signed copy of this evidence (a JWS): who signed it, not its text
-            shown = f"signed by the receiver (key {keys.signed_by(item)})"
+        if key == "receipt":
+            shown = receipt(item)
         elif isinstance(item, bool):
             shown = "yes" if item else "no"
         elif isinstance(item, dict):
@@ -134,6 +134,11 @@ class Offer:
     @property
     def enabled(self) -> bool:
         return not self.why_not
+
+
+def receipt(token: Any) -> str:
+    """A receiver's signed copy of its evidence (a JWS), as a person reads it: who signed it, not its text."""
+    return f"signed by the receiver (key {keys.signed_by(token)})"
 
 
 def unavailable(offers: list[Offer]) -> list[tuple[str, list[Offer]]]:

@@ -121,8 +121,7 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
         beat = getattr(req, "heartbeat_at", None)
         since = f", heartbeat {beat:%H:%M:%S}" if beat else ""
         if beat is not None and heartbeat_late(req, now):
-            since += f": late, {present.span((now - beat).total_seconds())} without one (the lease lapses at "
-            since += f"{req.lease_expires_at:%H:%M:%S} unless it beats)"
+            since += ": late (the open question says until when)"  # the facts are said once, there
         return f"the system ({present.worker(req.lease_owner)}{since})"
     if req.status == "approved":
         return "system: the next worker (dispatcher)"

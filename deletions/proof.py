@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from core import keys, proofs
+from core import present, proofs
 from deletions import case
 from deletions.contract import chain_order
 from deletions.models import DeletionRequest
@@ -119,7 +119,7 @@ def lines(proof: dict[str, Any]) -> list[str]:
         evidence = ", ".join(
             f"{k}={json.dumps(v, sort_keys=True, separators=(',', ':')) if isinstance(v, dict) else v}"
             if k != "receipt"
-            else f"signed by the receiver (key {keys.signed_by(v)})"
+            else present.receipt(v)
             for k, v in s["evidence"].items()
         )
         evidence = evidence or "no evidence"

@@ -88,6 +88,16 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
+    if command in ("check", "install") and len(rest) != 1:
+        print(f"refused: {command} takes one dataset file: python -m receiver {command} DATASET", file=sys.stderr)
+        return 2
+    if (
+        command == "serve"
+        and rest
+        and (rest[0] != "--bind" or len(rest) != 2 or not rest[1].rpartition(":")[2].isdigit())
+    ):
+        print("refused: serve takes --bind HOST:PORT only (default 127.0.0.1:8100)", file=sys.stderr)
+        return 2
     try:
         if command == "serve":
             from core import rollout
@@ -102,8 +112,12 @@ def main(argv: list[str]) -> int:
             except (rollout.NewerSchema, NotInstalled) as refused:
                 print(refused, file=sys.stderr)
                 return 3
-            bind = rest[rest.index("--bind") + 1] if "--bind" in rest else "127.0.0.1:8100"
-            serve(bind)
+            bind = rest[1] if rest else "127.0.0.1:8100"
+            try:
+                serve(bind)
+            except OSError as exc:
+                print(f"refused: cannot listen on {bind} ({exc.strerror or exc})", file=sys.stderr)
+                return 1
         elif command == "migrate":
             call_command("migrate", database="target", interactive=False, verbosity=0)
             print("receiver database up to date")
@@ -120,7 +134,7 @@ def main(argv: list[str]) -> int:
         else:
             print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
             return 2
-    except (CommandError, ValueError, IndexError, DatasetRefused) as exc:
+    except (CommandError, DatasetRefused) as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
     return 0

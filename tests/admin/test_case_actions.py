@@ -385,9 +385,10 @@ def test_a_live_lease_whose_heartbeat_is_late_says_so() -> None:
     late = case_row("running", beat + timedelta(seconds=60), heartbeat_at=beat)
     assert deletion_case.heartbeat_late(late, NOW) is True
     assert deletion_case.responsible(late, NOW) == (
-        "the system (worker on host vm (process 14628), heartbeat 11:59:20: late, 40 s without one "
-        "(the lease lapses at 12:00:20 unless it beats))"
+        "the system (worker on host vm (process 14628), heartbeat 11:59:20: late (the open question says until when))"
     )
+    asked = deletion_case.open_question(late, NOW)  # where the lateness and the lease's end are said, once
+    assert "has not reported for 40 s" in asked and "12:00:20" in asked
     fresh = case_row("running", NOW + timedelta(seconds=55), heartbeat_at=NOW - timedelta(seconds=5))
     assert deletion_case.heartbeat_late(fresh, NOW) is False and "late" not in deletion_case.responsible(fresh, NOW)
 

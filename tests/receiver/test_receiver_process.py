@@ -223,3 +223,44 @@ def test_register_target_registers_a_receiver_that_answers_with_one_of_the_keys_
         "receiver-1": receiver.public(),
         "old": other.split("=")[1],
     }
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["check"], "refused: check takes one dataset file"),
+        (["install", "a.yaml", "b.yaml"], "refused: install takes one dataset file"),
+        (["serve", "--bind", "127.0.0.1:x"], "refused: serve takes --bind HOST:PORT only"),
+        (["serve", "--port", "8100"], "refused: serve takes --bind HOST:PORT only"),
+        (["nonsense"], "unknown command 'nonsense'"),
+    ],
+)
+def test_the_receiver_command_refuses_bad_arguments_in_one_line(argv: list[str], said: str) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    ran = subprocess.run(
+        [sys.executable, "-m", "receiver", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 2 and ran.stderr.startswith(said), ran.stderr
+
+
+def test_an_operation_sent_again_is_answered_with_the_same_signed_evidence_and_applied_once(
+    receiver: Receiver,
+) -> None:
+    """Replay, not reject: the receiver answers a second apply of an operation with its first record,
+    signed to the same text, and applies nothing more."""
+    from django.db import connections
+
+    req = approved("demo:sent-twice")
+    assert run_command("run_deletion", str(req.id)).code == 0
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    with connections["target"].cursor() as cur:
+        cur.execute('SELECT "grant" FROM target_operations WHERE operation_id = %s', [gate.operation_id])
+        (grant,) = cur.fetchone()
+    before = effects(req.id)
+    again = targets.for_target("demo:sent-twice").apply(grant)
+    assert again["receipt"] == gate.metadata_json["result"]["receipt"]  # the same signed text
+    assert again == gate.metadata_json["result"] and effects(req.id) == before
