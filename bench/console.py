@@ -246,10 +246,18 @@ def pages(built: dict[str, Any], *, every: bool = False) -> list[tuple[str, dict
 
         return fetch
 
+    from core.admin import EstimatedCountPaginator
     from deletions.admin import DeletionRequestAdmin
     from retirements.admin import RetirementRequestAdmin, WorkspaceAdmin
 
-    deep = built["n"] // 200  # the middle page: page 500 of 1,000 at 100k, page 5,000 at 1M
+    def deepest(model_admin: Any) -> int:
+        """The last page the list offers over the built rows (`EstimatedCountPaginator.DEEPEST`):
+        page 2,000 at 100k, 5,001 (250,000 rows in) at 1M."""
+        per_page = model_admin.list_per_page
+        return min(-(-built["n"] // per_page), EstimatedCountPaginator.DEEPEST // per_page + 1)
+
+    deep = deepest(DeletionRequestAdmin)
+    assert deep == deepest(RetirementRequestAdmin) == deepest(WorkspaceAdmin)
     deletions = "/admin/deletions/deletionrequest/"
     retirements = "/admin/retirements/retirementrequest/"
     workspaces = "/admin/retirements/workspace/"
@@ -260,16 +268,20 @@ def pages(built: dict[str, Any], *, every: bool = False) -> list[tuple[str, dict
         ("deletions: search", deletions + "?q=4567"),
         ("deletions: search by ticket", deletions + "?q=DSR-45678"),
         ("deletions: search by id prefix", deletions + "?q=" + built["deletion"][:6]),
-        (f"deletions: page {deep}", deletions + f"?p={deep}"),
+        (f"deletions: page {deep}, the deepest offered", deletions + f"?p={deep}"),
+        (
+            f"deletions: page {deep} by next check",
+            deletions + f"?o={_column(DeletionRequestAdmin, 'next_check')}&p={deep}",
+        ),
         ("deletions: case page", f"{deletions}{built['deletion']}/change/"),
         ("retirements: first page", retirements),
         ("retirements: status filter", retirements + "?status__exact=held"),
         ("retirements: search", retirements + "?q=4567"),
-        (f"retirements: page {deep}", retirements + f"?p={deep}"),
+        (f"retirements: page {deep}, the deepest offered", retirements + f"?p={deep}"),
         ("retirements: case page", f"{retirements}{built['retirement']}/change/"),
         ("workspaces: first page", workspaces),
         ("workspaces: search", workspaces + "?q=4567"),
-        (f"workspaces: page {deep}", workspaces + f"?p={deep}"),
+        (f"workspaces: page {deep}, the deepest offered", workspaces + f"?p={deep}"),
         ("deletions: one-letter search", deletions + "?q=4"),
         ("deletions: two-letter search", deletions + "?q=45"),
         ("retirements: two-letter search", retirements + "?q=45"),

@@ -470,18 +470,32 @@ class CaseActionsMixin:
 
 
 class EstimatedCountPaginator(Paginator):
-    """Django's paginator for lists of big tables, with two changes that keep every page bounded:
+    """Django's paginator for lists of big tables, with three changes that keep every page bounded:
 
     - the count: when the planner expects 10,000 rows or more for the list's query (its
       filters included), its estimate is used instead of reading them all, and the list says
       "about N"; smaller lists are counted exactly;
     - a deep page first finds its rows' ids through the ordering's index (ids only: no joins,
-      no per-row subqueries for the rows skipped), then loads those rows whole.
+      no per-row subqueries for the rows skipped), then loads those rows whole;
+    - pages stop at DEEPEST rows in: skipping rows costs their reading, even through an index
+      (250,000 ids are 25 ms at a million cases, bench/README.md). The list says where the
+      offered pages stop and how to reach the rest (sort the other way, filter, search).
     """
 
     ESTIMATE_FROM = 10_000
     DEEP = 1_000  # rows skipped before a page is found by its ids
+    DEEPEST = 250_000  # rows skipped by the last page offered
     estimated = False
+
+    @cached_property
+    def num_pages(self) -> int:
+        every = Paginator.num_pages.func(self)  # type: ignore[attr-defined]  # Django's count, uncached
+        return min(every, self.DEEPEST // self.per_page + 1)
+
+    @property
+    def cut_short(self) -> bool:
+        """Whether pages past the last one offered hold rows."""
+        return self.num_pages * self.per_page < self.count
 
     @cached_property
     def count(self) -> int:

@@ -22,17 +22,20 @@ from django.http import HttpRequest, JsonResponse
 from core import clock
 from deletions import selectors as deletion_selectors
 from deletions.models import OPEN_STATUSES, AuthorityWithdrawal, DeletionAlarm, DeletionRequest, Status
-from deletions.store.alarms import BOUNDARY_REFUSED
+from deletions.store.alarms import AFTER_WITHDRAWAL, BOUNDARY_REFUSED, INTEGRITY
 from ops import saturation
-from ops.metrics import failing_watchers, integrity_faults
 from ops.models import ClusterHeartbeat, Notification
 from retirements import selectors as retirement_selectors
 from retirements.models import Alarm as RetirementAlarm
 from retirements.models import NoticeSlot, NoticeStatus, PurgeJob, PurgeStatus, RequestStatus
 from retirements.policy import HOLD_AGE, WATCHER_AGE
-from retirements.selectors import count_stalls
+from retirements.selectors import FAILING_ALARM, count_stalls
 
-CLUSTER_STALE = timedelta(minutes=3)
+# The control cluster beats each minute and its scheduler looks every 30 s: a live cluster's beats
+# are at most 90 s apart (tests/workers/test_saturation.py measures it under saturation). Red at
+# 110 s: stopped workers turn health red within two minutes of their last beat.
+CLUSTER_STALE = timedelta(seconds=110)
+UNNAMED_LATE = timedelta(minutes=3)  # three custody passes (each minute) without a person named
 WITHDRAWAL_LATE = timedelta(minutes=2)  # two dispatcher ticks: the target should have acknowledged by then
 
 
@@ -55,6 +58,7 @@ def report(now: datetime) -> dict[str, Any]:
     fresh = last is not None and now - last <= CLUSTER_STALE
     checks["cluster"] = {
         "ok": fresh,
+        "age_s": int((now - last).total_seconds()) if last else None,
         "detail": f"last heartbeat {int((now - last).total_seconds())} s ago" if last else "no cluster heartbeat yet",
     }
     full = saturation.read(now)
@@ -77,7 +81,7 @@ def report(now: datetime) -> dict[str, Any]:
     checks["integrity_faults"] = {"ok": faults == 0, "count": faults}
     failing = failing_watchers()
     checks["failing_watchers"] = {"ok": failing == 0, "count": failing}
-    unnamed = deletion_selectors.unnamed(now, CLUSTER_STALE) + retirement_selectors.unnamed(now, CLUSTER_STALE)
+    unnamed = deletion_selectors.unnamed(now, UNNAMED_LATE) + retirement_selectors.unnamed(now, UNNAMED_LATE)
     checks["unnamed_cases"] = {"ok": unnamed == 0, "count": unnamed}  # waiting on a rota with no person named
     late = AuthorityWithdrawal.objects.filter(
         acknowledged_at__isnull=True, created_at__lte=now - WITHDRAWAL_LATE
@@ -176,3 +180,14 @@ class ProbeMiddleware:
 
             return metrics_view(request)
         return self.get_response(request)
+
+
+def integrity_faults() -> int:
+    """Open integrity alarms: records that contradict themselves, and effects recorded by hand
+    after the approval was withdrawn."""
+    return DeletionAlarm.objects.filter(kind__in=[INTEGRITY, AFTER_WITHDRAWAL], resolved_at__isnull=True).count()
+
+
+def failing_watchers() -> int:
+    """Open failing-watcher alarms: alive, but each step fails."""
+    return RetirementAlarm.objects.filter(kind=FAILING_ALARM, resolved_at__isnull=True).count()

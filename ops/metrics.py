@@ -17,7 +17,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -25,13 +24,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from core import clock
 from core.sql import Statements
 from deletions import selectors as deletion_selectors
-from deletions.models import DeletionAlarm, Status
-from deletions.store.alarms import AFTER_WITHDRAWAL, INTEGRITY
+from deletions.models import Status
 from ops import saturation
-from ops.models import ClusterHeartbeat, NotificationStatus
-from retirements.models import Alarm as RetirementAlarm
+from ops.health import report
+from ops.models import NotificationStatus
 from retirements.models import NoticeStatus, RequestStatus
-from retirements.selectors import FAILING_ALARM, count_stalls
 
 SQL = Statements.beside(__file__, "tallies.sql")
 
@@ -120,22 +117,48 @@ class DatabaseCollector:
         queued.add_metric(["stage"], -1 if full.stage_runs_queued is None else full.stage_runs_queued)
         queued.add_metric(["control"], -1 if full.control_runs_queued is None else full.control_runs_queued)
         yield queued
-        beat = ClusterHeartbeat.objects.aggregate(last=Max("seen_at"))["last"]
+        health = report(self.now)  # the same two parts `manage.py health` prints
+        checks, work = health["checks"], health["work"]
+        yield GaugeMetricFamily(
+            "backoffice_healthy",
+            "1 when every health check passes (the system), 0 when one fails",
+            value=int(health["status"] == "green"),
+        )
+        failing = GaugeMetricFamily(
+            "backoffice_health_check_ok", "Each health check of the system: 1 passes, 0 fails", labels=["check"]
+        )
+        for name, check in checks.items():
+            failing.add_metric([name], int(check["ok"]))
+        yield failing
+        waiting = GaugeMetricFamily(
+            "backoffice_work_waiting", "What people have waiting (never a fault of the system)", labels=["kind"]
+        )
+        oldest = GaugeMetricFamily(
+            "backoffice_work_oldest_seconds", "How long the oldest of each kind of work has waited", labels=["kind"]
+        )
+        for kind, waits in work.items():
+            waiting.add_metric([kind], waits["count"])
+            oldest.add_metric([kind], waits.get("oldest_s", 0))
+        yield waiting
+        yield oldest
+        age = checks["cluster"]["age_s"]
         yield GaugeMetricFamily(
             "backoffice_cluster_heartbeat_age_seconds",
             "Seconds since the newest cluster heartbeat (-1: none yet)",
-            value=(self.now - beat).total_seconds() if beat else -1,
+            value=-1 if age is None else age,
         )
         yield GaugeMetricFamily(
-            "backoffice_stalled_watchers", "Retirement watchers stalled now", value=count_stalls(now=self.now)
+            "backoffice_stalled_watchers", "Retirement watchers stalled now", value=checks["stalled_watchers"]["count"]
         )
         yield GaugeMetricFamily(
-            "backoffice_failing_watchers", "Retirement watchers alive whose steps fail", value=failing_watchers()
+            "backoffice_failing_watchers",
+            "Retirement watchers alive whose steps fail",
+            value=checks["failing_watchers"]["count"],
         )
         yield GaugeMetricFamily(
             "backoffice_integrity_faults",
             "Open integrity alarms: records that contradict themselves",
-            value=integrity_faults(),
+            value=checks["integrity_faults"]["count"],
         )
         yield GaugeMetricFamily(
             "backoffice_failed_notices",
@@ -182,14 +205,3 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     registry = CollectorRegistry()
     registry.register(DatabaseCollector(clock.now()))  # type: ignore[arg-type]
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
-
-
-def integrity_faults() -> int:
-    """Open integrity alarms (health and /metrics): records that contradict themselves, and effects
-    recorded by hand after the approval was withdrawn."""
-    return DeletionAlarm.objects.filter(kind__in=[INTEGRITY, AFTER_WITHDRAWAL], resolved_at__isnull=True).count()
-
-
-def failing_watchers() -> int:
-    """Open failing-watcher alarms (health and /metrics): alive, but each step fails."""
-    return RetirementAlarm.objects.filter(kind=FAILING_ALARM, resolved_at__isnull=True).count()

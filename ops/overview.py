@@ -21,6 +21,7 @@ from deletions import case as deletion_case
 from deletions import selectors as deletion_selectors
 from deletions.models import Status
 from ops import saturation
+from ops.health import report
 from ops.metrics import read_tallies
 from retirements import selectors as retirement_selectors
 from retirements.models import RequestStatus
@@ -34,9 +35,13 @@ def overview(now: datetime) -> dict[str, Any]:
     def by_state(metric: str, value: str) -> str:
         return f"{tallies.get(metric, {}).get(value, (0, 0.0))[0]:,}"
 
+    health = report(now)
     return {
         "now": now,
         "limit": LIMIT,
+        "failing_checks": [(name, check) for name, check in health["checks"].items() if not check["ok"]],
+        "checks_count": len(health["checks"]),
+        "work": health["work"],
         "saturation": saturation.read(now),
         "deletion_counts": [(s.label, by_state("deletion_requests", s.value), s.value) for s in Status],
         "retirement_counts": [(s.label, by_state("retirement_requests", s.value), s.value) for s in RequestStatus],

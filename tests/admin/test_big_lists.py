@@ -221,3 +221,23 @@ def test_each_lists_cells_are_the_ones_django_writes(client, cmd, monkeypatch, t
     rows = client.get(LIST).content.decode().split('id="result_list"')[1]  # support-1's: targets masked
     assert "…</a></th>" in rows
     assert not [t for t in DeletionRequest.objects.values_list("target", flat=True) if f">{t}</a>" in rows]
+
+
+def test_pages_stop_at_the_deepest_offered_and_say_how_to_reach_the_rest(client, five, monkeypatch) -> None:
+    """Past DEEPEST rows no page is offered (skipping rows costs reading them): the last page
+    offered is the last link, a page past it is refused as Django refuses any page out of range,
+    and the list says how to reach the rest."""
+    monkeypatch.setattr(DeletionRequestAdmin, "list_per_page", 1)
+    monkeypatch.setattr(EstimatedCountPaginator, "DEEPEST", 2)  # pages 1 to 3 offered of 5
+    newest_first = list(reversed(five))
+    page = client.get(LIST + "?p=3").content.decode()
+    assert targets(page) == newest_first[2:3]
+    paginator = html.unescape(page).split('class="paginator"')[1].split("</p>")[0]
+    assert "?p=3" not in paginator and "?p=2" in paginator and "?p=4" not in paginator  # 3 is this page
+    assert "the pages stop at 3: to reach the rest, sort the other way, filter or search" in paginator
+    assert client.get(LIST + "?p=4").url == LIST + "?e=1"  # Django's answer to a page out of range
+    by_deadline = DeletionRequestAdmin.list_display.index("deadline") + 1  # after the selection boxes
+    oldest = client.get(LIST + f"?o={by_deadline}").content.decode()  # the other way round: the oldest first
+    assert targets(oldest) == five[:1]
+    monkeypatch.setattr(EstimatedCountPaginator, "DEEPEST", 4)
+    assert "the pages stop" not in client.get(LIST).content.decode()

@@ -213,3 +213,20 @@ def test_the_overview_shows_up_to_its_limit_of_each_kind_and_links_them_all(logi
     assert waiting.count(">waiting for approval</td>") == 2
     lists = page.split('id="waiting-lists"')[1].split("</p>")[0]
     assert f"Up to {LIMIT} of each kind" in lists and "?status__exact=needs_attention" in lists, lists
+
+
+def test_the_overview_says_the_systems_health_apart_from_the_work_waiting(login, staff) -> None:
+    """As `manage.py health` does: cases needing a person are work (counted, the oldest given),
+    never the system's fault; a missing cluster heartbeat is."""
+    from ops.health import beat
+
+    deletions(3, status="needs_attention")
+    page = login("support").get(reverse("operations")).content.decode()
+    system = page.split('id="system-health"')[1].split("</p>")[0]
+    assert "Unhealthy:</strong> 1 of 12 checks fail:" in system and "cluster (no cluster heartbeat yet)" in system
+    work = page.split('id="work-waiting"')[1].split("</p>")[0]
+    assert "needs attention: 3, the oldest since " in work and "deadlines passed: none" in work, work
+    beat(clock.now())
+    page = login("support").get(reverse("operations")).content.decode()
+    assert "Healthy: all 12 checks pass" in page.split('id="system-health"')[1].split("</p>")[0]
+    assert "needs attention: 3, the oldest since " in page.split('id="work-waiting"')[1]

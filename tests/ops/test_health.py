@@ -80,11 +80,28 @@ def test_red_when_a_case_waits_half_an_hour_for_a_free_worker(cmd) -> None:
 
 def test_red_without_a_recent_cluster_heartbeat(cmd) -> None:
     code, data = health(cmd)
-    assert code == 1 and data["checks"]["cluster"] == {"ok": False, "detail": "no cluster heartbeat yet"}
+    assert code == 1 and data["checks"]["cluster"] == {
+        "ok": False, "age_s": None, "detail": "no cluster heartbeat yet",
+    }  # fmt: skip
     ClusterHeartbeat.objects.create(name="old", seen_at=timezone.now() - timedelta(minutes=4))
     assert health(cmd)[0] == 1
     beat()
     assert health(cmd)[0] == 0
+
+
+def test_stopped_workers_turn_it_red_within_two_minutes_of_their_last_beat(cmd) -> None:
+    """A live cluster beats at most 90 s apart (measured under saturation in
+    tests/workers/test_saturation.py); with none since, health is red before two minutes pass."""
+    beat()
+    last = ClusterHeartbeat.objects.get(name="test-cluster").seen_at
+    with time_machine.travel(last + timedelta(seconds=100), tick=False):
+        code, data = health(cmd)
+        assert code == 0 and data["checks"]["cluster"]["age_s"] == 100
+    with time_machine.travel(last + timedelta(seconds=111), tick=False):
+        code, data = health(cmd)
+        assert code == 1 and data["checks"]["cluster"] == {
+            "ok": False, "age_s": 111, "detail": "last heartbeat 111 s ago",
+        }  # fmt: skip
 
 
 def test_a_case_needing_a_person_is_work_waiting_not_a_red_system(cmd) -> None:

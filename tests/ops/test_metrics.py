@@ -61,12 +61,23 @@ def test_a_scrape_after_a_run_shows_outcomes_durations_states_and_refusals(setti
     assert after[("backoffice_boundary_refusals_total", (("workflow", "deletion"),))] == 1
     assert 0 <= after[("backoffice_cluster_heartbeat_age_seconds", ())] < 5
     assert after[("backoffice_stalled_watchers", ())] == 0
+    # The health split, as `manage.py health` says it: a refusal of a withdrawn approval is the
+    # system working (no alarm), and a case back in review is no work of the needs-attention kind.
+    assert after[("backoffice_healthy", ())] == 1
+    assert after[("backoffice_health_check_ok", (("check", "refused_at_target"),))] == 1
+    assert after[("backoffice_health_check_ok", (("check", "cluster"),))] == 1
+    assert after[("backoffice_work_waiting", (("kind", "needs_attention"),))] == 0
     # Deadlines: the open one (back in review) is due in a month, none passed yet.
     assert after[("backoffice_deletion_deadlines", (("when", "passed"),))] == 0
     assert after[("backoffice_deletion_deadlines", (("when", "within_warning"),))] == 0
     with time_machine.travel(clock.now() + timedelta(days=40), tick=False):
         late = scrape(client, TOKEN)
     assert late[("backoffice_deletion_deadlines", (("when", "passed"),))] == 1
+    assert late[("backoffice_work_waiting", (("kind", "deadlines_passed"),))] == 1  # work, not a fault
+    assert late[("backoffice_healthy", ())] == 0  # the fault: no cluster has beaten for 40 days
+    assert late[("backoffice_health_check_ok", (("check", "cluster"),))] == 0
+    assert late[("backoffice_health_check_ok", (("check", "stage_workers"),))] == 1
+    assert late[("backoffice_work_oldest_seconds", (("kind", "deadlines_passed"),))] >= 9 * 86400
     observe(
         "scrape after two runs: "
         + ", ".join(f"{name}{dict(labels)}={value:g}" for (name, labels), value in sorted(after.items()))
@@ -107,7 +118,8 @@ def test_a_scrape_asks_the_same_few_queries_whatever_the_tables_hold(settings, o
     _copies(template.id, 30, "needs_attention")
     with CaptureQueriesContext(connection) as many:
         large = scrape(client, TOKEN)
-    assert len(many) == len(few) <= 20, [q["sql"] for q in many.captured_queries]
+    # The tallies, the cases in flight, and the health report's checks and work (`ops.health`).
+    assert len(many) == len(few) <= 35, [q["sql"] for q in many.captured_queries]
     state = "backoffice_deletion_requests"
     assert large[(state, (("state", "completed"),))] == small[(state, (("state", "completed"),))] + 2000
     assert large[(state, (("state", "needs_attention"),))] == 30
