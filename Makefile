@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 STAMP := $(VENV)/.installed
 
-.PHONY: run receiver serve test check docs install migrate stop-db clean bench bench-deps bench-quick bench-million chaos
+.PHONY: run receiver serve test check docs install migrate stop-db clean bench bench-deps bench-quick bench-million chaos screenshots
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,8 @@ $(STAMP): requirements.txt requirements-dev.txt
 install: $(STAMP)
 
 migrate: install
-	$(MANAGE) migrate --noinput
+	$(MANAGE) migrate --noinput --verbosity 0
+	@echo "Databases migrated."
 
 run: migrate
 	./bin/run-dev
@@ -46,7 +47,13 @@ check: install
 
 # The docs site (docs/, mkdocs-material) into site/; strict: a broken link or a missing page fails.
 docs: install
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict  # not --quiet: it hides the warnings strict mode counts
+
+# The case pages the docs show (docs/reference/case-pages.md), taken by the browser test that checks them.
+screenshots: install
+	$(PY) -m pytest -q tests/browser/test_every_page.py -k the_case_pages_a_support_lead_opens_first
+	mkdir -p docs/images/case-pages
+	cp test-artifacts/screenshots/case-pages/*.png docs/images/case-pages/
 
 stop-db: install
 	$(MANAGE) embedded_db stop

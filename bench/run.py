@@ -55,6 +55,9 @@ def main() -> None:
     parser.add_argument(
         "--workers", default="1,2", help="worker counts for the drain and its peers, e.g. 1,2,4 (default 1,2)"
     )
+    parser.add_argument(
+        "--save", type=Path, default=None, help="also write the table and JSON to this file (what bench/plot.py draws)"
+    )
     args = parser.parse_args()
     workers = sorted({int(w) for w in args.workers.split(",") if w.strip()})
     only = set(args.only)
@@ -67,6 +70,7 @@ def main() -> None:
     old_target = connections["target"].creation.create_test_db(verbosity=0, autoclobber=True)  # the target system's
     result: dict[str, Any] = {}
     table: list[list[str]] = []
+    by_section: dict[str, list[list[str]]] = {}
     try:
         from core.store import connection_url
         from tests.conftest import ensure_demo_receiver, ensure_people
@@ -75,18 +79,20 @@ def main() -> None:
         ensure_demo_receiver()
         result["machine"] = server.settings()
         result["round_trips_counted"] = counted and server.enable()
-        if "stage" in only:
-            stage_section(quick, result, table, connection_url(), connection_url("target"))
-        if "growth" in only:
-            growth_section(quick, result, table)
-        if "reconstruct" in only:
-            reconstruct_section(quick, result, table)
-        if "drain" in only:
-            drain_section(quick, result, table, connection_url(), connection_url("target"), workers)
-        if "console" in only:
-            console_section(quick, result, table)
-        if "million" in only:
-            million_section(quick, result, table)
+        url, target_url = connection_url(), connection_url("target")
+        run = {
+            "stage": lambda: stage_section(quick, result, table, url, target_url),
+            "growth": lambda: growth_section(quick, result, table),
+            "reconstruct": lambda: reconstruct_section(quick, result, table),
+            "drain": lambda: drain_section(quick, result, table, url, target_url, workers),
+            "console": lambda: console_section(quick, result, table),
+            "million": lambda: million_section(quick, result, table),
+        }
+        for section in SECTIONS:
+            if section in only:
+                first = len(table)
+                run[section]()
+                by_section[section] = table[first:]
     finally:
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)
@@ -95,6 +101,9 @@ def main() -> None:
     result["quick"] = quick  # a quick run measures smaller data: its verdicts are not the targets'
     print_table(table)
     print(json.dumps(result, sort_keys=True))
+    if args.save:
+        saved = {"at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "argv": sys.argv[1:], "result": result}
+        args.save.write_text(json.dumps({**saved, "sections": by_section}, indent=1) + "\n")
 
 
 def stage_section(quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str) -> None:

@@ -65,6 +65,11 @@ def mask(identifier: str) -> str:
     return f"{head}{account[:2]}…{account[-2:]}"
 
 
+def mask_in(text: str, target: str) -> str:
+    """Words that may name a target (an open question, an error) with the target masked."""
+    return text.replace(target, mask(target)) if target and target in text else text
+
+
 # What of a case's data is target evidence: a stage's `evidence` and its metadata's `result` (what
 # the target system read and deleted in its own transaction).
 EVIDENCE_KEYS = frozenset({"evidence", "result"})
@@ -98,16 +103,15 @@ class Lens:
         (its keys kept, their values None) for a reader who may not see them."""
         if self.targets and self.evidence:
             return value
-        return self._walk(value, target, mask(target))
+        return self._walk(value, target)
 
-    def _walk(self, value: Any, target: str, masked: str) -> Any:
+    def _walk(self, value: Any, target: str) -> Any:
         if isinstance(value, str):
-            return value if self.targets or target not in value else value.replace(target, masked)
+            return value if self.targets else mask_in(value, target)
         if isinstance(value, dict):
             return {
-                k: None if k in EVIDENCE_KEYS and not self.evidence else self._walk(v, target, masked)
-                for k, v in value.items()
+                k: None if k in EVIDENCE_KEYS and not self.evidence else self._walk(v, target) for k, v in value.items()
             }
         if isinstance(value, (list, tuple)):
-            return [self._walk(v, target, masked) for v in value]
+            return [self._walk(v, target) for v in value]
         return value

@@ -108,6 +108,11 @@ def _time_or_text(item: Any) -> str:
     return text
 
 
+def count(n: int, one: str, many: str = "") -> str:
+    """ "1 community", "2 communities": `many` when the plural is not `one` + "s"."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
 @dataclass(frozen=True)
 class CasePanel:
     """What every case page shows first (SPEC 5.1)."""
@@ -121,6 +126,7 @@ class CasePanel:
     last_action: str
     attempt: str
     deadline: str = ""  # the legal deadline, where the workflow has one
+    closed: bool = False  # nothing more will happen: no question, and no system at work either
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from core.templatetags.present import when
 from deletions import case, proposal, selectors, services, targets
 from deletions import proof as deletion_proof
 from deletions.models import (
+    TERMINAL_STATUSES,
     DeletionApproval,
     DeletionDecision,
     DeletionRequest,
@@ -601,6 +602,7 @@ class DeletionRequestAdmin(CaseAdmin):
         decisions = list(req.decisions.order_by("created_at", "id"))
         shown_target = lens(request).target(req.target)
         said = _proposal(req)
+        panel = case.panel(req, now, unsettled, target=shown_target)
         if not seen[access.TARGETS]:
             said["proposal"] = dataclasses.replace(said["proposal"], target=shown_target)
         context = {
@@ -613,7 +615,11 @@ class DeletionRequestAdmin(CaseAdmin):
             "original": req,
             "req": req,
             "now": now,
-            "panel": case.panel(req, now, unsettled, target=shown_target),
+            "panel": dataclasses.replace(
+                panel,
+                open_question=lens(request).data(panel.open_question, target=req.target),  # a manual step names it
+                closed=req.status in TERMINAL_STATUSES,
+            ),
             "progress": case.progress(stages, req.inventory_json),
             "lanes": case.chain_picture(
                 req.inventory_json, stages, request_status=req.status, effect_unknown=effect_unknown
@@ -625,7 +631,18 @@ class DeletionRequestAdmin(CaseAdmin):
             ),
             "withdrawals": list(req.withdrawals.order_by("epoch")),
             "timeline": case.timeline(decisions, events, attempt_rows),
-            "alarms": open_alarms,
+            "alarms": [  # each said once: an alarm that repeats the open question points to it
+                (
+                    a,
+                    lens(request).data(
+                        a.message.replace(req.open_question, "the open question above")
+                        if req.open_question
+                        else a.message,
+                        target=req.target,
+                    ),
+                )
+                for a in open_alarms
+            ],
             "inventory_changed": inventory_digest(req.inventory_json) != req.inventory_digest,
             "offers": self.offers(offers, req.pk),
             "live": req.status in ("approved", "running", "retry_wait"),

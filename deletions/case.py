@@ -194,7 +194,7 @@ def deadline_words(req: Any, now: datetime) -> str:
         return f"due {present.absolute(req.due_at)}; " + ("met" if met else "closed after it")
     left = days_left(req, now)
     if left > 0:
-        return f"{left} day{'s' if left != 1 else ''} left (due {present.absolute(req.due_at)})"
+        return f"{present.count(left, 'day')} left (due {present.absolute(req.due_at)})"
     return f"deadline passed {present.span((now - req.due_at).total_seconds())} ago ({present.absolute(req.due_at)})"
 
 
@@ -234,8 +234,9 @@ def overdue(req: Any, now: datetime, unsettled: bool = False) -> bool:
 def panel(req: Any, now: datetime, unsettled: bool = False, *, target: str | None = None) -> CasePanel:
     """`target`: the target as the reader may see it (masked for support), else the stored one."""
     attempt = f"{present.worker(req.lease_owner)}, lease #{req.lease_generation}" if req.lease_owner else "none"
+    communities = present.count(len(community_ids(req.inventory_json)), "community", "communities")
     return CasePanel(
-        what=f"Delete the data of user {target or req.target} ({len(community_ids(req.inventory_json))} communities)",
+        what=f"Delete the data of user {target or req.target} ({communities})",
         status=req.status,
         status_label=req.get_status_display(),
         open_question=open_question(req, now, unsettled),
@@ -361,16 +362,20 @@ def chain_picture(
     settled), needs review (refused at the receiving boundary), needs attention."""
     ordered = shown_chain(stages, request_status=request_status, effect_unknown=effect_unknown)
     gate = next((s for s in ordered if s.stage == "gate_user"), None)
-    lanes = [Lane("gate", [Box("gate user", gate.status if gate else "not_started")])]
+    lanes = [Lane("gate", [Box(present.humanize("gate_user"), gate.status if gate else "not_started")])]
     for index, cid in enumerate(community_ids(inventory)):
         rows = [s for s in ordered if s.community_id == cid]
         lane = Lane(f"community {chr(ord('B') + index) if index < 24 else index} · {cid[-4:]}")
         db = next((s for s in rows if s.stage == "purge_db"), None)
         agents = next((s for s in rows if s.stage == "purge_agents"), None)
-        lane.boxes.append(Box("purge database", db.status if db else "not_started", _detail(db)))
+        lane.boxes.append(Box(present.humanize("purge_db"), db.status if db else "not_started", _detail(db)))
         skipped = db is not None and (db.decision or {}).get("transition") == "community_complete"
         lane.boxes.append(
-            Box("purge agents", "skipped" if skipped else (agents.status if agents else "not_started"), _detail(agents))
+            Box(
+                present.humanize("purge_agents"),
+                "skipped" if skipped else (agents.status if agents else "not_started"),
+                _detail(agents),
+            )
         )
         lanes.append(lane)
     return lanes
@@ -442,7 +447,18 @@ def timeline(decisions: list[Any], events: list[Any], attempts: list[Any] | None
         if e.event == "takeover" and e.previous_owner:
             why += f"; {present.worker(e.previous_owner)}'s lease had expired"
         out.append(Moment(e.at, present.worker(e.owner), EVENT_WORDS.get(e.event, e.event), why, "worker"))
-    return _grouped(sorted(out, key=lambda m: m.at))
+    return _grouped(sorted(out, key=lambda m: (m.at, _AT_ONE_INSTANT.get(m.what.split(":")[0], 0))))
+
+
+# What happens at one instant, in the order it happened: a decision, the claim it allows, the
+# attempt's failure, the release (a frozen clock, as the demo's, stamps them all alike).
+_AT_ONE_INSTANT = {
+    EVENT_WORDS["claim"]: 1,
+    EVENT_WORDS["takeover"]: 1,
+    "stage failed": 2,
+    "stage effect unknown": 2,
+    EVENT_WORDS["release"]: 3,
+}
 
 
 ROUTINE = ("claimed the lease", "released the lease")

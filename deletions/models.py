@@ -112,6 +112,10 @@ class DeletionRequest(FSMModelMixin, models.Model):
             # The list's sorts, each read both ways (core.admin.OneIndexPerSort): the column, then newest first.
             models.Index(fields=["next_check_at", "-created_at", "-id"], name="deletion_next_check"),
             models.Index(fields=["due_at", "-created_at", "-id"], name="deletion_by_deadline"),
+            # The work waiting (ops.health): how many need a person, and since when the oldest.
+            models.Index(
+                fields=["updated_at"], condition=Q(status="needs_attention"), name="deletion_needing_attention"
+            ),
         ]
         triggers = [
             FSMGuard(name="status_moves_as_declared", field="status"),

@@ -308,13 +308,26 @@ def waiting_for(user: Any, rotas: list[str]) -> QuerySet[DeletionRequest]:
     return DeletionRequest.objects.filter(status__in=OPEN_STATUSES).filter(mine | unnamed)
 
 
+COUNT_CAP = 10_000  # counts of open work stop here: the lists say "10,000 or more"
+
+
+def past_deadline(now: datetime) -> QuerySet[DeletionRequest]:
+    """Open requests past their legal deadline, the oldest deadline first (index `deletion_due`)."""
+    return DeletionRequest.objects.filter(status__in=OPEN_STATUSES, due_at__lte=now).order_by("due_at")
+
+
+def needing_a_person(now: datetime) -> QuerySet[DeletionRequest]:
+    """Requests needing attention, the longest waiting first (index `deletion_needing_attention`)."""
+    return DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION).order_by("updated_at")
+
+
 def deadlines(now: datetime, soon: datetime, limit: int) -> dict[str, Any]:
     """Open requests past their legal deadline and due before `soon` (capped counts), and the
     soonest due of them."""
     open_ = DeletionRequest.objects.filter(status__in=OPEN_STATUSES)
-    cap = 10_000
+    cap = COUNT_CAP
     return {
-        "passed": open_.filter(due_at__lte=now).order_by("due_at")[:cap].count(),
+        "passed": past_deadline(now)[:cap].count(),
         "soon": open_.filter(due_at__gt=now, due_at__lte=soon).order_by("due_at")[:cap].count(),
         "first": list(
             open_.filter(due_at__lte=soon).select_related("assignee", "backup").order_by("due_at", "id")[:limit]

@@ -16,12 +16,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import Max, Min
+from django.db.models import Max
 from django.http import HttpRequest, JsonResponse
 
 from core import clock
 from deletions import selectors as deletion_selectors
-from deletions.models import OPEN_STATUSES, AuthorityWithdrawal, DeletionAlarm, DeletionRequest, Status
+from deletions.models import AuthorityWithdrawal, DeletionAlarm
+from deletions.selectors import COUNT_CAP
 from deletions.store.alarms import AFTER_WITHDRAWAL, BOUNDARY_REFUSED, INTEGRITY
 from ops import saturation
 from ops.models import ClusterHeartbeat, Notification
@@ -98,24 +99,26 @@ def report(now: datetime) -> dict[str, Any]:
 
 
 def work(now: datetime) -> dict[str, dict[str, Any]]:
-    """What people have waiting, with the oldest: reported, never red."""
-    attention = DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION)
-    overdue = DeletionRequest.objects.filter(status__in=OPEN_STATUSES, due_at__lte=now)
+    """What people have waiting, with the oldest: reported, never red. Each read is bounded by
+    an index and the counts stop at COUNT_CAP, so it costs the same at any size."""
     aged = RetirementAlarm.objects.filter(kind__in=[WATCHER_AGE, HOLD_AGE], resolved_at__isnull=True)
     return {
-        "needs_attention": _waiting(attention.count(), attention.aggregate(at=Min("updated_at"))["at"], now),
-        "deadlines_passed": _waiting(overdue.count(), overdue.aggregate(at=Min("due_at"))["at"], now),
-        "aged_retirements": _waiting(aged.count(), aged.aggregate(at=Min("created_at"))["at"], now),
+        "needs_attention": _waiting(deletion_selectors.needing_a_person(now), "updated_at", now),
+        "deadlines_passed": _waiting(deletion_selectors.past_deadline(now), "due_at", now),
+        "aged_retirements": _waiting(aged.order_by("created_at"), "created_at", now),
     }
 
 
-def _waiting(count: int, oldest: datetime | None, now: datetime) -> dict[str, Any]:
+def _waiting(oldest_first: Any, since: str, now: datetime) -> dict[str, Any]:
+    count = oldest_first[:COUNT_CAP].count()
+    oldest = oldest_first.values_list(since, flat=True).first()
     if not count or oldest is None:
         return {"count": 0, "detail": "none"}
+    many = f"{count:,} or more" if count == COUNT_CAP else f"{count:,}"
     return {
         "count": count,
         "oldest_s": int((now - oldest).total_seconds()),
-        "detail": f"{count}, the oldest since {oldest:%Y-%m-%d %H:%M} UTC",
+        "detail": f"{many}, the oldest since {oldest:%Y-%m-%d %H:%M} UTC",
     }
 
 

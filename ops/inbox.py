@@ -23,6 +23,7 @@ from ops import notify
 from ops.models import Delivery
 from retirements import case as retirement_case
 from retirements import selectors as retirement_selectors
+from retirements.models import RequestStatus
 
 LIMIT = 100
 
@@ -60,12 +61,20 @@ def rows(user: Any, now: datetime, *, lens: access.Lens) -> list[Row]:
                 url=reverse("admin:deletions_deletionrequest_change", args=[r.pk]),
                 status=r.get_status_display(),
                 role=role(user, held.person, held.backup),
-                question=deletion_case.open_question(r, now) or deletion_case.STATUS_WORDS[r.status],
+                question=lens.data(
+                    deletion_case.open_question(r, now) or deletion_case.STATUS_WORDS[r.status], target=r.target
+                ),
                 due_at=due,
                 deadline=deletion_case.deadline_words(r, now),
             )
         )
-    retirements = retirement_selectors.waiting_for(user).select_related("workspace", "watcher", "owner", "backup")
+    # A retirement in its waiting period asks nothing of anyone (its watcher sends the notices):
+    # held, executing or stuck, it does.
+    retirements = (
+        retirement_selectors.waiting_for(user)
+        .exclude(status=RequestStatus.WAITING)
+        .select_related("workspace", "watcher", "owner", "backup")
+    )
     for w in retirements.order_by("next_wake_at", "id")[:LIMIT]:
         out.append(
             Row(
@@ -92,6 +101,8 @@ def inbox_view(request: HttpRequest) -> TemplateResponse:
         "title": "Waiting for me",
         "now": now,
         "rows": rows(request.user, now, lens=lens(request)),
+        "rotas": deletion_services.rotas_of(request.user),
+        "rota_names": list(deletion_services.ROTA_PERMISSION),
         "limit": LIMIT,
     }
     return TemplateResponse(request, "admin/inbox.html", context)

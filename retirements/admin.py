@@ -5,6 +5,7 @@ Thin: each view parses a form, calls one service and reports.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from django import forms
@@ -33,7 +34,7 @@ from core.errors import DomainError
 from core.templatetags.present import when
 from retirements import case, policy, selectors, services
 from retirements import proof as retirement_proof
-from retirements.models import RequestStatus, RetirementRequest, Workspace
+from retirements.models import OPEN_REQUEST_STATUSES, RequestStatus, RetirementRequest, Workspace
 
 
 class RequestRetirementForm(forms.Form):
@@ -366,7 +367,10 @@ class RetirementRequestAdmin(CaseAdmin):
             "title": f"Retirement of {req.workspace.slug}",
             "original": req,
             "req": req,
-            "panel": case.panel(req, stalled, refused, times=selectors.custody_times(req)),
+            "panel": replace(
+                case.panel(req, stalled, refused, times=selectors.custody_times(req)),
+                closed=req.status not in OPEN_REQUEST_STATUSES,
+            ),
             "timeline": case.timeline(req, notices, decisions, now),
             "timeline_narrow": case.timeline(req, notices, decisions, now, width=360),
             "notices": notices,

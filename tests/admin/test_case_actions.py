@@ -379,6 +379,18 @@ def test_the_timeline_folds_routine_lease_lines_and_shows_failures() -> None:
     ]
 
 
+def test_what_happened_at_one_instant_reads_in_the_order_it_happened() -> None:
+    """Under a frozen clock (the demo's) the decision, the claim, the failure and the release share
+    one timestamp: the failure never reads before the claim that led to it."""
+    events = [SimpleNamespace(at=NOW, event=kind, owner="q:vm:7", generation=1, previous_owner="")
+              for kind in ("release", "claim")]  # fmt: skip
+    failed = SimpleNamespace(outcome="failed", finished_at=NOW, started_at=NOW, executor="q:vm:7", error="boom",
+                             stage=SimpleNamespace(stage="purge_db"))  # fmt: skip
+    decision = SimpleNamespace(created_at=NOW, actor_label="approver-1", action="approve", reason="", actor_id=3)
+    lines = [m.what for m in deletion_case.timeline([decision], events, [failed])]
+    assert lines == ["approve", "claimed the lease", "stage failed: purge db", "released the lease"]
+
+
 def test_a_live_lease_whose_heartbeat_is_late_says_so() -> None:
     """A 60 s lease beats every 10 s; 40 s without a beat (a paused or stuck worker) reads late."""
     beat = NOW - timedelta(seconds=40)

@@ -230,6 +230,13 @@ def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> N
         for said in {r for r in reasons if reasons.count(r) > 1}:
             problems.append(f"{name}@{width}: the reason {said[:60]!r} is said {reasons.count(said)} times")
         has_form = page.locator("#content form textarea, #content form input[type=text]").count() > 0
+        if width == 390:  # a table of names and values stacks on a phone: nothing of it is cut off
+            for cut in page.evaluate(
+                """() => [...document.querySelectorAll('table.kv')]
+                    .filter(t => t.getBoundingClientRect().width > 0 && t.scrollWidth > t.parentElement.clientWidth + 1)
+                    .map(t => (t.id || 'kv') + ' ' + t.scrollWidth + '>' + t.parentElement.clientWidth)"""
+            ):
+                problems.append(f"{name}@{width}: a names-and-values table is cut off: {cut}")
         if width == 390 and has_form:
             wide = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
             if wide[0] > wide[1]:
@@ -335,3 +342,51 @@ def test_a_running_case_updates_itself_without_a_reload(browser, live_server, se
     )
     assert page.evaluate("() => window.__notReloaded === true")  # the same document: updated in place
     page.close()
+
+
+# The case pages a support lead opens first, as the docs show them (docs/explanation/case-pages.md,
+# copied there by `make screenshots`): what each must say on its first screen, without scrolling.
+FIRST_SCREENS = {
+    "running": ("demo:bob", ["Running", "nothing: the system is working"]),
+    "late-heartbeat": ("demo:grace", ["has not reported for 9 min", "another worker takes over"]),
+    "waiting-for-approval": ("demo:alice", ["waiting for an approver (not the submitter)"]),
+    "needing-attention": ("demo:frank", ["Needs attention", "failed 10 times"]),
+    "manual-target": ("manual:vendor-crm/judy@example.com", ["apply", "by hand"]),
+}
+
+
+def test_the_case_pages_a_support_lead_opens_first(browser, live_server, seeded) -> None:
+    """Each at 1280 and 390 px, as support-1 (targets masked): its first screen says what is being
+    changed, the state in words and the one question (or that the system is working), and no
+    reason is said twice on the page."""
+    grace = DeletionRequest.objects.get(target="demo:grace")
+    now = timezone.now()  # its worker lost 9 minutes ago, 6 minutes before its 15-minute lease lapses
+    force(DeletionRequest.objects.filter(id=grace.id), heartbeat_at=now - timedelta(minutes=9),
+          lease_expires_at=now + timedelta(minutes=6))  # fmt: skip
+    tour = ARTIFACTS / "case-pages"
+    tour.mkdir(parents=True, exist_ok=True)
+    problems = []
+    for width in WIDTHS:
+        page = log_in(browser, live_server, "support-1", width)
+        for name, (target, words) in FIRST_SCREENS.items():
+            page.goto(f"{live_server.url}{deletion(target)}")
+            page.screenshot(path=str(tour / f"{name}-{width}.png"))  # the first screen only
+            first = page.evaluate(
+                """() => [...document.querySelectorAll('#content *')]
+                    .filter(e => e.children.length === 0 && e.getBoundingClientRect().top < window.innerHeight
+                                 && e.getBoundingClientRect().bottom > 0)
+                    .map(e => e.textContent).join(' ')"""
+            )
+            first = " ".join(first.split())
+            for said in words:
+                if said.lower() not in first.lower():
+                    problems.append(f"{name}@{width}: {said!r} is not on the first screen: {first[:400]!r}")
+            reasons = [" ".join(t.split()) for t in page.locator(".why").all_text_contents()]
+            for said in {r for r in reasons if reasons.count(r) > 1}:
+                problems.append(f"{name}@{width}: the reason {said[:60]!r} is said {reasons.count(said)} times")
+            body = page.inner_text("body")
+            if target.split(":", 1)[1] in body:
+                at = body.index(target.split(":", 1)[1])
+                problems.append(f"{name}@{width}: support sees the full target: {body[at - 80 : at + 40]!r}")
+        page.close()
+    assert not problems, "\n".join(problems)

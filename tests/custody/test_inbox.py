@@ -53,8 +53,12 @@ def test_the_inbox_of_three_users(client) -> None:
     a = inbox(client, "operator-a")
     assert "waits-approval" not in a
     assert ("needs-hands" in a) is (attention.backup.username == "operator-a")
-    # Support is on no rota and holds nothing.
-    assert "Nothing waits for you." in inbox(client, "lead-1")
+    # Support is on no rota and holds nothing, and is told why.
+    lead_page = inbox(client, "lead-1")
+    assert "Nothing waits for you." in lead_page
+    assert "You are on no rota (approvers, operators on call): a case reaches you here only when" in lead_page
+    rotas = c.split('id="rotas">')[1].split("</p>")[0]
+    assert rotas.startswith("You are on the rota") and "operators on call" in rotas, rotas
     # The list's saved view "waiting for me" is the same set.
     client.force_login(User.objects.get(username="operator-c"))
     mine = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"view": "mine"}).content.decode()
@@ -86,4 +90,11 @@ def test_the_retirement_list_has_waiting_for_me_too(client, cmd) -> None:
     assert "mine-ws" in page
     theirs = RetirementRequest.objects.select_related("backup").get(workspace__slug="theirs-ws")
     assert ("theirs-ws" in page) is (theirs.backup is not None and theirs.backup.username == "operator-a")
+    # In its waiting period a retirement asks nothing of anyone: held, it asks its owner to decide.
+    assert "mine-ws" not in inbox(client, "operator-a")
+    mine = RetirementRequest.objects.get(workspace__slug="mine-ws")
+    from core.authority import Actor
+    from retirements.services import retirement_hold
+
+    retirement_hold(actor=Actor.of(User.objects.get(username="operator-a")), request_id=mine.id, reason="asked")
     assert "mine-ws" in inbox(client, "operator-a")

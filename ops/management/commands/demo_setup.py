@@ -64,6 +64,10 @@ class Command(BaseCommand):
             self.stdout.write(f"Demo staff login: username={username} (password unchanged)")
         if others:
             self.stdout.write(f"Password {password} for: {', '.join(others)}")
+            self.stdout.write(
+                f"{username} sees everything but is on no rota, so its 'Waiting for me' is empty: "
+                "log in as approver-1 or operator-1 to see a rota's work"
+            )
         where = folder.relative_to(settings.BASE_DIR) if folder.is_relative_to(settings.BASE_DIR) else folder
         self.stdout.write(
             f"Personal tokens in {where}/ (command line: --token-file {where}/USER; API: "

@@ -12,4 +12,5 @@ class Command(BaseCommand):
         for name in missing():
             self.stderr.write(f"warning: schedule {name!r} was missing; recreating it")
         for schedule in ensure_schedules():
-            self.stdout.write(f"schedule {schedule.name!r}: {schedule.func} every {schedule.minutes} minute(s)")
+            if options["verbosity"] > 0:
+                self.stdout.write(f"schedule {schedule.name!r}: {schedule.func} every {schedule.minutes} minute(s)")
