@@ -1,0 +1,51 @@
+"""mkdocs hooks: reference pages written from the code, so they never drift from it.
+
+`<!-- commands -->` becomes a table of every `manage.py` command of ours with its own help, and
+`<!-- receiver-protocol -->` the receiver protocol's calls from the OpenAPI document the receiver
+serves (`receiver/protocol.py`). Nothing is copied by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+OURS = ("api", "core", "deletions", "ops", "retirements", "demo_target")
+
+
+def _commands() -> str:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+    from django.core.management import get_commands, load_command_class
+
+    django.setup()
+    rows = ["| command | app | what it does |", "| --- | --- | --- |"]
+    for name, app in sorted(get_commands().items()):
+        if app.split(".")[0] in OURS:
+            text = " ".join(str(load_command_class(app, name).help).split()).replace("|", "\\|")
+            rows.append(f"| `{name}` | {app.split('.')[0]} | {text} |")
+    return "\n".join(rows)
+
+
+def _protocol() -> str:
+    sys.path.insert(0, str(ROOT))
+    from receiver import protocol
+
+    document = protocol.openapi()
+    rows = ["| call | what it is |", "| --- | --- |"]
+    for path, methods in document["paths"].items():
+        for method, call in methods.items():
+            rows.append(f"| `{method.upper()} {path}` | {call['summary']} |")
+    return "\n".join(rows)
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    if "<!-- commands -->" in markdown:
+        markdown = markdown.replace("<!-- commands -->", _commands())
+    if "<!-- receiver-protocol -->" in markdown:
+        markdown = markdown.replace("<!-- receiver-protocol -->", _protocol())
+    return markdown
