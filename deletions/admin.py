@@ -555,7 +555,9 @@ class DeletionRequestAdmin(CaseAdmin):
                     messages.error(request, exc.message)
                 else:
                     self.log_addition(request, req, f"Submitted: {form.cleaned_data['reason']}")
-                    messages.success(request, f"Submitted the deletion of {target}; a second operator must approve it.")
+                    messages.success(
+                        request, f"Submitted the deletion of {target}; an approver (not you) must approve it."
+                    )
                     return HttpResponseRedirect(reverse("admin:deletions_deletionrequest_change", args=[req.pk]))
             preview = proposal.build(target, inv, inventory_digest(inv))
         context = {

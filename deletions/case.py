@@ -285,7 +285,7 @@ def actions(
     ended = status in ("completed", "cancelled")
     in_review = status in ("submitted", "needs_review")
     approve_why = (
-        ("you submitted this request: a second operator must approve it" if submitter else "")
+        ("you submitted this request: an approver (not you) must approve it" if submitter else "")
         if in_review
         else f"the request is {label}: only a request waiting for approval is approved"
     )
@@ -447,7 +447,7 @@ def timeline(decisions: list[Any], events: list[Any], attempts: list[Any] | None
         if e.event == "takeover" and e.previous_owner:
             why += f"; {present.worker(e.previous_owner)}'s lease had expired"
         out.append(Moment(e.at, present.worker(e.owner), EVENT_WORDS.get(e.event, e.event), why, "worker"))
-    return _grouped(sorted(out, key=lambda m: (m.at, _AT_ONE_INSTANT.get(m.what.split(":")[0], 0))))
+    return _grouped(_failures_folded(sorted(out, key=lambda m: (m.at, _AT_ONE_INSTANT.get(m.what.split(":")[0], 0)))))
 
 
 # What happens at one instant, in the order it happened: a decision, the claim it allows, the
@@ -462,6 +462,35 @@ _AT_ONE_INSTANT = {
 
 
 ROUTINE = ("claimed the lease", "released the lease")
+
+
+def _failures_folded(moments: list[Moment]) -> list[Moment]:
+    """The same failure again and again, with only the workers' routine between (a stage failing
+    on each retry), said once: "stage failed: purge db, 10 times in a row", the error once, with
+    the leases it ran under and when the last was. The routine lines inside the run go with it."""
+    out: list[Moment] = []
+    i = 0
+    while i < len(moments):
+        first, end = moments[i], i + 1
+        if first.kind == "failure":
+            for k in range(i + 1, len(moments)):
+                m = moments[k]
+                if m.kind == "failure" and (m.what, m.why) == (first.what, first.why):
+                    end = k + 1
+                elif not (m.kind == "worker" and m.what in ROUTINE):
+                    break
+        run = moments[i:end]
+        failed = [m for m in run if m.kind == "failure"]
+        if len(failed) < 2:
+            out.append(first)
+            i += 1
+            continue
+        leases = [m.why for m in run if m.kind == "worker"]
+        span = f"leases {leases[0][6:]} to {leases[-1][6:]}, " if len(leases) > 1 else ""
+        out.append(Moment(first.at, first.who, f"{first.what}, {len(failed)} times in a row",
+                          f"{first.why} ({span}the last {present.absolute(failed[-1].at)})", "failure"))  # fmt: skip
+        i = end
+    return out
 
 
 def _grouped(moments: list[Moment]) -> list[Moment]:

@@ -99,7 +99,7 @@ def deletion_inventory(target: str, communities: int = inventory.DEMO_COMMUNITIE
 
 
 def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> DeletionApproval:
-    """Four eyes on the exact inventory: a second operator approves the digest they saw."""
+    """Four eyes on the exact inventory: an approver who is not the submitter approves the digest they saw."""
     rid = parse_request_id(request_id)
     authority.require(actor, APPROVE)
     digest = (digest or "").strip().lower()

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from core import present
 from deletions import case as deletion_case
 from retirements import case as retirement_case
 from retirements import policy as retirement_policy
@@ -96,7 +97,7 @@ def test_a_closed_deletion_says_why_each_action_is_disabled() -> None:
             True,
             False,
             "approve",
-            "you submitted this request: a second operator must approve it",
+            "you submitted this request: an approver (not you) must approve it",
         ),
         (
             deletion("running", lease_owner="q:vm:14628", lease_expires_at=NOW + timedelta(minutes=2, seconds=11)),
@@ -389,6 +390,30 @@ def test_what_happened_at_one_instant_reads_in_the_order_it_happened() -> None:
     decision = SimpleNamespace(created_at=NOW, actor_label="approver-1", action="approve", reason="", actor_id=3)
     lines = [m.what for m in deletion_case.timeline([decision], events, [failed])]
     assert lines == ["approve", "claimed the lease", "stage failed: purge db", "released the lease"]
+
+
+def test_the_same_failure_on_every_retry_is_said_once() -> None:
+    """A stage failing the same way under three leases reads as one line with the error once; a
+    different error after it stands on its own."""
+    events = [SimpleNamespace(at=NOW + timedelta(minutes=m), event=kind, owner="q:vm:7", generation=g,
+                              previous_owner="")
+              for g, m in ((1, 0), (2, 1), (3, 2), (4, 3)) for kind in ("claim", "release")]  # fmt: skip
+
+    def failed(minute: int, error: str) -> SimpleNamespace:
+        return SimpleNamespace(outcome="failed", finished_at=NOW + timedelta(minutes=minute), started_at=NOW,
+                               executor="q:vm:7", error=error, stage=SimpleNamespace(stage="purge_db"))  # fmt: skip
+
+    attempts = [failed(0, "disk full"), failed(1, "disk full"), failed(2, "disk full"), failed(3, "timeout")]
+    lines = [(m.what, m.why) for m in deletion_case.timeline([], events, attempts)]
+    last = present.absolute(NOW + timedelta(minutes=2))
+    assert lines == [
+        ("claimed the lease", "lease #1"),
+        ("stage failed: purge db, 3 times in a row", f"disk full (leases #1 to #3, the last {last})"),
+        ("released the lease", "lease #3"),
+        ("claimed the lease", "lease #4"),
+        ("stage failed: purge db", "timeout"),
+        ("released the lease", "lease #4"),
+    ]
 
 
 def test_a_live_lease_whose_heartbeat_is_late_says_so() -> None:

@@ -154,6 +154,24 @@ def test_a_failed_then_successful_stage_keeps_both_attempts(login, staff) -> Non
     assert "stage failed: purge db" in page  # the timeline shows the failure, not only lease lines
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_stage_failing_on_every_retry_says_its_error_a_bounded_number_of_times(login, staff) -> None:
+    """Four failures in a row: the last action, the lease table, the first attempt and one timeline
+    line say the error; the other attempts say "the same as above" (it was said twice a failure)."""
+    req = approved()
+    worker.run(req.id, executor_id="w1", next_step=True)  # gate
+    at = clock.now()
+    for n in range(4):
+        with time_machine.travel(at + timedelta(minutes=10 * n), tick=False):
+            worker.run(req.id, executor_id=f"w{n}", options=RunOptions(fail_stage="purge_db"))
+    assert StageAttempt.objects.filter(request=req, outcome="failed").count() == 4
+    page = login("support").get(url("change", req)).content.decode()
+    assert page.count(">the same as above</span>") == 3  # each with the error as its hover title
+    shown = page.count("injected failure in purge_db") - 3
+    assert shown <= 5, shown  # last action, lease table, first attempt, timeline: not once per failure
+    assert "stage failed: purge db, 4 times in a row" in page
+
+
 # -- bulk cancel and CSV export -------------------------------------------------------------------------
 
 

@@ -86,7 +86,7 @@ def test_four_eyes_the_requester_cannot_approve(login, staff) -> None:
     mine = deletion_submit(target="demo:own", actor=named("approver-1"))
     client = login("approver")
     page = client.get(url("change", mine))
-    assert b"you submitted this request: a second operator must approve it" in page.content
+    assert b"you submitted this request: an approver (not you) must approve it" in page.content
     assert b'<a class="button" id="action-approve"' not in page.content
     before = all_rows()
     response = client.post(

@@ -11,7 +11,7 @@ from deletions.services import deletion_approve
 
 
 class Command(DecisionCommand):
-    help = "Approve the exact inventory of a submitted request (a second operator; digest must match)."
+    help = "Approve the exact inventory of a submitted request (an approver, not its submitter; digest must match)."
     actor_flag = "--approved-by"
     reason = NO_REASON
 
