@@ -316,7 +316,7 @@ def past_deadline(now: datetime) -> QuerySet[DeletionRequest]:
     return DeletionRequest.objects.filter(status__in=OPEN_STATUSES, due_at__lte=now).order_by("due_at")
 
 
-def needing_a_person(now: datetime) -> QuerySet[DeletionRequest]:
+def needing_a_person() -> QuerySet[DeletionRequest]:
     """Requests needing attention, the longest waiting first (index `deletion_needing_attention`)."""
     return DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION).order_by("updated_at")
 

@@ -103,7 +103,7 @@ def work(now: datetime) -> dict[str, dict[str, Any]]:
     an index and the counts stop at COUNT_CAP, so it costs the same at any size."""
     aged = RetirementAlarm.objects.filter(kind__in=[WATCHER_AGE, HOLD_AGE], resolved_at__isnull=True)
     return {
-        "needs_attention": _waiting(deletion_selectors.needing_a_person(now), "updated_at", now),
+        "needs_attention": _waiting(deletion_selectors.needing_a_person(), "updated_at", now),
         "deadlines_passed": _waiting(deletion_selectors.past_deadline(now), "due_at", now),
         "aged_retirements": _waiting(aged.order_by("created_at"), "created_at", now),
     }

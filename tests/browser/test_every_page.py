@@ -237,6 +237,9 @@ def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> N
                     .map(t => (t.id || 'kv') + ' ' + t.scrollWidth + '>' + t.parentElement.clientWidth)"""
             ):
                 problems.append(f"{name}@{width}: a names-and-values table is cut off: {cut}")
+            if name in ("deletions-list", "retirements-list"):  # each case a card on a phone
+                for cut in cut_off(page):
+                    problems.append(f"{name}@{width}: columns cut off in {cut}")
         if width == 390 and has_form:
             wide = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
             if wide[0] > wide[1]:
