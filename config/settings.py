@@ -79,7 +79,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "core.logs.RequestIdMiddleware",
-    "ops.health.ProbeMiddleware",  # before the host check and the SSL redirect
+    "ops.probes.ProbeMiddleware",  # before the host check and the SSL redirect
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

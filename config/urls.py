@@ -3,9 +3,9 @@ from django.urls import path
 from django.utils.functional import SimpleLazyObject
 
 from api.views import api
-from ops.health import healthz
 from ops.inbox import inbox_view, preferences_view
 from ops.overview import operations_view
+from ops.probes import healthz
 
 admin.site.site_header = "Deletion back-office"
 admin.site.enable_nav_sidebar = False  # the lists need the width at 1280 px; the index lists every model
