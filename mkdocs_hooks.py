@@ -2,7 +2,8 @@
 
 `<!-- commands -->` becomes a table of every `manage.py` command of ours with its own help, and
 `<!-- receiver-protocol -->` the receiver protocol's calls from the OpenAPI document the receiver
-serves (`receiver/protocol.py`). Nothing is copied by hand.
+serves (`receiver/protocol.py`), and `<!-- bench-results -->` the tables of the newest saved bench
+run (`bench/results/*.json`, written by `bench/run.py --save`). Nothing is copied by hand.
 """
 
 from __future__ import annotations
@@ -43,9 +44,27 @@ def _protocol() -> str:
     return "\n".join(rows)
 
 
+def _bench_results() -> str:
+    import json
+
+    saved = sorted((ROOT / "bench" / "results").glob("*.json"))
+    if not saved:
+        return "No saved bench run yet: `bench/run.py --save bench/results/DATE.json`."
+    run = json.loads(saved[-1].read_text())
+    machine = run["result"].get("machine", {})
+    said = ", ".join(f"{k} {v}" for k, v in sorted(machine.items()))
+    out = [f"Run at {run['at']}: `bench/run.py {' '.join(run['argv'])}` ({saved[-1].name}).", "", f"Server: {said}."]
+    for section, rows in run["sections"].items():
+        out += ["", f"### {section}", "", "| measure | result | target | verdict |", "| --- | --- | --- | --- |"]
+        out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     if "<!-- commands -->" in markdown:
         markdown = markdown.replace("<!-- commands -->", _commands())
     if "<!-- receiver-protocol -->" in markdown:
         markdown = markdown.replace("<!-- receiver-protocol -->", _protocol())
+    if "<!-- bench-results -->" in markdown:
+        markdown = markdown.replace("<!-- bench-results -->", _bench_results())
     return markdown

@@ -44,7 +44,9 @@ def beat(now: datetime) -> None:
     ClusterHeartbeat.objects.update_or_create(name=f"{socket.gethostname()}:{os.getpid()}", defaults={"seen_at": now})
 
 
-def report(now: datetime) -> dict[str, Any]:
+def report(now: datetime, full: saturation.Saturation | None = None) -> dict[str, Any]:
+    """The checks and the work at `now`; `full` is how full the stage workers are, when the caller
+    has read it already (the overview shows it too, so it is read once)."""
     checks: dict[str, dict[str, Any]] = {}
     try:
         with connection.cursor() as cur:
@@ -61,7 +63,7 @@ def report(now: datetime) -> dict[str, Any]:
         "age_s": int((now - last).total_seconds()) if last else None,
         "detail": f"last heartbeat {int((now - last).total_seconds())} s ago" if last else "no cluster heartbeat yet",
     }
-    full = saturation.read(now)
+    full = saturation.read(now) if full is None else full
     waited = full.waited(now)
     checks["stage_workers"] = {
         "ok": waited <= saturation.WAIT_LATE.total_seconds(),

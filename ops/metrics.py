@@ -86,12 +86,15 @@ class DatabaseCollector:
             retirements.add_metric([state], count("retirement_requests", state))
         yield retirements
 
+        full = saturation.read(self.now)
+        health = report(self.now, full)  # the same two parts `manage.py health` prints
+        checks, work = health["checks"], health["work"]
         soon = self.now + timedelta(days=settings.DELETION_DEADLINE_WARNING_DAYS)
         dead = deletion_selectors.deadlines(self.now, soon, 0)
         deadlines = GaugeMetricFamily(
             "backoffice_deletion_deadlines", "Open deletion requests by their legal deadline", labels=["when"]
         )
-        deadlines.add_metric(["passed"], dead["passed"])
+        deadlines.add_metric(["passed"], work["deadlines_passed"]["count"])
         deadlines.add_metric(["within_warning"], dead["soon"])
         yield deadlines
         notes = GaugeMetricFamily("backoffice_notifications", "Notifications by state", labels=["state"])
@@ -99,7 +102,6 @@ class DatabaseCollector:
             notes.add_metric([state], count("notifications", state))
         yield notes
 
-        full = saturation.read(self.now)
         yield GaugeMetricFamily(
             "backoffice_stage_workers_busy", "Stage workers holding a live lease now", value=full.busy
         )
@@ -117,8 +119,6 @@ class DatabaseCollector:
         queued.add_metric(["stage"], -1 if full.stage_runs_queued is None else full.stage_runs_queued)
         queued.add_metric(["control"], -1 if full.control_runs_queued is None else full.control_runs_queued)
         yield queued
-        health = report(self.now)  # the same two parts `manage.py health` prints
-        checks, work = health["checks"], health["work"]
         yield GaugeMetricFamily(
             "backoffice_healthy",
             "1 when every health check passes (the system), 0 when one fails",

@@ -35,14 +35,15 @@ def overview(now: datetime) -> dict[str, Any]:
     def by_state(metric: str, value: str) -> str:
         return f"{tallies.get(metric, {}).get(value, (0, 0.0))[0]:,}"
 
-    health = report(now)
+    full = saturation.read(now)
+    health = report(now, full)
     return {
         "now": now,
         "limit": LIMIT,
         "failing_checks": [(name, check) for name, check in health["checks"].items() if not check["ok"]],
         "checks_count": len(health["checks"]),
         "work": health["work"],
-        "saturation": saturation.read(now),
+        "saturation": full,
         "deletion_counts": [(s.label, by_state("deletion_requests", s.value), s.value) for s in Status],
         "retirement_counts": [(s.label, by_state("retirement_requests", s.value), s.value) for s in RequestStatus],
         "needs_attention": with_responsible(deletion_selectors.needing_attention(LIMIT), now),
@@ -62,6 +63,7 @@ def overview(now: datetime) -> dict[str, Any]:
             "first": [
                 (r, deletion_case.deadline_words(r, now), deletion_case.custodians(r, now).words()) for r in d["first"]
             ],
+            "passed": health["work"]["deadlines_passed"]["count"],
             "days": settings.DELETION_DEADLINE_WARNING_DAYS,
         },
     }

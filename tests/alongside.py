@@ -1,7 +1,8 @@
 """Tests marked `alongside` run in a pytest process of their own, beside the rest of the suite.
 
-Such a test spends minutes of real time waiting on real processes (the saturation test keeps two
-stage workers busy for 4 minutes) and almost no CPU. When a session selects it together with
+Such a test spends minutes of real time in processes of its own (the saturation test keeps two
+stage workers busy for 4 minutes; the walkthroughs wait out a retry's 30 s delay; the rehearsal
+runs its tables in a pytest of its own), little of it in this session's process. When a session selects it together with
 other tests, it starts at once in a child pytest with its own throw-away embedded PostgreSQL (so
 neither session flushes the other's tables), and its own item, moved to the end of the session,
 waits for the child and reports the child's outcome for it: passed, failed with the child's

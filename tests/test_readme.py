@@ -12,7 +12,14 @@ import pytest
 
 from tests.conftest import ROOT, subprocess_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(900)]
+# Beside the rest of the suite (`tests.alongside`): most of their time is real time (a retry's
+# 30 s delay waited out, the watcher's wake-ups) in processes of their own.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.alongside,
+    pytest.mark.timeout(900),
+]
 
 
 def section(name: str) -> str:

@@ -10,7 +10,7 @@ import pytest
 from ops.rehearsal import ROWS
 from tests.conftest import ROOT, manage_argv, subprocess_env
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.alongside]  # its own process (tests.alongside)
 
 
 def rehearse(*args: str) -> subprocess.CompletedProcess[str]:
