@@ -45,18 +45,31 @@ def _protocol() -> str:
 
 
 def _bench_results() -> str:
+    """Each section from the newest saved run that measured it (as `bench/plot.py` draws them)."""
     import json
 
-    saved = sorted((ROOT / "bench" / "results").glob("*.json"))
-    if not saved:
+    runs = sorted(
+        ((path.name, json.loads(path.read_text())) for path in (ROOT / "bench" / "results").glob("*.json")),
+        key=lambda named: named[1]["at"],  # oldest first: a later run's section replaces an earlier one's
+    )
+    if not runs:
         return "No saved bench run yet: `bench/run.py --save bench/results/DATE.json`."
-    run = json.loads(saved[-1].read_text())
-    machine = run["result"].get("machine", {})
-    said = ", ".join(f"{k} {v}" for k, v in sorted(machine.items()))
-    out = [f"Run at {run['at']}: `bench/run.py {' '.join(run['argv'])}` ({saved[-1].name}).", "", f"Server: {said}."]
-    for section, rows in run["sections"].items():
-        out += ["", f"### {section}", "", "| measure | result | target | verdict |", "| --- | --- | --- | --- |"]
-        out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    newest = {section: (name, run) for name, run in runs for section in run["sections"]}
+    out: list[str] = []
+    for section, (name, run) in newest.items():
+        machine = run["result"].get("machine", {})
+        server = ", ".join(f"{k} {v}" for k, v in sorted(machine.get("server", {}).items()))
+        out += [
+            "",
+            f"### {section}",
+            "",
+            f"From `{name}`, saved at {run['at']} (`bench/run.py {' '.join(run['argv'])}`) on "
+            f"{machine.get('cores', '?')} cores, load {machine.get('load_before', '?')} before; {server}.",
+            "",
+            "| measure | result | target | verdict |",
+            "| --- | --- | --- | --- |",
+        ]
+        out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in run["sections"][section]]
     return "\n".join(out)
 
 

@@ -25,7 +25,7 @@ NUMBER = r"(\d+(?:\.\d+)?)"
 
 
 def rows(saved: list[dict[str, Any]], section: str) -> list[list[str]]:
-    """The section's rows from the newest file that ran it."""
+    """The section's rows from the newest run that measured it (`saved` is oldest first)."""
     for run in reversed(saved):
         if section in run["sections"]:
             return run["sections"][section]
@@ -118,7 +118,7 @@ def main() -> None:
     parser.add_argument("saved", nargs="+", type=Path, help="files written by bench/run.py --save")
     parser.add_argument("--out", type=Path, default=Path("docs/images/bench"))
     args = parser.parse_args()
-    saved = [json.loads(p.read_text()) for p in args.saved]
+    saved = sorted((json.loads(p.read_text()) for p in args.saved), key=lambda run: run["at"])  # oldest first
     args.out.mkdir(parents=True, exist_ok=True)
     drawn = [
         stage(saved, args.out),
