@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import sys
 import tempfile
 import uuid
@@ -105,11 +106,16 @@ def manage_argv(*args: str) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """The demo's personal tokens go to a folder of this session (`demo_setup` reads
+    DEMO_TOKEN_DIR): the repository's `.demo-tokens/` is the walkthroughs' alone, as a reader's, so
+    a session beside them (`tests.alongside`) never replaces a token they are about to use."""
+    os.environ["DEMO_TOKEN_DIR"] = tempfile.mkdtemp(prefix="backoffice-demo-tokens-")
     alongside.register(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     alongside.stop(config)
+    shutil.rmtree(os.environ.pop("DEMO_TOKEN_DIR", ""), ignore_errors=True)
 
 
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:

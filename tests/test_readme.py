@@ -47,10 +47,12 @@ def demo_receiver_process(settings: Any) -> Iterator[None]:
 
 
 def run(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    shell = subprocess_env(**{"RECEIVER_IN_PROCESS": "", **env})
+    shell.pop("DEMO_TOKEN_DIR", None)  # as a reader's shell: the tokens in .demo-tokens/, as the pages say
     proc = subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + script],
         cwd=ROOT,
-        env=subprocess_env(**{"RECEIVER_IN_PROCESS": "", **env}),
+        env=shell,
         capture_output=True,
         text=True,
         timeout=600,  # below the tests' own limit (pytestmark), so a hang reports its output
