@@ -15,7 +15,13 @@ from retirements.models import PurgeJob, Workspace
 from retirements.services import retirement_request
 from tests.conftest import ROOT, manage_argv, subprocess_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(900)]
+# Beside the rest of the suite (`tests.alongside`): a real cluster's waiting period, in processes of its own.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.alongside,
+    pytest.mark.timeout(900),
+]
 
 
 def test_qcluster_runs_a_disposable_retirement_to_deleted(hq, make_workspace, settings) -> None:
