@@ -46,15 +46,12 @@ def _protocol() -> str:
 
 def _bench_results() -> str:
     """Each section from the newest saved run that measured it (as `bench/plot.py` draws them)."""
-    import json
+    sys.path.insert(0, str(ROOT))
+    from bench.saved import newest_by_section
 
-    runs = sorted(
-        ((path.name, json.loads(path.read_text())) for path in (ROOT / "bench" / "results").glob("*.json")),
-        key=lambda named: named[1]["at"],  # oldest first: a later run's section replaces an earlier one's
-    )
-    if not runs:
+    newest = newest_by_section(sorted((ROOT / "bench" / "results").glob("*.json")))
+    if not newest:
         return "No saved bench run yet: `bench/run.py --save bench/results/DATE.json`."
-    newest = {section: (name, run) for name, run in runs for section in run["sections"]}
     out: list[str] = []
     for section, (name, run) in newest.items():
         machine = run["result"].get("machine", {})

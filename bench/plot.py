@@ -10,8 +10,8 @@ side. A section the files did not run draws nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +20,19 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.saved import Saved, newest_by_section
+
 PAGE_LINE = 50.0  # ms: the console's target
 NUMBER = r"(\d+(?:\.\d+)?)"
 
 
-def rows(saved: list[dict[str, Any]], section: str) -> list[list[str]]:
-    """The section's rows from the newest run that measured it (`saved` is oldest first)."""
-    for run in reversed(saved):
-        if section in run["sections"]:
-            return run["sections"][section]
-    return []
+def rows(saved: Saved, section: str) -> list[list[str]]:
+    """The section's rows from the newest run that measured it (`saved.newest_by_section`)."""
+    return saved[section][1]["sections"][section] if section in saved else []
 
 
-def pages(saved: list[dict[str, Any]], section: str, out: Path, title: str) -> Path | None:
+def pages(saved: Saved, section: str, out: Path, title: str) -> Path | None:
     timed = []
     for name, value, target, _ in rows(saved, section):
         found = re.match(NUMBER + " ms", value)
@@ -53,7 +53,7 @@ def pages(saved: list[dict[str, Any]], section: str, out: Path, title: str) -> P
     return _save(fig, out / f"pages-{section}.png")
 
 
-def drain(saved: list[dict[str, Any]], out: Path) -> Path | None:
+def drain(saved: Saved, out: Path) -> Path | None:
     """Stages a second by worker count, each side a line, min to max as the error bar."""
     sides: dict[str, list[tuple[int, float, float, float]]] = {}
     for name, value, _, _ in rows(saved, "drain"):
@@ -87,7 +87,7 @@ def drain(saved: list[dict[str, Any]], out: Path) -> Path | None:
     return _save(fig, out / "drain.png")
 
 
-def stage(saved: list[dict[str, Any]], out: Path) -> Path | None:
+def stage(saved: Saved, out: Path) -> Path | None:
     timed = []
     for name, value, _, _ in rows(saved, "stage"):
         found = re.match(NUMBER + " ms/stage", value)
@@ -118,7 +118,7 @@ def main() -> None:
     parser.add_argument("saved", nargs="+", type=Path, help="files written by bench/run.py --save")
     parser.add_argument("--out", type=Path, default=Path("docs/images/bench"))
     args = parser.parse_args()
-    saved = sorted((json.loads(p.read_text()) for p in args.saved), key=lambda run: run["at"])  # oldest first
+    saved = newest_by_section(args.saved)
     args.out.mkdir(parents=True, exist_ok=True)
     drawn = [
         stage(saved, args.out),

@@ -240,6 +240,14 @@ def test_every_page_fits_reads_and_passes_axe(browser, live_server, seeded) -> N
             if name in ("deletions-list", "retirements-list"):  # each case a card on a phone
                 for cut in cut_off(page):
                     problems.append(f"{name}@{width}: columns cut off in {cut}")
+                for cell in page.evaluate(
+                    """() => [...document.querySelectorAll('#result_list tbody tr:first-child td')]
+                        .filter(td => /field-(next_check|created|owner|backup|requested_by|requested)\\b/
+                            .test(td.className))
+                        .filter(td => !/[a-z]/.test(getComputedStyle(td, '::before').content))
+                        .map(td => td.className)"""
+                ):
+                    problems.append(f"{name}@{width}: the card's {cell} does not say what it is")
         if width == 390 and has_form:
             wide = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
             if wide[0] > wide[1]:
