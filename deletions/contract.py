@@ -31,7 +31,9 @@ EVIDENCE = (
     "applied_at",
     "generation",
     "tables",  # a dataset receiver's count per table: rows before and changed
-    "references_remaining",  # every foreign key into the person's table, counted after the effect
+    "kept",  # a dataset receiver's rows kept by the file's own rules, with their reasons
+    "remains",  # the last effect's completeness walk: what remains of the person, by the file's rule that keeps it
+    "catalog_walk",  # what that walk read: foreign-key paths, identity columns, anonymized tables checked
     "version_found",
     "fence",
     "min_epoch",
@@ -129,6 +131,8 @@ class AuthorityFacts:
     previous_version: int | None = None
     lease_expires_at: datetime | None = None
     epoch: int = 0  # how many times authority over the request was withdrawn (revoked, cancelled)
+    # The first stage's (the gate's): every approved community's data version, as the approval saw it.
+    expected_versions: dict[str, int] | None = None
     # The inventory the run acts on: its digest, recomputed from what its claim read ("" matches
     # none), and its communities.
     run_digest: str = ""

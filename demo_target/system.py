@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -194,10 +195,88 @@ def withdraw(token: str) -> int:
         return f.min_epoch
 
 
-def apply(token: str, *, sql: Statements = SQL) -> dict[str, Any]:
+class RulesChanged(Refused):
+    kind = "rules_changed"
+
+
+class Broken(Refused):
+    """The target's database refused the effect itself (a constraint, a value its column cannot hold):
+    nothing was applied, and sending it again changes nothing; a person decides."""
+
+    kind = "constraint"
+
+    def __init__(self, message: str, *, table: str | None = None, constraint: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+        self.constraint = constraint
+
+
+class Busy(Exception):
+    """Nothing changed: the transaction rolled back on a lock or statement timeout (or a conflict
+    PostgreSQL broke); the same operation may be sent again."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+BUSY = {"55P03": "lock_timeout", "57014": "statement_timeout", "40001": "serialization", "40P01": "deadlock"}
+
+
+def classified(cause: psycopg.Error) -> Exception | None:
+    """What a database error inside an effect means for its caller: Busy (rolled back, retry), Broken
+    (a constraint or data error: refused), or None (the database itself failed: nothing can be said)."""
+    state = cause.sqlstate or ""
+    first = (cause.diag.message_primary or str(cause)).strip().splitlines()[0] if str(cause).strip() else state
+    if state in BUSY:
+        return Busy(BUSY[state], f"{first} ({BUSY[state].replace('_', ' ')}); the transaction rolled back")
+    if state[:2] in ("22", "23"):
+        return Broken(first, table=cause.diag.table_name, constraint=cause.diag.constraint_name)
+    return None
+
+
+Effect = Callable[[Any, dict[str, Any]], tuple[Any, ...]]
+
+
+def _fields(g: dict[str, Any]) -> dict[str, Any]:
+    """The grant's fields an effect takes, checked: a signed grant missing one or of the wrong shape is
+    refused naming the field, never half-read."""
+
+    def field(name: str, kind: type | tuple[type, ...], *, optional: bool = False) -> Any:
+        v = g.get(name)
+        if (v is None and optional) or (isinstance(v, kind) and not isinstance(v, bool)):
+            return v
+        raise Tampered(f"grant refused: its field {name!r} is missing or not a {getattr(kind, '__name__', kind)}")
+
+    for name in ("operation_id", "request_id"):
+        try:
+            UUID(field(name, str))
+        except ValueError:
+            raise Tampered(f"grant refused: its field {name!r} is not a UUID") from None
+    versions = field("expected_versions", dict, optional=True)
+    if versions is not None and not all(isinstance(v, int) and not isinstance(v, bool) for v in versions.values()):
+        raise Tampered("grant refused: its field 'expected_versions' maps communities to integers")
+    return {
+        "operation_id": g["operation_id"],
+        "request_id": g["request_id"],
+        "generation": field("generation", int),
+        "epoch": field("epoch", int, optional=True) or 0,
+        "action": field("action", str),
+        "community_id": field("community_id", str, optional=True),
+        "handle": field("target", str),
+        "expected_version": field("expected_version", int, optional=True),
+        "expected_versions": None if versions is None else json.dumps(versions),
+        "executor": field("executor", str),
+    }
+
+
+def apply(token: str, *, sql: Statements = SQL, effect: Effect | None = None, atomic: bool = False) -> dict[str, Any]:
     """Apply the effect a grant authorizes, once, in one statement (its own transaction, or a
-    savepoint in a caller's): its evidence, or Refused, with nothing applied. `sql`'s statement
-    `apply` is the one call (here `target_apply`; a dataset receiver's own generated function)."""
+    savepoint in a caller's): its evidence, or Refused, with nothing applied, or Busy (rolled back:
+    send it again). `sql`'s statement `apply` is the one call (here `target_apply`); a dataset
+    receiver passes its own `effect` (the statement and what must hold before it commits) and asks
+    for a transaction of its own (`atomic`)."""
     now = timezone.now()
     try:
         g = grants.verify(token, grants.receiver_key())
@@ -208,34 +287,28 @@ def apply(token: str, *, sql: Statements = SQL) -> dict[str, Any]:
     not_after = parse_datetime(str(g.get("not_after", "")))
     if not_after is None or not_after <= now:
         raise Expired(f"grant for operation {g.get('operation_id')} expired at {g.get('not_after')}")
+    params = {**_fields(g), "grant": token, "now": now, "applied_at": now.isoformat()}
     target = connections[ALIAS]
+    run = effect or (lambda cur, p: _row(cur, sql, "apply", **p))
     try:
-        with transaction.atomic(using=ALIAS) if target.in_atomic_block else nullcontext(), target.cursor() as cur:
-            recorded, evidence, made_under, applied_at = _row(
-                cur,
-                sql,
-                "apply",
-                operation_id=g["operation_id"],
-                request_id=g["request_id"],
-                generation=int(g["generation"]),
-                epoch=int(g.get("epoch", 0)),
-                action=g["action"],
-                community_id=g["community_id"],
-                handle=g["target"],
-                expected_version=g.get("expected_version"),
-                executor=g["executor"],
-                grant=token,
-                now=now,
-                applied_at=now.isoformat(),
-            )
+        with (
+            transaction.atomic(using=ALIAS) if atomic or target.in_atomic_block else nullcontext(),
+            target.cursor() as cur,
+        ):
+            recorded, evidence, made_under, applied_at = run(cur, params)
     except DatabaseError as exc:
         cause = exc.__cause__
-        if not isinstance(cause, psycopg.Error) or cause.sqlstate != REFUSAL:
+        if not isinstance(cause, psycopg.Error):
             raise
-        raise _refusal(cause.diag.message_primary, json.loads(cause.diag.message_detail or "{}"), g) from None
+        if cause.sqlstate == REFUSAL:
+            raise _refusal(cause.diag.message_primary, json.loads(cause.diag.message_detail or "{}"), g) from None
+        meaning = classified(cause)
+        if meaning is None:
+            raise
+        raise meaning from None
     if recorded:  # applied before under this operation id: its first record, if a grant of ours made it
         _check_matches(made_under, g["operation_id"], applied_at, g)
-    return json.loads(evidence)  # (Django reads jsonb as its text)
+    return json.loads(evidence) if isinstance(evidence, str) else dict(evidence)  # (Django reads jsonb as text)
 
 
 def _refusal(kind: str | None, facts: dict[str, Any], g: dict[str, Any]) -> Refused:
@@ -257,6 +330,23 @@ def _refusal(kind: str | None, facts: dict[str, Any], g: dict[str, Any]) -> Refu
         return NotMember(f"{g['target']} is not a person of this system")
     if kind == "not_in_inventory":
         return NotMember(f"{g['target']} has no membership in community {g['community_id']}; nothing was applied")
+    if kind == "rules_changed":
+        return RulesChanged(
+            f"the deletion rules changed: v{facts.get('from')} → v{facts.get('to')} since the approval saw "
+            f"{g['target']}'s data; nothing was applied (the case is reviewed again, with a new preview)"
+        )
+    if kind == "source_changed" and "unseen" in facts:
+        return SourceChanged(
+            f"source changed: {g['target']} now has rows in community {facts['unseen']}, which the approval did "
+            "not see; nothing was applied"
+        )
+    if kind == "source_changed" and "community" in facts:
+        return SourceChanged(
+            f"source changed: {g['target']}'s data in community {facts['community']} is at version "
+            f"{facts['version']}, the approval saw version {facts['expected']}; nothing was applied"
+        )
+    if kind == "not_in_inventory" and "community" in facts:
+        return NotMember(f"{g['target']} has no data version in community {facts['community']}; nothing was applied")
     if kind == "source_changed":
         return SourceChanged(
             f"source changed: {g['target']}'s data in community {g['community_id']} is at version "

@@ -1,8 +1,10 @@
 """python -m receiver serve [--bind HOST:PORT]   the receiver's HTTP service (`/receiver/v1/`)
 python -m receiver migrate                      create or update its tables in its database
 python -m receiver key                          its key id and public key, to register it in the back-office
-python -m receiver check DATASET                check a dataset file against the application's database
-python -m receiver install DATASET              install the receiver for it in that database (schema `receiver`)
+python -m receiver check DATASET [--rehearse N]  check a dataset file against the application's database,
+                                                 and run its deletion for N real people, rolled back
+python -m receiver install DATASET [--rehearse N]  install the receiver for it in that database (schema
+                                                 `receiver`), after rehearsing 3 people (or N)
 python -m receiver demo show|add-rows|set-agents ...   read or change the demo data as an application would
 """
 
@@ -88,9 +90,17 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
-    if command in ("check", "install") and len(rest) != 1:
-        print(f"refused: {command} takes one dataset file: python -m receiver {command} DATASET", file=sys.stderr)
-        return 2
+    rehearse: int | None = None
+    if command in ("check", "install"):
+        if len(rest) == 3 and rest[1] == "--rehearse" and rest[2].isdigit() and 0 <= int(rest[2]) <= 1000:
+            rehearse, rest = int(rest[2]), rest[:1]
+        if len(rest) != 1 or rest[0].startswith("-"):
+            print(
+                f"refused: {command} takes one dataset file: python -m receiver {command} DATASET [--rehearse N] "
+                "(N people, 0-1000)",
+                file=sys.stderr,
+            )
+            return 2
     if (
         command == "serve"
         and rest
@@ -124,7 +134,7 @@ def main(argv: list[str]) -> int:
         elif command in ("check", "install"):
             from receiver.dataset import install
 
-            print(install.run(rest[0], write=command == "install"))
+            print(install.run(rest[0], write=command == "install", rehearse=rehearse))
         elif command == "key":
             from receiver import signing
 

@@ -94,6 +94,8 @@ def apply(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         evidence = backend().apply(_field(body, "grant", str))
     except system.Refused as exc:
         return _refused(exc)
+    except system.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
+        return 409, {"retry": {"kind": exc.kind, "message": f"nothing changed: {exc.message}; retry"}}
     crash_point("receiver-after-commit")  # applied and committed; the answer is not sent yet
     return 200, {"evidence": signing.evidence(evidence)}
 
@@ -160,7 +162,7 @@ def _headers(environ: dict[str, Any]) -> dict[str, str]:
 def _answer(start_response: StartResponse, status: int, body: dict[str, Any]) -> Iterable[bytes]:
     data = json.dumps(body, separators=(",", ":")).encode()
     reasons = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
-    reasons |= {413: "Content Too Large", 422: "Unprocessable Content", 503: "Service Unavailable"}
+    reasons |= {409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 503: "Service Unavailable"}
     start_response(
         f"{status} {reasons[status]}", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
     )

@@ -5,8 +5,10 @@ same wire from this document, never by importing this module.
 Every call but discovery and this document is a POST of a JSON object, signed by the back-office
 (RFC 9421: `@method`, `@target-uri` and `content-digest`, with `created`, `expires`, `nonce` and
 `keyid`; Ed25519). Refusals of the call itself are 401 (its signature) or 400 (its body); a refusal of
-the effect is 422 with `refused: {kind, message}` (nothing was applied); 503 means the receiver could
-not reach its own database (nothing can be concluded).
+the effect is 422 with `refused: {kind, message}` (nothing was applied: a rule, a changed source, changed
+rules, a constraint of the application's database, data that would remain); 409 with `retry: {kind,
+message}` says nothing changed and the same operation may be sent again (a lock or statement timeout);
+503 means the receiver could not reach its own database (nothing can be concluded).
 """
 
 from __future__ import annotations
@@ -40,13 +42,34 @@ _REFUSED = {
         }
     },
 }
+_RETRY = {
+    "description": "nothing changed: the effect's transaction rolled back (a lock or statement timeout, a conflict, "
+    "or the same operation still running); send the same operation again later",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["retry"],
+                "properties": {
+                    "retry": {
+                        "type": "object",
+                        "required": ["kind", "message"],
+                        "properties": {"kind": {"type": "string"}, "message": {"type": "string"}},
+                    }
+                },
+            }
+        }
+    },
+}
 _JWS = {
     "type": "string",
     "description": "a compact JWS (alg Ed25519, kid the receiver's key id) whose payload is the evidence JSON",
 }
 
 
-def _call(summary: str, body: dict[str, Any], answer: dict[str, Any], *, refusable: bool = False) -> dict[str, Any]:
+def _call(
+    summary: str, body: dict[str, Any], answer: dict[str, Any], *, refusable: bool = False, retryable: bool = False
+) -> dict[str, Any]:
     responses: dict[str, Any] = {
         "200": {"description": "the answer", "content": {"application/json": {"schema": answer}}},
         "400": {"description": "a body this call does not take"},
@@ -55,6 +78,8 @@ def _call(summary: str, body: dict[str, Any], answer: dict[str, Any], *, refusab
     }
     if refusable:
         responses["422"] = _REFUSED
+    if retryable:
+        responses["409"] = _RETRY
     return {
         "post": {
             "summary": summary,
@@ -113,6 +138,7 @@ def openapi() -> dict[str, Any]:
                 _obj(["grant"], grant={"type": "string"}),
                 _obj(["evidence"], evidence=_JWS),
                 refusable=True,
+                retryable=True,
             ),
             PREFIX + "lookup": _call(
                 "what was recorded for an operation, as of a watermark",

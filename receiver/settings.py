@@ -65,6 +65,10 @@ else:  # development: the embedded server the back-office's `make run` starts, i
 # names, through the objects `python -m receiver install` put in its schema `receiver`.
 RECEIVER_DATASET = os.environ.get("RECEIVER_DATASET", "")
 RECEIVER_MAX_ROWS = int(os.environ.get("RECEIVER_MAX_ROWS", "100000"))  # one effect changes at most this many rows
+# Every dataset apply is bounded (SET LOCAL): past either, it rolls back and answers "nothing changed, retry".
+# The back-office's read timeout for a receiver must be longer than the statement timeout.
+RECEIVER_LOCK_TIMEOUT_MS = int(os.environ.get("RECEIVER_LOCK_TIMEOUT_MS", "5000"))
+RECEIVER_STATEMENT_TIMEOUT_MS = int(os.environ.get("RECEIVER_STATEMENT_TIMEOUT_MS", "20000"))
 if RECEIVER_DATASET:
     _options["options"] += " -c search_path=receiver,public"
 _target["OPTIONS"] = {**_target.get("OPTIONS", {}), **_options}

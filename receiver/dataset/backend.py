@@ -16,18 +16,30 @@ from django.db import connections
 from django.utils import timezone
 
 from core import grants
-from core.sql import Statements
 from demo_target import system
 from demo_target.router import ALIAS
-from receiver.dataset import compile
+from receiver.dataset import catalog, compile, complete
 
-SQL = Statements.beside(__file__, "backend.sql")
+SQL = complete.SQL
 Refused, Unreadable, Found, NotFound = system.Refused, system.Unreadable, system.Found, system.NotFound
 
 
 @cache
 def dataset() -> dict[str, Any]:
     return compile.load(str(getattr(settings, "RECEIVER_DATASET", "")))
+
+
+@cache
+def compiled() -> compile.Compiled:
+    """The file resolved against the application's catalog as it was when first asked (the rules the
+    effects follow; the completeness walk reads the catalog again each time)."""
+    with connections[ALIAS].cursor() as cur:
+        return compile.check(dataset(), catalog.read(cur))
+
+
+def rules() -> dict[str, Any]:
+    """What the approval binds: this dataset, its version and its digest."""
+    return {"dataset": dataset()["dataset"], "version": dataset()["version"], "digest": compile.digest(dataset())}
 
 
 def name() -> str:
@@ -52,28 +64,45 @@ def _rows(handle: str) -> list[tuple[Any, ...]]:
 
 
 def enroll(handle: str) -> None:
-    """(The preview enrolls the person: a version row per community.)"""
+    """(The preview enrolls the person: a version row per community and for their own records.)"""
 
 
 def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
-    """The person's communities; refused, with the counts, when one holds more rows than one effect may
-    change (`RECEIVER_MAX_ROWS`): such a person is handled apart, never half-applied."""
+    """Every place the person's data is: each community where they are or were a member or where a named
+    table holds a row of theirs, then their own records (always last); refused, with the counts, when
+    one holds more rows than one effect may change (`RECEIVER_MAX_ROWS`): such a person is handled
+    apart, never half-applied. Each entry carries the digest of the rules it was read under."""
     found = _rows(handle)
     limit = int(getattr(settings, "RECEIVER_MAX_ROWS", 100_000))
-    big = [(n, rows + agents) for _, n, _, rows, agents, _ in found if rows + agents > limit]
+    big = [(n, rows + agents) for _, n, _, rows, agents, _, _ in found if rows + agents > limit]
     if big:
         said = ", ".join(f"{count:,} in {n}" for n, count in big)
         raise system.Refused(f"{handle} has more rows than one effect may change here ({said}; the limit is {limit:,})")
-    return [{"id": str(cid), "role": role} for cid, _, role, _, _, _ in found]
+    digest = rules()["digest"]
+    return [{"id": str(cid), "role": role, "rules": digest} for cid, _, role, _, _, _, _ in found]
 
 
 def preview(handle: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
     wanted = set(community_ids)
+    reasons = {e.table: e.reason for e in compiled().entries if e.action == "keep"}
     return {
-        str(cid): {"id": str(cid), "name": n, "membership": role, "rows": rows, "agents": agents, "version": version}
-        for cid, n, role, rows, agents, version in _rows(handle)
+        str(cid): {
+            "id": str(cid),
+            "name": n,
+            "membership": role,
+            "rows": rows,
+            "agents": agents,
+            "version": version,
+            "rules": rules(),
+            "kept": {t: {"rows": k, "reason": reasons.get(t, "")} for t, k in _json(kept).items() if k},
+        }
+        for cid, n, role, rows, agents, kept, version in _rows(handle)
         if str(cid) in wanted
     }
+
+
+def _json(value: Any) -> dict[str, Any]:
+    return json.loads(value) if isinstance(value, str) else dict(value or {})
 
 
 def fence(request_id: UUID) -> int:
@@ -96,7 +125,29 @@ def withdraw(token: str) -> int:
 
 
 def apply(token: str) -> dict[str, Any]:
-    return system.apply(token, sql=SQL)
+    """The effect in its own bounded transaction (`complete.run`: the generated apply, and the
+    completeness walk when it is the person's last); a constraint broken is named by the file's entry."""
+    c = compiled()
+
+    def effect(cur: Any, params: dict[str, Any]) -> tuple[Any, ...]:
+        SQL.one(
+            cur,
+            "bounded",
+            lock_timeout=f"{int(getattr(settings, 'RECEIVER_LOCK_TIMEOUT_MS', 5000))}ms",
+            statement_timeout=f"{int(getattr(settings, 'RECEIVER_STATEMENT_TIMEOUT_MS', 30000))}ms",
+        )
+        return complete.run(cur, c, params)
+
+    try:
+        return system.apply(token, sql=SQL, effect=effect, atomic=True)
+    except complete.Incomplete as exc:
+        raise Incomplete(str(exc)) from None
+    except system.Broken as exc:
+        raise system.Broken(complete.broken(c, exc.table, exc.constraint, exc.message), table=exc.table) from None
+
+
+class Incomplete(system.Refused):
+    kind = "incomplete"
 
 
 def lookup(operation_id: UUID) -> system.Found | system.NotFound:

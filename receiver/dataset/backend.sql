@@ -4,15 +4,25 @@
 -- name: apply
 -- The whole effect in one transaction of the application's own database (receiver.apply, generated
 -- from the dataset file): fence, epoch, an operation already applied answered with its first record,
--- the person's row locked, the data version checked, the rows deleted or anonymized, the operation
--- recorded. A refusal raises SQLSTATE TR001, so nothing it did stays.
+-- the person's row locked, the data version (and, at the gate, every approved one) checked, the rows
+-- deleted or anonymized, the operation recorded. A refusal raises SQLSTATE TR001, so nothing it did stays.
 SELECT out_recorded, out_evidence, out_grant, out_applied_at
 FROM receiver.apply(%(operation_id)s::uuid, %(request_id)s::uuid, %(generation)s::bigint, %(epoch)s::bigint,
                     %(action)s::text, %(community_id)s::uuid, %(handle)s::text, %(expected_version)s::bigint,
-                    %(executor)s::text, %(grant)s::text, %(now)s::timestamptz, %(applied_at)s::text)
+                    %(expected_versions)s::jsonb, %(executor)s::text, %(grant)s::text, %(now)s::timestamptz,
+                    %(applied_at)s::text)
+
+-- name: record_walk
+-- The last effect's record, with what the completeness walk found (same transaction, before it commits).
+UPDATE receiver.receiver_operations SET evidence = %(evidence)s::jsonb WHERE operation_id = %(operation_id)s::uuid
+
+-- name: bounded
+-- Every apply is bounded: a lock held elsewhere (by the application) or a statement running past these
+-- fails the transaction, which rolls back whole ("nothing changed, retry").
+SELECT set_config('lock_timeout', %(lock_timeout)s, true), set_config('statement_timeout', %(statement_timeout)s, true)
 
 -- name: preview
-SELECT community_id, name, role, n_rows, n_agents, version FROM receiver.preview(%(handle)s)
+SELECT community_id, name, role, n_rows, n_agents, kept, version FROM receiver.preview(%(handle)s)
 
 -- name: fence
 SELECT generation FROM receiver.receiver_fences WHERE request_id = %(request_id)s

@@ -115,7 +115,9 @@ def test_a_forum_deletion_from_submission_to_proof_matches_what_the_application_
     assert sum(c["rows"] for c in seen.values()) == len(mine["posts"]) + len(mine["comments"]) + len(
         mine["attachments"]
     )
-    assert len(req.inventory_json["communities"]) == len(mine["memberships"])
+    # Every community of theirs, then their own records (always last: their own row changes after all the rest).
+    assert len(req.inventory_json["communities"]) == len(mine["memberships"]) + 1
+    assert req.inventory_json["communities"][-1]["role"] == "own_records"
     deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
     ran = run_command("run_deletion", str(req.id))
     assert ran.code == 0, ran.err + served.logged()
@@ -144,9 +146,12 @@ def test_a_forum_deletion_from_submission_to_proof_matches_what_the_application_
     assert all(r["rows_remaining"] == 0 and r["dataset"] == "forum" for r in purged)
     assert all(r["tables"][t]["remaining"] == 0 for r in purged for t in ("comments", "attachments"))
     assert all(r["version_found"] == r["version_before"] and r["fence"] == 1 for r in purged)
+    # The last effect walked the catalog again: what remains of the person is what the file anonymizes
+    # (their posts, and others' comments and attachments under them), nothing it deletes.
     last = max(results, key=lambda r: r["applied_at"])
-    assert last["references_remaining"]["comments.author_id"] == 0
-    assert last["references_remaining"]["memberships.user_id"] == 0
+    assert last["catalog_walk"]["foreign_key_paths"] >= 5
+    assert last["remains"]["posts"] == {"references": len(mine["posts"]), "rule": "anonymize"}
+    assert set(last["remains"]) <= {"posts", "comments under posts", "attachments under posts"}
 
 
 def test_a_row_the_person_wrote_after_approval_makes_the_receiver_refuse_and_the_case_returns_to_review(
@@ -183,7 +188,10 @@ def test_a_row_the_person_wrote_after_approval_makes_the_receiver_refuse_and_the
         ),
         (("  attachments:\n", "  uploads:\n"), "tables.uploads: no table uploads"),
         (("      email: tombstone", "      email: null"), "person.action: users.email is NOT NULL"),
-        (("      handle: tombstone ", "      handle: gone "), "person.action: users.handle is UNIQUE"),
+        (
+            ("      handle: tombstone ", "      handle: gone "),
+            "person.action: users.handle is under the unique index users_handle_key",
+        ),
     ],
 )
 def test_a_bad_dataset_file_is_refused_at_install_naming_the_entry_and_installs_nothing(
