@@ -81,6 +81,7 @@ def record(req: DeletionRequest) -> dict[str, Any]:
             }
             for s in stages
         ],
+        "remains": remains([s.evidence for s in stages]),
         "cancellation": (
             {"by": req.cancel_requested_by, "at": _at(req.cancel_requested_at), "reason": req.cancel_reason}
             if req.cancel_requested_at
@@ -94,6 +95,34 @@ def record(req: DeletionRequest) -> dict[str, Any]:
             {"at": _at(d.created_at), "by": d.actor_label, "action": d.action, "reason": d.reason} for d in decisions
         ],
     }
+
+
+def remains(evidence: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the receiver's last effect found of the person after everything else, by the dataset file's
+    own rules (kept, with the file's reason; anonymized), and what its catalog walk read; None from a
+    receiver that walks nothing."""
+    walked = [e for e in evidence if "catalog_walk" in e]
+    if not walked:
+        return None
+    return {"by_rule": walked[-1].get("remains", {}), "walk": walked[-1]["catalog_walk"]}
+
+
+def remains_lines(found: dict[str, Any] | None) -> list[str]:
+    """The completeness walk in words."""
+    if found is None:
+        return []
+    walk = found["walk"]
+    out = [
+        f"remains   checked after the last effect, in its transaction: {walk.get('foreign_key_paths', 0)} "
+        f"foreign-key paths into the person's table, {walk.get('identity_columns', 0)} identity columns, "
+        f"{walk.get('anonymized_tables_checked', 0)} anonymized tables"
+    ]
+    if not found["by_rule"]:
+        out.append("remains   nothing of the person")
+    for where, r in sorted(found["by_rule"].items()):
+        how = f"kept: {r['reason']}" if r["rule"] == "keep" else "anonymized as the dataset file says"
+        out.append(f"remains   {where}: {r['references']} reference(s) to the person, {how}")
+    return out
 
 
 def of(request_id: Any, now: datetime) -> dict[str, Any]:
@@ -127,6 +156,7 @@ def lines(proof: dict[str, Any]) -> list[str]:
             f"stage     {s['stage']} {s['community_id'] or ''} {s['status']} operation {s['operation_id']}"
             f" ({len(s['attempts'])} attempt(s)): {evidence}"
         )
+    out += remains_lines(r.get("remains"))
     if r["cancellation"]:
         c = r["cancellation"]
         out.append(f"cancelled by {c['by']} at {c['at']}: {c['reason']}")
