@@ -175,22 +175,33 @@ def fence(request_id: UUID) -> int:
     return int(row[0]) if row else 0
 
 
-def withdraw(token: str) -> int:
-    """Raise a request's minimum authority epoch, as a withdrawal signed by the back-office says;
-    from this commit on, a grant of an older epoch is refused. The epoch now in force (an older
-    withdrawal arriving late lowers nothing)."""
+def withdrawal(token: str) -> tuple[UUID, int]:
+    """The request and epoch a withdrawal signed by the back-office names, its fields checked; else
+    Tampered, naming what is wrong."""
     try:
         w = grants.verify(token, grants.receiver_key())
     except grants.BadGrant as exc:
         raise Tampered(f"withdrawal refused: {exc}") from None
     if w.get("kind") != "withdrawal":
         raise Tampered("withdrawal refused: a grant is not a withdrawal")
+    epoch = w.get("epoch")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+        raise Tampered("withdrawal refused: its field 'epoch' is missing or not a non-negative integer")
+    try:
+        return UUID(str(w.get("request_id"))), epoch
+    except ValueError:
+        raise Tampered("withdrawal refused: its field 'request_id' is not a UUID") from None
+
+
+def withdraw(token: str) -> int:
+    """Raise a request's minimum authority epoch, as a withdrawal signed by the back-office says;
+    from this commit on, a grant of an older epoch is refused. The epoch now in force (an older
+    withdrawal arriving late lowers nothing)."""
+    request_id, epoch = withdrawal(token)
     with transaction.atomic(using=ALIAS):
-        f, _ = Fence.objects.select_for_update().get_or_create(
-            request_id=UUID(w["request_id"]), defaults={"generation": 0}
-        )
-        if int(w["epoch"]) > f.min_epoch:
-            f.min_epoch, f.epoch_raised_at = int(w["epoch"]), timezone.now()
+        f, _ = Fence.objects.select_for_update().get_or_create(request_id=request_id, defaults={"generation": 0})
+        if epoch > f.min_epoch:
+            f.min_epoch, f.epoch_raised_at = epoch, timezone.now()
             f.save(update_fields=["min_epoch", "epoch_raised_at"])
         return f.min_epoch
 

@@ -131,4 +131,30 @@ def test_dataset_walkthrough_runs_as_written(tmp_path) -> None:
     assert "forum: targets are deleted through forum at http://127.0.0.1:8101/receiver/v1/" in out
     assert "request completed" in out
     assert out.count("signed by the receiver (key receiver-1)") >= 3
-    assert '"comments":{"action":"delete"' in out and "references_remaining=" in out
+    assert '"comments":{"action":"delete"' in out and "remains   posts: " in out
+
+
+def test_shop_walkthrough_runs_as_written(tmp_path) -> None:
+    """The second sample, from an empty database to a verified proof, through a real receiver process."""
+    from django.db import connection
+
+    from core.store import connection_url
+
+    name = f"shop_walk_{tmp_path.name[-8:].lower()}"
+    with connection.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    base, _, query = connection_url().partition("?")
+    url = base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+    try:
+        proc = run(section("shop-walkthrough"), SHOP_URL=url)
+    finally:
+        with connection.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    out = proc.stdout
+    assert "shop seeded: 40 people" in out
+    assert "rehearsed for 3 people (rolled back; nothing changed):" in out and "  invoices: " in out
+    assert "dataset shop v1: installed in schema receiver" in out
+    assert "shop: targets are deleted through shop at http://127.0.0.1:8102/receiver/v1/" in out
+    assert "request completed (5 stages)" in out
+    assert "remains   invoices: " in out and "kept: Invoices are kept for 10 years" in out
+    assert ": intact; user deletion" in out

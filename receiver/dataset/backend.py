@@ -15,7 +15,6 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from core import grants
 from demo_target import system
 from demo_target.router import ALIAS
 from receiver.dataset import catalog, compile, complete
@@ -112,14 +111,9 @@ def fence(request_id: UUID) -> int:
 
 
 def withdraw(token: str) -> int:
-    try:
-        w = grants.verify(token, grants.receiver_key())
-    except grants.BadGrant as exc:
-        raise system.Tampered(f"withdrawal refused: {exc}") from None
-    if w.get("kind") != "withdrawal":
-        raise system.Tampered("withdrawal refused: a grant is not a withdrawal")
+    request_id, epoch = system.withdrawal(token)
     with connections[ALIAS].cursor() as cur:
-        row = SQL.one(cur, "withdraw", request_id=UUID(w["request_id"]), epoch=int(w["epoch"]), now=timezone.now())
+        row = SQL.one(cur, "withdraw", request_id=request_id, epoch=epoch, now=timezone.now())
     assert row is not None
     return int(row[0])
 
@@ -142,6 +136,8 @@ def apply(token: str) -> dict[str, Any]:
         return system.apply(token, sql=SQL, effect=effect, atomic=True)
     except complete.Incomplete as exc:
         raise Incomplete(str(exc)) from None
+    except complete.Mismatched as exc:
+        raise system.RulesChanged(str(exc)) from None
     except system.Broken as exc:
         raise system.Broken(complete.broken(c, exc.table, exc.constraint, exc.message), table=exc.table) from None
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from core.sql import Statements
 from receiver.dataset import catalog
-from receiver.dataset.compile import Compiled, Entry, Identity, own_records_id, person_match, value
+from receiver.dataset.compile import Compiled, Entry, Identity, digest, own_records_id, person_match, value
 
 SQL = Statements.beside(__file__, "backend.sql")
 
@@ -36,6 +36,10 @@ class Incomplete(Exception):
             f"data remains that the dataset file does not keep: {said}; nothing of this last effect was applied"
         )
         self.left = left
+
+
+class Mismatched(Exception):
+    """The database holds another version of the rules than the file this receiver was started with."""
 
 
 @dataclass
@@ -168,6 +172,11 @@ def run(cur: Any, c: Compiled, params: dict[str, Any]) -> tuple[bool, dict[str, 
         person, identities = _person(cur, c, str(params["handle"]))
     recorded, evidence, made_under, applied_at = SQL.one(cur, "apply", **params) or (False, "{}", "", None)
     said = json.loads(evidence) if isinstance(evidence, str) else dict(evidence)
+    if not recorded and said.get("dataset_digest") != digest(c.data):
+        raise Mismatched(
+            f"this receiver serves dataset {c.dataset} v{c.version}, but the database has "
+            f"v{said.get('dataset_version')} installed: start it again with the installed file; nothing was applied"
+        )
     if last and not recorded and person is not None:
         found = remains(cur, c, person, identities)
         if found.left:
