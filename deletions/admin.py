@@ -604,7 +604,7 @@ class DeletionRequestAdmin(CaseAdmin):
         decisions = list(req.decisions.order_by("created_at", "id"))
         shown_target = lens(request).target(req.target)
         said = _proposal(req)
-        panel = case.panel(req, now, unsettled, target=shown_target)
+        panel = case.panel(req, now, unsettled, target=shown_target, silent=targets.silence(req.target))
         if not seen[access.TARGETS]:
             said["proposal"] = dataclasses.replace(said["proposal"], target=shown_target)
         context = {
@@ -658,5 +658,5 @@ class TargetSystemAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """The receivers effects are sent to: a target whose name starts with a system's prefix is deleted
     there, believed only on evidence signed by one of its keys."""
 
-    list_display = ("name", "prefix", "base_url", "registered_at")
-    readonly_fields = ("registered_at",)
+    list_display = ("name", "prefix", "base_url", "registered_at", "unanswered_since")
+    readonly_fields = ("registered_at", "unanswered_since", "unanswered_reason")

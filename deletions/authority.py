@@ -112,6 +112,9 @@ def grant(f: AuthorityFacts, *, lease: Lease, row: StageSnapshot, target: str) -
         "approval_id": str(f.approval_id),
         "approved_digest": f.approval_digest,
         "expected_version": expected_version(f),
+        # The first effect carries every approved community's data version: the receiver refuses it
+        # (source_changed, rules_changed) if anything changed anywhere since, before anything is deleted.
+        **({"expected_versions": f.expected_versions} if row.community_id is None and f.expected_versions else {}),
         "issued_at": f.now.isoformat(),
         "not_after": min(ends).isoformat(),
     }

@@ -231,15 +231,30 @@ def overdue(req: Any, now: datetime, unsettled: bool = False) -> bool:
     return due is not None and due < now - OVERDUE_GRACE
 
 
-def panel(req: Any, now: datetime, unsettled: bool = False, *, target: str | None = None) -> CasePanel:
-    """`target`: the target as the reader may see it (masked for support), else the stored one."""
+def waiting_on_receiver(req: Any, now: datetime, silent: str, unsettled: bool = False) -> str:
+    """The open question, said first of a case whose receiver did not answer (`silent`: "<receiver> at
+    <url> did not answer since <time>") while the system would run it: nothing runs until it answers,
+    so it is not waiting for a free worker."""
+    question = open_question(req, now, unsettled)
+    if not silent or req.status not in ("approved", "running", "retry_wait") or lease_live(req, now):
+        return question
+    if question and not queued(req, now, unsettled):
+        return f"{silent}; {question}"
+    return f"{silent}: nothing runs until it answers, then the next run goes on from the saved stage"
+
+
+def panel(
+    req: Any, now: datetime, unsettled: bool = False, *, target: str | None = None, silent: str = ""
+) -> CasePanel:
+    """`target`: the target as the reader may see it (masked for support), else the stored one;
+    `silent`: the case's receiver noted as not answering, in words ("" when it answers)."""
     attempt = f"{present.worker(req.lease_owner)}, lease #{req.lease_generation}" if req.lease_owner else "none"
     communities = present.count(len(community_ids(req.inventory_json)), "community", "communities")
     return CasePanel(
         what=f"Delete the data of user {target or req.target} ({communities})",
         status=req.status,
         status_label=req.get_status_display(),
-        open_question=open_question(req, now, unsettled),
+        open_question=waiting_on_receiver(req, now, silent, unsettled),
         next_check_at=next_check(req, now),
         owner=custodians(req, now, unsettled).words()
         + (" (next check overdue)" if overdue(req, now, unsettled) else ""),

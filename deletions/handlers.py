@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,12 +19,20 @@ from core import clock, present
 from core.crashpoints import crash_point
 from core.logs import event
 from deletions import authority, receiver, retry
-from deletions.contract import Lease, StageSnapshot
+from deletions.contract import FailurePlan, Lease, RetryDecision, StageSnapshot
 from deletions.errors import Interrupted, StaleLease
-from deletions.rules import custody
+from deletions.rules import custody, workflow
 from deletions.rules.workflow import Plan
 from deletions.store import alarms, stages
-from deletions.targets.base import Adapter, Found, TargetRefused, TargetUnreachable, inconclusive, supervised
+from deletions.targets.base import (
+    Adapter,
+    Found,
+    TargetBusy,
+    TargetRefused,
+    TargetUnreachable,
+    inconclusive,
+    supervised,
+)
 
 logger = logging.getLogger("deletions")
 
@@ -73,7 +82,9 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None
 def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
     """The grant, the effect at the target, the evidence saved. Anything but the target's answer
     (a lost connection, a timeout, a stopped server) leaves the effect unknown: the row stays
-    submitted, and the next attempt looks the operation up."""
+    submitted, and the next attempt looks the operation up. "Nothing changed, retry" (`TargetBusy`)
+    is a plain failed attempt; a refusal the approvers cannot answer (the receiver's database refused
+    the effect, or the person's data remains where the dataset file keeps nothing) goes to a person."""
     try:
         grant = receiver.grant(ctx.lease, row, ctx.plan, now=clock.now())
     except receiver.AuthorityRefused as refused:
@@ -81,7 +92,7 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
         _set_aside(
             ctx,
             row,
-            refused.refusal.rule,
+            refused.refusal.rule + _done_before(ctx, row),
             review=refused.refusal.review,
             approval_id=refused.approval_id,
             alarm=alarms.INTEGRITY if refused.refusal.fault else None,
@@ -103,16 +114,31 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
         return None
     try:
         evidence = ctx.target.apply(grant.token)
+    except TargetBusy as busy:  # its transaction rolled back: nothing changed, retried with the normal backoff
+        said = busy.message.removeprefix("nothing changed: ").removesuffix("; retry")
+        nothing = f"nothing changed at {ctx.target.where()} ({busy.kind}): {said}"
+        _fail(ctx, row, lambda decided: nothing + _retried(decided))
+        return None
     except TargetRefused as refused:
         if refused.kind == "expired":  # nothing applied, nothing unknown: a fresh grant next attempt
             _fail(ctx, row, f"refused by the target system: {refused.message}")
         elif refused.kind == "revoked":  # a withdrawal overtook this grant: the case side says which
             _withdrawn(ctx, row, refused)
+        elif refused.kind in FOR_A_PERSON:  # no approval answers it: the receiver or its data must change
+            rule = f"refused by the target system ({refused.kind}): {refused.message}; nothing of {row.stage}"
+            _set_aside(
+                ctx,
+                row,
+                f"{rule}{_place(row)} was applied{_done_before(ctx, row)}",
+                approval_id=grant.approval_id,
+                alarm=alarms.BOUNDARY_REFUSED,
+                attention=True,
+            )
         else:
             _set_aside(
                 ctx,
                 row,
-                f"refused by the target system ({refused.kind}): {refused.message}",
+                f"refused by the target system ({refused.kind}): {refused.message}{_done_before(ctx, row)}",
                 approval_id=grant.approval_id,
                 alarm=_alarm_of(refused),
             )
@@ -172,6 +198,39 @@ def _alarm_of(refused: TargetRefused) -> str:
 
 
 INTEGRITY_KINDS = frozenset({"record_mismatch", "tampered"})
+# Refusals no approval answers: the receiver's database refused the effect (a constraint or data
+# error: its dataset file must change), or its last effect found the person's data still in tables the
+# file does not keep. Nothing of the effect was applied; a person looks, and the case is never completed.
+FOR_A_PERSON = frozenset({"constraint", "incomplete"})
+SHOWN_DONE = 5  # earlier communities named in a refusal; the rest counted
+
+
+def _retried(decided: RetryDecision | None) -> str:
+    if decided is None:
+        return ""
+    if decided.next_attempt_at is None:
+        return "; not retried again until a person resumes it"
+    return f"; retried at {present.absolute(decided.next_attempt_at)}"
+
+
+def _place(row: StageSnapshot) -> str:
+    return f" in community {row.community_id}" if row.community_id else ""
+
+
+def _done_before(ctx: HandlerContext, row: StageSnapshot) -> str:
+    """What a refusal in a later community leaves done: the communities before it in the plan (rules v1
+    take them in order, so they are all covered), and this community's first stage for its second."""
+    if row.community_id is None or row.community_id not in ctx.plan.position:
+        return ""
+    earlier = list(ctx.plan.communities[: ctx.plan.position[row.community_id]])
+    here = f"purge_db in community {row.community_id}" if row.stage == workflow.PURGE_AGENTS else ""
+    if not earlier and not here:
+        return ""
+    named = ", ".join(earlier[:SHOWN_DONE]) + (
+        f" and {len(earlier) - SHOWN_DONE} more" if len(earlier) > SHOWN_DONE else ""
+    )
+    parts = [f"communit{'y' if len(earlier) == 1 else 'ies'} {named}" if earlier else "", here]
+    return f"; already done: {', '.join(p for p in parts if p)} (their evidence is saved)"
 
 
 def _set_aside(
@@ -182,15 +241,28 @@ def _set_aside(
     review: bool = True,
     approval_id: Any,
     alarm: str | None = None,
+    attention: bool = False,
+    in_question: bool = False,
 ) -> None:
+    """`attention`: a person (the operators on call) answers it, not an approval; `in_question`: the
+    receiver may have applied the effect, so the row stays submitted and the next attempt looks it up."""
+    now = clock.now()
+    if in_question:
+        held = custody.in_question(rule=rule, now=now)
+    elif attention:
+        held = custody.refused_for_a_person(rule=rule, now=now)
+    else:
+        held = custody.refused_at_boundary(rule=rule, now=now, fault=alarm == alarms.INTEGRITY)
     stages.set_aside(
         ctx.lease,
         row.id,
         rule,
         review=review,
-        custody=custody.refused_at_boundary(rule=rule, now=clock.now(), fault=alarm == alarms.INTEGRITY),
+        attention=attention or in_question,
+        in_question=in_question,
+        custody=held,
         approval_id=approval_id,
-        now=clock.now(),
+        now=now,
         alarm=alarm,
     )
 
@@ -198,24 +270,39 @@ def _set_aside(
 def _save(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> StageSnapshot | None:
     contradiction = authority.contradiction(recorded, row)
     if contradiction:  # never saved as this stage's evidence: an integrity fault a person looks at
-        _set_aside(ctx, row, contradiction, approval_id=None, alarm=alarms.INTEGRITY)
+        # The receiver answered with evidence it signed: it recorded something under this operation.
+        said = ", ".join(f"{k} {str(v)[:80]}" for k, v in recorded.items() if k != "receipt")[:600]
+        _set_aside(
+            ctx,
+            row,
+            f"{ctx.target.where()} recorded operation {row.operation_id} ({row.stage}), so it may have been applied, "
+            f"but {contradiction}; what it recorded: {said or 'nothing readable'}",
+            approval_id=None,
+            alarm=alarms.INTEGRITY,
+            in_question=True,
+        )
         return None
     saved = stages.save_result(ctx.lease, row.id, recorded, now=clock.now())
     crash_point("after-success-saved")  # completed + current: the transition is still to come
     return saved
 
 
-def _fail(ctx: HandlerContext, row: StageSnapshot, error: str, open_question: str = "") -> None:
+def _fail(ctx: HandlerContext, row: StageSnapshot, error: stages.Said, open_question: str = "") -> None:
+    """A failed attempt, retried as policy plans; `error` may say what was decided (when it is retried)."""
     now = clock.now()
-    stages.fail(
-        ctx.lease,
-        row.id,
-        error,
-        now=now,
-        plan=lambda failures, owner: retry.plan_failure(
-            failures=failures, owner=owner, stage=row.stage, error=error, open_question=open_question, now=now
-        ),
-    )
+    said: Callable[[RetryDecision | None], str] = (lambda decided: error) if isinstance(error, str) else error
+
+    def plan(failures: int, owner: str) -> FailurePlan:
+        return retry.plan_failure(
+            failures=failures,
+            owner=owner,
+            stage=row.stage,
+            error=said(retry.decide_retry(failures, now)),
+            open_question=open_question,
+            now=now,
+        )
+
+    stages.fail(ctx.lease, row.id, said, now=now, plan=plan)
 
 
 def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
@@ -242,8 +329,13 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnaps
     try:
         answer = ctx.target.lookup(row.operation_id)
     except TargetRefused as refused:
-        rule = f"lookup at the target system ({refused.kind}): {refused.message}"
-        _set_aside(ctx, row, rule, approval_id=None, alarm=_alarm_of(refused))
+        # Submitted, and the lookup cannot settle it: whatever it found (a record under a key not
+        # registered, a "not found" nobody signed, a foreign record), the effect stays in question.
+        rule = (
+            f"operation {row.operation_id} ({row.stage}) was submitted at {present.absolute(row.submitted_at)}; "
+            f"the lookup at the target system ({refused.kind}) found: {refused.message}"
+        )
+        _set_aside(ctx, row, rule, approval_id=None, alarm=_alarm_of(refused), in_question=True)
         return None
     if isinstance(answer, Found):
         return _save(ctx, row, answer.evidence)

@@ -493,6 +493,11 @@ class TargetSystem(models.Model):
     connect_timeout_seconds = models.FloatField(default=2.0, validators=[MinValueValidator(0.1), MaxValueValidator(60)])
     read_timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(600)])
     registered_at = models.DateTimeField(default=timezone.now)
+    # Since when the receiver has not answered (a worker could not read its fence, health's discovery
+    # got no answer or one under a key not registered here), kept until it answers again: what the case
+    # page, the overview and health say (`store.receivers`).
+    unanswered_since = models.DateTimeField(null=True, blank=True, editable=False)
+    unanswered_reason = models.TextField(blank=True, default="", editable=False)
 
     class Meta:
         db_table = "registered_receivers"  # (the case database holds no table of a target's data)

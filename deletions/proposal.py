@@ -1,6 +1,7 @@
 """What an approver verifies before approving a deletion: per community its name, the
-person's role in plain words and what the stages will remove, the rules version and
-what the digest covers. Built from the inventory and the target system's preview."""
+person's role in plain words and what the stages will remove, the deletion rules the receiver
+applies there (its dataset file's name, version and digest), the rules version and what the digest
+covers. Built from the inventory and the target system's preview."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ NOW = "read from the target system now"
 ROLE_WORDS = {
     "participant": "current member",
     "former_participant": "former member (left the community)",
+    "not_a_member": "not a member (rows only)",
+    "own_records": "their own records, in no community",
 }
+SHORT_DIGEST = 12
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,36 @@ class CommunityLine:
     rows: int | None  # None: the target cannot count them (deleted by hand; the operator counts)
     agents: int | None
     version: int | None  # the target's data version for the person there, when read
+    # The deletion rules the receiver applies there ({"dataset", "version", "digest"}), when it says;
+    # `listed_rules` is the dataset digest the inventory listed at submission (what its digest covers).
+    rules: dict[str, Any] | None = None
+    listed_rules: str = ""
+    # What the dataset file keeps there, by table ({table: {"rows", "reason"}}): never deleted, shown with why.
+    kept: dict[str, Any] | None = None
+
+    @property
+    def kept_words(self) -> str:
+        """ "kept: invoices 3 rows (legal retention: 10 years)" ("" when nothing is kept)."""
+        if not isinstance(self.kept, dict) or not self.kept:
+            return ""
+        said = []
+        for table, k in sorted(self.kept.items()):
+            k = k if isinstance(k, dict) else {"rows": k}
+            reason = f" ({k['reason']})" if k.get("reason") else ""
+            said.append(f"{table} {k.get('rows', '?')} rows{reason}")
+        return "kept: " + "; ".join(said)
+
+    @property
+    def rules_words(self) -> str:
+        """ "rules: dataset shop v1 (digest 0123456789ab…)", and whether they differ from the inventory's."""
+        if not isinstance(self.rules, dict):
+            return f"rules: digest {self.listed_rules[:SHORT_DIGEST]}… (as listed)" if self.listed_rules else ""
+        digest = str(self.rules.get("digest") or "")
+        words = f"rules: dataset {self.rules.get('dataset', '?')} v{self.rules.get('version', '?')}"
+        words += f" (digest {digest[:SHORT_DIGEST]}…)" if digest else ""
+        if self.listed_rules and digest and digest != self.listed_rules:
+            words += f", not the rules the inventory listed (digest {self.listed_rules[:SHORT_DIGEST]}…)"
+        return words
 
 
 @dataclass(frozen=True)
@@ -41,6 +75,7 @@ class Proposal:
     communities: list[CommunityLine]
     stages: int
     source: str = NOW  # where the counts come from: the target now, or an approval's saved preview
+    unreadable: str = ""  # why the target could not be read now ("" when it was, or a saved preview was read)
 
     @property
     def short_digest(self) -> str:
@@ -73,7 +108,9 @@ class Proposal:
             "counted": self.counted,
             "rows": self.rows,
             "agents": self.agents,
-            "communities": [asdict(c) for c in self.communities],
+            "communities": [
+                {**asdict(c), "rules_words": c.rules_words, "kept_words": c.kept_words} for c in self.communities
+            ],
         }
 
 
@@ -82,18 +119,20 @@ def build(
 ) -> Proposal:
     """The proposal with what the target shows per community: `seen` as saved by an approval
     (`source` says when), or else read from the target system now (one read)."""
-    roles = {c["id"]: c.get("role", "") for c in inventory.get("communities", [])}
+    listed = {c["id"]: c for c in inventory.get("communities", []) if isinstance(c, dict)}
     ids = community_ids(inventory)
     missing = f"(not a community of {target} at the target system)"
+    unreadable = ""
     if seen is None:
         try:
             seen = targets.for_target(target).preview(target, ids)
         except TargetUnreachable as exc:
+            unreadable = exc.message
             seen, source, missing = {}, f"not readable now: {exc.message}", "(the target system cannot be read now)"
     lines = []
     for position, cid in enumerate(ids, start=1):
         here = seen.get(cid) or {"name": missing, "rows": 0, "agents": 0}
-        role = roles.get(cid, "")
+        role = str(listed.get(cid, {}).get("role", ""))
         lines.append(
             CommunityLine(
                 position=position,
@@ -104,6 +143,9 @@ def build(
                 rows=here["rows"],
                 agents=here["agents"],
                 version=here.get("version"),
+                rules=here["rules"] if isinstance(here.get("rules"), dict) else None,
+                listed_rules=str(listed.get(cid, {}).get("rules") or ""),
+                kept=here["kept"] if isinstance(here.get("kept"), dict) else None,
             )
         )
     return Proposal(
@@ -114,14 +156,22 @@ def build(
         communities=lines,
         stages=workflow.stage_count(len(lines)),
         source=source,
+        unreadable=unreadable,
     )
 
 
 def saved(p: Proposal) -> dict[str, dict[str, Any]]:
-    """What an approval saves of the proposal its approver saw: per community rows, agents and the
-    data version each effect's grant expects."""
+    """What an approval saves of the proposal its approver saw: per community rows, agents, the data
+    version each effect's grant expects and the deletion rules the receiver applies there (when it says)."""
     return {
-        c.community_id: {"name": c.name, "rows": c.rows, "agents": c.agents, "version": c.version}
+        c.community_id: {
+            "name": c.name,
+            "rows": c.rows,
+            "agents": c.agents,
+            "version": c.version,
+            **({"rules": c.rules} if c.rules is not None else {}),
+            **({"kept": c.kept} if c.kept else {}),
+        }
         for c in p.communities
     }
 
@@ -157,6 +207,7 @@ def lines(p: Proposal) -> list[str]:
         seen = (
             f"{c.rows} rows, {c.agents} agents (data version {c.version})" if c.rows is not None else "deleted by hand"
         )
-        out.append(f"  {c.position}. {c.name} ({c.community_id}): {c.role_words}; {seen}")
+        rules = "".join(f"; {w}" for w in (c.rules_words, c.kept_words) if w)
+        out.append(f"  {c.position}. {c.name} ({c.community_id}): {c.role_words}; {seen}{rules}")
     out.append(f"digest {p.digest} covers {p.digest_covers}")
     return out

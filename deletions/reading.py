@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from core import access
-from deletions import case, proposal, selectors
+from deletions import case, proposal, selectors, targets
 
 
 def case_view(request_id: str | UUID, *, lens: access.Lens, now: datetime) -> dict[str, Any]:
@@ -20,7 +20,8 @@ def case_view(request_id: str | UUID, *, lens: access.Lens, now: datetime) -> di
     req = selectors.get_request(request_id)
     unsettled = selectors.unsettled(req.id)
     held = case.custodians(req, now, unsettled)
-    data["request"]["open_question"] = case.open_question(req, now, unsettled)  # the page's words, not the column
+    silent = targets.silence(req.target)
+    data["request"]["open_question"] = case.waiting_on_receiver(req, now, silent, unsettled)  # the page's words
     return lens.data(
         {
             "responsible": held.person,

@@ -128,6 +128,8 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
             raise Refused(f"approval digest {digest} does not match inventory {req.inventory_digest}")
         inventory.validate_inventory(req.inventory_json)
         seen = proposal.of_request(req)  # read from the target now: what this approval covers
+        if seen.unreadable:  # nothing is known of the person's data now: no approval of it
+            raise Refused(f"{seen.unreadable}, so nothing was approved; approve again once it answers")
         missing = [c.community_id for c in seen.communities if c.version is None]
         if missing:
             raise Refused(
@@ -234,6 +236,11 @@ def deletion_resume(
                 reason=reason or f"operation {row.operation_id} confirmed not applied",
                 now=now,
             )
+        if req.status == Status.NEEDS_ATTENTION:
+            # The operator answered a refusal no approval answers, or an effect in question: the next run
+            # checks again at the receiver, and raises the alarm again if it still stands.
+            for kind in (alarms.BOUNDARY_REFUSED, alarms.INTEGRITY):
+                alarms.resolve(request_id=req.id, kind=kind, now=now)
         record_resume(req, by=actor.name, custody=custody.resumed(by=actor.name, now=now), now=now)
         req.refresh_from_db()
         decisions.record(
@@ -305,6 +312,11 @@ def deletion_record_effect(
             review_recorded_effect(req, custody=held, action=f"{row.stage} applied by hand after {gone}", now=now)
             req.refresh_from_db()
             return req
+        if req.status == Status.NEEDS_ATTENTION:
+            # The operator answered a refusal no approval answers, or an effect in question: the next run
+            # checks again at the receiver, and raises the alarm again if it still stands.
+            for kind in (alarms.BOUNDARY_REFUSED, alarms.INTEGRITY):
+                alarms.resolve(request_id=req.id, kind=kind, now=now)
         record_resume(req, by=actor.name, custody=custody.resumed(by=actor.name, now=now), now=now)
         transaction.on_commit(lambda: jobs.enqueue_run(rid))
         req.refresh_from_db()

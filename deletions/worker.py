@@ -21,6 +21,7 @@ from django.db import connections
 
 from core import clock, present
 from core.crashpoints import crash_point
+from core.logs import event
 from deletions import services, targets
 from deletions.contract import Finished, Lease, NextStage, StageSnapshot, WaitUntil
 from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
@@ -172,7 +173,18 @@ def run(
     try:
         fence = target.fence(request_id)
     except TargetUnreachable as exc:
+        # Said where people look: the case page, the overview and health read the note; the log has it.
+        silent = targets.unanswered(target, exc.message, now=clock.now()) or exc.message
+        event(
+            logger,
+            "receiver_unanswered",
+            logging.WARNING,
+            request_id=request_id,
+            executor=executor_id,
+            reason=f"{silent}: its fence cannot be read, so nothing was claimed or sent",
+        )
         raise Refused(f"{exc.message}: its fence cannot be read, so nothing was claimed or sent") from None
+    targets.answered(target)  # a note that it did not answer is cleared (written only when there is one)
     claimed = leases.claim_run(
         request_id=request_id,
         owner=executor_id,

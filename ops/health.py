@@ -2,8 +2,8 @@
 the overview.
 
 Two parts, never mixed. `checks` is the system's own health: any one failing makes the status red
-(the database, the clusters, stage workers, watchers, notices, receivers refusing or not
-acknowledging, integrity faults, cases with nobody named). `work` is what people have waiting: cases
+(the database, the clusters, stage workers, watchers, notices, receivers refusing, not
+acknowledging or not answering, integrity faults, cases with nobody named). `work` is what people have waiting: cases
 needing a person, deadlines passed, retirements held or waiting too long; counted with the oldest,
 never red, because a case built to need a person is the system working. Counts and ages only: no
 secrets, no personal data.
@@ -20,6 +20,7 @@ from django.db import connection
 from django.db.models import Max
 
 from deletions import selectors as deletion_selectors
+from deletions import targets as deletion_targets
 from deletions.models import AuthorityWithdrawal, DeletionAlarm
 from deletions.selectors import COUNT_CAP
 from deletions.store.alarms import AFTER_WITHDRAWAL, BOUNDARY_REFUSED, INTEGRITY
@@ -95,6 +96,7 @@ def report(now: datetime, full: saturation.Saturation | None = None) -> dict[str
     checks["purges_refused"] = {"ok": refused_purges == 0, "count": refused_purges}
     undelivered = Notification.objects.filter(status="failed").count()
     checks["notifications_failed"] = {"ok": undelivered == 0, "count": undelivered}  # every attempt failed
+    checks["receivers"] = receivers(now)
     status = "green" if all(c["ok"] for c in checks.values()) else "red"
     return {"status": status, "at": now.isoformat(), "checks": checks, "work": work(now)}
 
@@ -120,6 +122,24 @@ def _waiting(oldest_first: Any, since: str, now: datetime) -> dict[str, Any]:
         "count": count,
         "oldest_s": int((now - oldest).total_seconds()),
         "detail": f"{many}, the oldest since {oldest:%Y-%m-%d %H:%M} UTC",
+    }
+
+
+def receivers(now: datetime) -> dict[str, Any]:
+    """Each registered receiver answers discovery, signing under a key registered for it: red naming
+    each that does not, since when (noted across processes: `deletion_targets.reachability`). A
+    discovery per receiver at most every 30 s per process, with short timeouts: the read stays cheap."""
+    reached = deletion_targets.reachability(now)
+    silent = [r for r in reached if not r.ok]
+    since = min((r.since for r in silent if r.since is not None), default=None)
+    return {
+        "ok": not silent,
+        "count": len(silent),
+        "registered": len(reached),
+        **({"since": since.isoformat()} if since else {}),
+        "detail": "; ".join(r.detail for r in silent)
+        if silent
+        else f"{len(reached)} registered, each answers with a registered key",
     }
 
 

@@ -109,22 +109,27 @@ def test_api_walkthrough_runs_as_written(live_server) -> None:
     assert "without a token: 401" in out
 
 
-def test_dataset_walkthrough_runs_as_written(tmp_path) -> None:
-    """Against a fresh database for the forum on the test server, through a real receiver process."""
+def on_a_fresh_database(tmp_path, prefix: str, name: str, variable: str) -> subprocess.CompletedProcess[str]:
+    """A walkthrough run against a fresh database of its own on the test server (its URL in `variable`)."""
     from django.db import connection
 
     from core.store import connection_url
 
-    name = f"forum_walk_{tmp_path.name[-8:].lower()}"
+    database = f"{prefix}_walk_{tmp_path.name[-8:].lower()}"
     with connection.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
+        cur.execute(f'CREATE DATABASE "{database}"')
     base, _, query = connection_url().partition("?")
-    url = base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+    url = base.rsplit("/", 1)[0] + f"/{database}" + (f"?{query}" if query else "")
     try:
-        proc = run(section("dataset-walkthrough"), FORUM_URL=url)
+        return run(section(name), **{variable: url})
     finally:
         with connection.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            cur.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def test_dataset_walkthrough_runs_as_written(tmp_path) -> None:
+    """Against a fresh database for the forum on the test server, through a real receiver process."""
+    proc = on_a_fresh_database(tmp_path, "forum", "dataset-walkthrough", "FORUM_URL")
     out = proc.stdout
     assert "forum seeded: 40 people" in out
     assert "installed in schema receiver; delete order attachments, comments, posts" in out
@@ -136,20 +141,7 @@ def test_dataset_walkthrough_runs_as_written(tmp_path) -> None:
 
 def test_shop_walkthrough_runs_as_written(tmp_path) -> None:
     """The second sample, from an empty database to a verified proof, through a real receiver process."""
-    from django.db import connection
-
-    from core.store import connection_url
-
-    name = f"shop_walk_{tmp_path.name[-8:].lower()}"
-    with connection.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    base, _, query = connection_url().partition("?")
-    url = base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
-    try:
-        proc = run(section("shop-walkthrough"), SHOP_URL=url)
-    finally:
-        with connection.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    proc = on_a_fresh_database(tmp_path, "shop", "shop-walkthrough", "SHOP_URL")
     out = proc.stdout
     assert "shop seeded: 40 people" in out
     assert "rehearsed for 3 people (rolled back; nothing changed):" in out and "  invoices: " in out

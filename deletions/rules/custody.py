@@ -7,6 +7,7 @@ import calendar
 from datetime import UTC, datetime, timedelta
 
 from deletions.contract import APPROVERS, OPERATORS_ON_CALL, SYSTEM, CancelFacts, CancelPlan, Custody
+from deletions.retry import ATTENTION_CHECK
 
 REVIEW_WINDOW = timedelta(hours=24)  # approvers answer a case back in review within a working day
 AWAITING_APPROVAL = "waiting for an approver (not the submitter) to approve the inventory"
@@ -48,6 +49,31 @@ def refused_at_boundary(*, rule: str, now: datetime, fault: bool = False) -> Cus
     if fault:
         return Custody(APPROVERS, f"integrity fault: {rule}; {FAULT_ADVICE}", now + REVIEW_WINDOW)
     return Custody(APPROVERS, f"{rule}; approve the same inventory again to resume, or cancel", now + REVIEW_WINDOW)
+
+
+def refused_for_a_person(*, rule: str, now: datetime) -> Custody:
+    """The receiver refused an effect no approval answers (its database refused it, or the person's data
+    remains where its dataset file keeps nothing): nothing of it was applied, and the operators on call
+    look within the hour; the case is never completed while it stands."""
+    return Custody(
+        OPERATORS_ON_CALL,
+        f"{rule}; have the receiver's dataset file or data put right, then resume (the stage is sent again), or cancel",
+        now + ATTENTION_CHECK,
+    )
+
+
+def in_question(*, rule: str, now: datetime) -> Custody:
+    """The receiver may have applied an effect the lookup could not settle (a record under a key not
+    registered for it, evidence that names another effect): an integrity fault for the operators on
+    call, never "nothing applied"; no approval clears it."""
+    return Custody(OPERATORS_ON_CALL, f"integrity fault: {rule}; {IN_QUESTION_ADVICE}", now + ATTENTION_CHECK)
+
+
+IN_QUESTION_ADVICE = (
+    "the effect may have been applied, so it is looked up again, never resent: if the receiver's key changed, "
+    "register its new key and resume; otherwise investigate at the receiver, or cancel (the case then waits for "
+    "the lookup to say what was applied)"
+)
 
 
 def own_effect(requested_by: str) -> str:

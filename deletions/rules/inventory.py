@@ -13,6 +13,7 @@ PREFIX_PATTERN = r"[a-z][a-z0-9_-]{0,38}:"  # a target system's prefix (`models.
 MAX_TARGET_CHARS = 200
 MAX_COMMUNITIES = 1_000
 INVENTORY_VERSION = 1
+RULES_DIGEST = r"[0-9a-fA-F]{8,128}"  # the receiver's dataset digest, as its inventory lists it
 
 # The seed's fixed artificial communities: B (participant), then C (former participant).
 COMMUNITY_B = "00000000-0000-0000-0000-00000000000b"
@@ -57,11 +58,16 @@ def check_community_count(communities: int) -> int:
 
 
 def build_inventory(target: str, memberships: list[dict[str, str]]) -> dict[str, Any]:
-    """The inventory of a person: the communities (id, role) the target system lists for them, in its order."""
+    """The inventory of a person: the communities (id, role, and the digest of the deletion rules the
+    receiver applies there when it says: its dataset file's) the target system lists for them, in its
+    order. The digest covers all of it, so an approval binds the rules it was shown."""
     return {
         "version": INVENTORY_VERSION,
         "target": target,
-        "communities": [{"id": m["id"], "role": m["role"]} for m in memberships],
+        "communities": [
+            {"id": m["id"], "role": m["role"], **({"rules": m["rules"]} if m.get("rules") is not None else {})}
+            for m in memberships
+        ],
     }
 
 
@@ -95,4 +101,7 @@ def validate_inventory(inventory: dict[str, Any]) -> None:
             raise Refused(f"inventory community id {cid!r} is not in canonical form")
         if cid in seen:
             raise Refused(f"inventory lists community {cid} twice")
+        rules = entry.get("rules")
+        if rules is not None and not (isinstance(rules, str) and re.fullmatch(RULES_DIGEST, rules)):
+            raise Refused(f"inventory community {cid}: its rules digest {shown(rules)} is not a hex digest")
         seen.add(cid)

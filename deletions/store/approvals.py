@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -111,11 +112,15 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
     statement, its own transaction (the grant is decided from what it read): the latest approval,
     whether its approver and the requester are, now, active staff holding their permissions
     (`core.authority.may_sql`), the saved inventory digest, the data versions its grant may expect
-    there, and the request's authority epoch (how many withdrawals it has seen).
+    there, and the request's authority epoch (how many withdrawals it has seen). For the first stage (no
+    community: the gate) also every approved community's data version, as the approval's preview saved it,
+    so the first effect stops the case if anything changed anywhere since; the other stages do not read
+    the preview, so their statement costs the same whatever its size.
 
     The inventory itself is not read again: the run acts on its plan, read by its claim and digested
     once (`leases.claim_run`), and the receiver lays the plan's digest and communities over these
     facts for the rule to compare. So the statement costs the same whatever the inventory's size."""
+    gate = stage.community_id is None  # the first effect checks every approved community's version
     approver_may, approver_params = authority.may_sql("a.approved_by_user_id", APPROVE)
     requester_may, requester_params = authority.may_sql("r.requested_by_user_id", SUBMIT)
     with connection.cursor() as cur:
@@ -128,7 +133,9 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
                        (a.preview -> %s::text ->> 'version')::bigint,
                        (p.metadata_json->'result'->>'version_after')::bigint, r.lease_expires_at,
                        (SELECT coalesce(max(w.epoch), 0) FROM entity_deletion_authority_withdrawals w
-                        WHERE w.request_id = r.id)
+                        WHERE w.request_id = r.id),
+                       CASE WHEN %s THEN (SELECT jsonb_object_agg(e.key, e.value -> 'version')
+                                          FROM jsonb_each(a.preview) e) END
                 FROM entity_deletion_requests r
                 LEFT JOIN LATERAL (
                     SELECT * FROM entity_deletion_approvals WHERE request_id = r.id
@@ -139,7 +146,7 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
                     ON p.id = (c.metadata_json->>'previous_stage_id')::uuid AND p.request_id = r.id
                    AND p.target_community_id = c.target_community_id AND p.status = 'completed'
                 WHERE r.id = %s FOR UPDATE OF r""",
-            [*approver_params, *requester_params, stage.community_id, stage.id, lease.request_id],
+            [*approver_params, *requester_params, stage.community_id, gate, stage.id, lease.request_id],
         )
         row = cur.fetchone()
     if row is None:
@@ -170,4 +177,13 @@ def lock_for_effect(lease: Lease, stage: StageSnapshot, *, now: datetime, rules_
         previous_version=row[18],
         lease_expires_at=row[19],
         epoch=row[20],
+        expected_versions=_versions(row[21]) if gate else None,
     )
+
+
+def _versions(saved: Any) -> dict[str, int]:
+    """Each approved community's data version, as the approval's preview saved it (one it saved none for
+    is left out: the receiver refuses a first effect that does not name every community's)."""
+    if isinstance(saved, str):
+        saved = json.loads(saved)
+    return {str(k): v for k, v in (saved or {}).items() if isinstance(v, int) and not isinstance(v, bool)}

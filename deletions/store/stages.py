@@ -52,6 +52,7 @@ SQL = Statements.beside(__file__, "stages.sql")
 
 Decide = Callable[[RequestSnapshot, list[StageSnapshot], datetime], Operation]
 PlanFailure = Callable[[int, str], FailurePlan]  # (failures in a row, the case's owner) -> what happens
+Said = str | Callable[[RetryDecision | None], str]  # an error, or one that says what was decided (None: nothing)
 
 # Parked for a person, or ended: a transition returns without writing.
 _PARKED = ("completed", "cancelled", "needs_attention", "needs_review")
@@ -183,13 +184,16 @@ def _done(lease: Lease, what: str) -> str:
     return f"{lease.owner} (generation {lease.generation}) {what}"
 
 
-def fail(lease: Lease, stage_id: UUID, error: str, *, now: datetime, plan: PlanFailure) -> RetryDecision:
+def fail(lease: Lease, stage_id: UUID, error: Said, *, now: datetime, plan: PlanFailure) -> RetryDecision:
     """Row failed + current; the request waits to retry (or for an operator) as policy decides
-    from the failure count and the case's owner, read under the request lock."""
-    with _noted_if_stale(lease, stage_id, error, now=now), transaction.atomic(), connection.cursor() as cur:
+    from the failure count and the case's owner, read under the request lock. `error` may say what
+    was decided (when the attempt is retried)."""
+    seen = error if isinstance(error, str) else error(None)  # what a worker whose lease was taken over notes
+    with _noted_if_stale(lease, stage_id, seen, now=now), transaction.atomic(), connection.cursor() as cur:
         locked = _lock(cur, lease)
         failures = locked.retry_count + 1
         decided = plan(failures, locked.owner)
+        error = error if isinstance(error, str) else error(decided.decision)
         stage = locked.current.stage if locked.current else "?"
         done = SQL.one(
             cur,
@@ -244,14 +248,22 @@ def set_aside(
     approval_id: UUID | None,
     now: datetime,
     alarm: str | None = None,
+    attention: bool = False,
+    in_question: bool = False,
 ) -> None:
-    """The receiver refused the effect for want of authority; nothing was applied.
+    """The receiver refused the effect, or the lookup could not settle it; it is no failure (no retry
+    counted).
 
-    The row goes back to pending (not a failure, no retry counted). With `review`, the request
-    waits for the people `custody` names; with `alarm` (its kind: the target system itself refused,
-    or an integrity fault), its owner is alerted too. Either way the refusal is logged with the
-    approval and generation it met.
+    Refused, nothing was applied: the row goes back to pending, not submitted. With `in_question` the
+    receiver may have applied it (a record the lookup could not believe, evidence naming another
+    effect): the row keeps its submitted mark, so the next attempt looks it up again, and its attempt
+    ends as an unknown effect. The request waits for the people `custody` names: with `attention`, the
+    operators on call (needs attention: no approval answers it); else with `review`, the approvers
+    (back in review); else (a cancellation) it stays as it is for the next transition to end. With
+    `alarm` (its kind: the target system itself refused, or an integrity fault), its owner is alerted
+    too. Either way the refusal is logged with the approval and generation it met.
     """
+    status = "needs_attention" if attention else ("needs_review" if review else None)
     with _noted_if_stale(lease, stage_id, rule, now=now), transaction.atomic(), connection.cursor() as cur:
         done = SQL.one(
             cur,
@@ -261,11 +273,14 @@ def set_aside(
                 stage_id=stage_id,
                 now=now,
                 rule=rule,
-                review=review,
+                status=status,
+                in_question=in_question,
                 case_owner=custody.owner,
                 open_question=custody.open_question,
                 next_check_at=custody.next_check_at,
-                action=f"refused at the receiving boundary: {rule}",
+                action=f"refused at the receiving boundary: {rule}"
+                if not in_question
+                else f"its effect is in question: {rule}",
             ),
         )
         if done is None:
@@ -275,14 +290,15 @@ def set_aside(
             alarms.raise_alarm(
                 request_id=lease.request_id,
                 kind=alarm,
-                message=f"{stage} (operation {op_id}) refused: {rule} (owner {custody.owner})",
+                message=f"{stage} (operation {op_id}) {'in question' if in_question else 'refused'}: {rule} "
+                f"(owner {custody.owner})",
                 now=now,
                 stage_id=stage_id,
             )
         decisions.record(
             request_id=lease.request_id,
             actor=None,
-            action="boundary_refused",
+            action="effect_in_question" if in_question else "boundary_refused",
             reason=f"{stage} (operation {op_id}): {rule}",
             now=now,
             approval_id=approval_id,
@@ -290,7 +306,7 @@ def set_aside(
         )
     event(
         logger,
-        "boundary_refused",
+        "effect_in_question" if in_question else "boundary_refused",
         logging.WARNING,
         request_id=lease.request_id,
         stage_id=stage_id,

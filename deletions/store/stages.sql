@@ -135,7 +135,7 @@ SELECT * FROM s
 -- failed + current, the request waiting to retry (or escalated) with the values policy decided.
 WITH r AS (
     UPDATE entity_deletion_requests
-    SET status = %(status)s, retry_count = retry_count + 1, next_attempt_at = %(next_attempt_at)s,
+    SET status = %(status)s::text, retry_count = retry_count + 1, next_attempt_at = %(next_attempt_at)s,
         last_error = %(error)s, owner = %(case_owner)s, open_question = %(open_question)s,
         next_check_at = %(next_check_at)s, last_action = %(action)s, updated_at = %(now)s
     WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
@@ -153,23 +153,29 @@ SELECT id FROM s
 
 -- name: set_aside
 -- Refused at the receiving boundary: nothing was applied and it is no failure; the row waits
--- again (pending, not submitted). With `review`, the request goes back to review for a person.
+-- again (pending, not submitted). With `in_question` the receiver may have applied it (the lookup
+-- could not settle it): the row keeps its submitted mark and the attempt ends as an unknown effect.
+-- With `status` (needs_review: the approvers; needs_attention: a person on call) the request waits for
+-- the people named; without (a cancellation), it stays as it is for the next transition to end.
 WITH r AS (
     UPDATE entity_deletion_requests
-    SET status = CASE WHEN %(review)s THEN 'needs_review' ELSE status END,
-        owner = CASE WHEN %(review)s THEN %(case_owner)s ELSE owner END,
-        open_question = CASE WHEN %(review)s THEN %(open_question)s ELSE open_question END,
-        next_check_at = CASE WHEN %(review)s THEN %(next_check_at)s::timestamptz ELSE next_check_at END,
-        last_action = CASE WHEN %(review)s THEN %(action)s ELSE last_action END,
+    SET status = COALESCE(%(status)s::text, status),
+        owner = CASE WHEN %(status)s::text IS NOT NULL THEN %(case_owner)s ELSE owner END,
+        open_question = CASE WHEN %(status)s::text IS NOT NULL THEN %(open_question)s ELSE open_question END,
+        next_check_at = CASE WHEN %(status)s::text IS NOT NULL THEN %(next_check_at)s::timestamptz ELSE next_check_at END,
+        last_action = CASE WHEN %(status)s::text IS NOT NULL THEN %(action)s ELSE last_action END,
         updated_at = %(now)s
     WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
     RETURNING id
 ), s AS (
-    UPDATE entity_deletion_stage_history h SET status = 'pending', submitted_at = NULL
+    UPDATE entity_deletion_stage_history h
+    SET status = 'pending', submitted_at = CASE WHEN %(in_question)s THEN h.submitted_at END
     FROM r WHERE h.id = %(stage_id)s AND h.request_id = r.id AND h.is_current AND h.status = 'running'
     RETURNING h.id, h.attempts, h.operation_id, h.stage
 ), closed AS (
-    UPDATE entity_deletion_stage_attempts a SET outcome = 'refused', error = %(rule)s, finished_at = %(now)s
+    UPDATE entity_deletion_stage_attempts a
+    SET outcome = CASE WHEN %(in_question)s THEN 'effect_unknown' ELSE 'refused' END, error = %(rule)s,
+        finished_at = %(now)s
     FROM s WHERE a.stage_id = s.id AND a.attempt = s.attempts
 )
 SELECT id, operation_id, stage FROM s

@@ -7,17 +7,22 @@ system a person deletes in by hand, review-only (`manual.py`). A new target syst
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from dataclasses import dataclass
+from datetime import datetime
 
 import httpx
 from django.core.exceptions import ValidationError
 
+from core import present
 from core.errors import shown
 from deletions.errors import Refused
 from deletions.models import TargetSystem
+from deletions.store import receivers
 from deletions.targets import manual
 from deletions.targets.base import Adapter, TargetUnreachable
-from deletions.targets.http import HttpTarget, Registration, discover
+from deletions.targets.http import HttpTarget, Registration, discover, reach
 
 MANUAL: Adapter = manual.ManualTarget()
 
@@ -31,6 +36,8 @@ def registered() -> list[Registration]:
             keys=dict(s.keys),
             connect_timeout=s.connect_timeout_seconds,
             read_timeout=s.read_timeout_seconds,
+            unanswered_since=s.unanswered_since,
+            unanswered_reason=s.unanswered_reason,
         )
         for s in TargetSystem.objects.all()
     ]
@@ -83,3 +90,68 @@ def for_target(target: str) -> Adapter:
             return HttpTarget(r)
     known = ", ".join([*(r.prefix for r in systems), manual.PREFIX])
     raise Refused(f"no target system takes {shown(target)} (known: {known})")  # (registered now: state, not shape)
+
+
+def silent_since(r: Registration) -> str:
+    """A receiver noted as not answering, in words ("" when it answers): "<name> at <url> did not
+    answer since <time>" (what it failed with is health's to say)."""
+    if r.unanswered_since is None:
+        return ""
+    return f"{r.where()} did not answer since {present.absolute(r.unanswered_since)}"
+
+
+def silence(target: str) -> str:
+    """The receiver of `target` noted as not answering, in words ("" when it answers, or is no
+    receiver): what a live case's page says first."""
+    for r in registered():
+        if target.startswith(r.prefix):
+            return silent_since(r)
+    return ""
+
+
+def unanswered(adapter: Adapter, reason: str, *, now: datetime) -> str:
+    """Note that a receiver did not answer (a worker could not read its fence): the words the case
+    page, the overview and health say, with since when ("" for a target that is no receiver)."""
+    if not isinstance(adapter, HttpTarget):
+        return ""
+    since = receivers.unanswered(prefix=adapter.r.prefix, reason=reason, now=now)
+    if since is None:  # unregistered since it was read
+        return ""
+    return silent_since(dataclasses.replace(adapter.r, unanswered_since=since, unanswered_reason=reason))
+
+
+def answered(adapter: Adapter) -> None:
+    """The receiver answered: a note that it did not is cleared (only when there is one)."""
+    if isinstance(adapter, HttpTarget) and adapter.r.unanswered_since is not None:
+        receivers.answered(prefix=adapter.r.prefix)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Whether one registered receiver answers now, under a key registered for it."""
+
+    name: str
+    url: str
+    ok: bool
+    since: datetime | None  # since when it has not answered, when known
+    detail: str
+
+
+def reachability(now: datetime) -> list[Reach]:
+    """Each registered receiver: does it answer discovery now, signing under a key registered for it?
+    Each is asked at most every `http.REACH_SECONDS` per process, with short timeouts; a change is
+    noted (`store.receivers`), so since when it has not answered is known across processes."""
+    out = []
+    for r in registered():
+        why = reach(r)
+        since = r.unanswered_since
+        if why:
+            if since is None or why != r.unanswered_reason:  # written only when it changes
+                since = receivers.unanswered(prefix=r.prefix, reason=why, now=now)
+            when = f" (not answering as registered since {present.absolute(since)})" if since else ""
+            out.append(Reach(r.name, r.base_url, False, since, f"{why}{when}"))
+        else:
+            if since is not None:
+                receivers.answered(prefix=r.prefix)
+            out.append(Reach(r.name, r.base_url, True, None, f"{r.where()} answers"))
+    return out

@@ -4,7 +4,9 @@
 - `preview(target, community_ids)`: per community its name, rows, agents and data version, read now;
 - `fence(request_id)`: the highest lease generation the target has seen for a request;
 - `apply(grant)`: the effect a signed grant authorizes, applied once in the target's own transaction;
-  the evidence read in that transaction, or `TargetRefused` (nothing applied);
+  the evidence read in that transaction, `TargetRefused` (nothing applied), or `TargetBusy` (nothing
+  changed, retry: the receiver's transaction rolled back on a lock or statement timeout, or the same
+  operation is still running there);
 - `lookup(operation_id)`: `Found` with the evidence, `NotFound` as of a watermark, or `Unreadable`;
 - `withdraw(withdrawal)`: a signed withdrawal raises the request's minimum authority epoch at the
   target (a grant of an older epoch is refused from then on); the epoch the target now enforces.
@@ -70,7 +72,18 @@ def inconclusive(answer: NotFound | Unreadable, *, submitted_at: datetime, where
 
 class TargetRefused(Exception):
     """The target applied nothing: `kind` (stale, expired, revoked, tampered, not_in_inventory,
-    source_changed, record_mismatch) and its sentence."""
+    source_changed, rules_changed, record_mismatch, constraint, incomplete) and its sentence."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class TargetBusy(Exception):
+    """Nothing changed at the target, retry: its transaction rolled back (`kind`: lock_timeout,
+    statement_timeout, serialization) or the same operation is still running there (`running`).
+    A plain failed attempt, retried with the normal backoff: no effect is in question."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)

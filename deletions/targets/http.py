@@ -11,14 +11,19 @@ key rotation still verifies). What a fault means:
   not verify): the effect is unknown and is settled by `lookup`, never resent blind;
 - `lookup` with no answer: `Unreadable`; a lookup whose evidence does not verify: refused (`tampered`,
   an integrity fault), nothing believed;
-- a 422: refused by the receiver, nothing applied; a 401: the receiver refused the call itself.
+- a 422: refused by the receiver, nothing applied; a 401: the receiver refused the call itself;
+- an `apply` answered 409 with a `retry` body: nothing changed there (its transaction rolled back on a
+  lock or statement timeout, or the same operation is still running), `TargetBusy`: a plain failed
+  attempt, retried with the normal backoff, no effect in question.
 
 Capabilities are what the receiver declares at discovery (`GET /receiver/v1/`), read once a minute
-per process, never assumed.
+per process, never assumed. Whether it answers at all, with a key registered for it, is what health
+reads (`reach`: a discovery with short timeouts, at most every 30 s per process).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -42,6 +47,7 @@ from deletions.targets.base import (
     Found,
     Lookup,
     NotFound,
+    TargetBusy,
     TargetRefused,
     TargetUnreachable,
     Unreadable,
@@ -52,6 +58,9 @@ EVIDENCE_ALGORITHM = "Ed25519"
 CALL_KEY_ID = "backoffice"
 CALL_COMPONENTS = ("@method", "@target-uri", "content-digest")
 DISCOVERY_SECONDS = 60.0
+REACH_SECONDS = 30.0  # health's discovery, per receiver and process
+REACH_CONNECT_SECONDS = 1.0  # health's discovery waits at most this long for a connection
+REACH_READ_SECONDS = 2.0  # and this long for the answer
 
 
 class BadEvidence(Exception):
@@ -68,6 +77,11 @@ class Registration:
     keys: dict[str, str]  # key id -> public key (base64url, 32 bytes)
     connect_timeout: float
     read_timeout: float
+    unanswered_since: datetime | None = None  # noted when it did not answer, until it answers again
+    unanswered_reason: str = ""
+
+    def where(self) -> str:
+        return f"{self.name} at {self.base_url}"
 
 
 class _Signer(hms.HTTPSignatureKeyResolver):
@@ -81,6 +95,7 @@ class _Signer(hms.HTTPSignatureKeyResolver):
 _SIGNER = hms.HTTPMessageSigner(signature_algorithm=hms.algorithms.ED25519, key_resolver=_Signer())
 _clients: dict[tuple[str, float, float, str], httpx.Client] = {}
 _discovered: dict[tuple[str, str, str], tuple[float, Capabilities]] = {}
+_reached: dict[tuple[str, str, str], tuple[float, str]] = {}
 _lock = threading.Lock()
 
 
@@ -135,9 +150,9 @@ def discover(client: httpx.Client, url: str, name: str) -> Declared:
         answer = client.get(url)
         declared = answer.json() if answer.status_code == 200 else None
     except (httpx.HTTPError, ValueError) as exc:
-        raise TargetUnreachable(f"{name} did not answer discovery ({type(exc).__name__}: {exc})") from None
+        raise TargetUnreachable(f"{name} at {url} did not answer discovery ({type(exc).__name__}: {exc})") from None
     if not isinstance(declared, dict) or declared.get("version") != VERSION:
-        raise TargetUnreachable(f"{name} does not speak version {VERSION} of the receiver protocol")
+        raise TargetUnreachable(f"{name} at {url} does not speak version {VERSION} of the receiver protocol")
     c: dict[str, Any] = declared["capabilities"] if isinstance(declared.get("capabilities"), dict) else {}
     keys: dict[str, Any] = declared["keys"] if isinstance(declared.get("keys"), dict) else {}
     return Declared(
@@ -145,6 +160,47 @@ def discover(client: httpx.Client, url: str, name: str) -> Declared:
         key_id=str(declared.get("key_id", "")),
         keys={str(k): str(v) for k, v in keys.items()},
     )
+
+
+def unregistered_key(declared: Declared, r: Registration) -> str:
+    """Why a receiver's declaration does not match its registration ("" when it does): it signs now
+    under a key id registered for it, with the public key registered under that id."""
+    if declared.key_id not in r.keys:
+        return (
+            f"{r.where()} signs with key {declared.key_id[:64]!r}, which is not registered for it "
+            f"(registered: {', '.join(sorted(r.keys))})"
+        )
+    if declared.keys.get(declared.key_id, r.keys[declared.key_id]) != r.keys[declared.key_id]:
+        return f"{r.where()} declares another public key under {declared.key_id!r} than the one registered"
+    return ""
+
+
+def _cache_key(r: Registration) -> tuple[str, str, str]:
+    return (r.base_url, json.dumps(r.keys, sort_keys=True), getattr(settings, "RECEIVER_IN_PROCESS", ""))
+
+
+def reach(r: Registration) -> str:
+    """Why the receiver cannot be reached now ("" when it answers discovery under a registered key):
+    asked with short timeouts (health reads it) at most every REACH_SECONDS per process."""
+    key = _cache_key(r)
+    seen = _reached.get(key)
+    if seen is not None and time.monotonic() - seen[0] < REACH_SECONDS:
+        return seen[1]
+    short = dataclasses.replace(
+        r,
+        connect_timeout=min(r.connect_timeout, REACH_CONNECT_SECONDS),
+        read_timeout=min(r.read_timeout, REACH_READ_SECONDS),
+    )
+    try:
+        declared = discover(_client(short), r.base_url, r.name)
+    except TargetUnreachable as exc:
+        why = exc.message
+    else:
+        why = unregistered_key(declared, r)
+        if not why:
+            _discovered[key] = (time.monotonic(), declared.capabilities)
+    _reached[key] = (time.monotonic(), why)
+    return why
 
 
 class HttpTarget:
@@ -157,7 +213,7 @@ class HttpTarget:
     @property
     def capabilities(self) -> Capabilities:
         """What the receiver declares it enforces (discovery, read at most once a minute per process)."""
-        key = (self.r.base_url, json.dumps(self.r.keys, sort_keys=True), getattr(settings, "RECEIVER_IN_PROCESS", ""))
+        key = _cache_key(self.r)
         seen = _discovered.get(key)
         if seen is not None and time.monotonic() - seen[0] < DISCOVERY_SECONDS:
             return seen[1]
@@ -195,7 +251,7 @@ class HttpTarget:
         try:
             status, answer = self._call(name, body)
         except (httpx.HTTPError, ValueError) as exc:
-            raise TargetUnreachable(f"{self.name} did not answer {name} ({type(exc).__name__}: {exc})") from None
+            raise TargetUnreachable(f"{self.where()} did not answer {name} ({type(exc).__name__}: {exc})") from None
         return self._judged(name, status, answer)
 
     def _judged(self, name: str, status: int, answer: Any) -> Any:
@@ -204,7 +260,7 @@ class HttpTarget:
             raise TargetRefused(str(refused.get("kind", "refused")), str(refused.get("message", "")))
         if status != 200 or not isinstance(answer, dict):
             said = answer.get("error") if isinstance(answer, dict) else None
-            raise TargetUnreachable(f"{self.name} did not answer {name} (HTTP {status}: {str(said)[:300]})")
+            raise TargetUnreachable(f"{self.where()} did not answer {name} (HTTP {status}: {str(said)[:300]})")
         return answer
 
     def inventory(self, target: str, communities: int) -> list[dict[str, str]]:
@@ -220,9 +276,13 @@ class HttpTarget:
         return int(self._answer("fence", {"request_id": str(request_id)})["generation"])
 
     def apply(self, grant: str) -> dict[str, Any]:
-        """The evidence the receiver signed, or TargetRefused (nothing applied). Any other outcome raises
-        what the handler reads as "effect unknown": the answer was lost or cannot be believed."""
+        """The evidence the receiver signed, TargetRefused (nothing applied) or TargetBusy (nothing
+        changed, retry). Any other outcome raises what the handler reads as "effect unknown": the answer
+        was lost or cannot be believed."""
         status, answer = self._call("apply", {"grant": grant})
+        if status == 409 and isinstance(answer, dict) and isinstance(answer.get("retry"), dict):
+            retry = answer["retry"]
+            raise TargetBusy(str(retry.get("kind", "retry"))[:40], str(retry.get("message", ""))[:500])
         return verify_evidence(self._judged("apply", status, answer)["evidence"], self.r.keys)
 
     def lookup(self, operation_id: UUID) -> Lookup:
@@ -233,8 +293,12 @@ class HttpTarget:
         if "found" in answer:
             try:
                 return Found(verify_evidence(answer["found"], self.r.keys))
-            except BadEvidence as exc:
-                raise TargetRefused("tampered", f"{exc}: nothing was believed") from None
+            except BadEvidence as exc:  # a record is there: the operation may well have been applied
+                raise TargetRefused(
+                    "tampered",
+                    f"{self.where()} has a record of operation {operation_id}, so it may have been applied, but "
+                    f"{exc}: nothing was believed",
+                ) from None
         if "not_found" in answer:  # believed only signed, and about this operation: it lets the operation be resent
             try:
                 said = _signed(answer["not_found"], self.r.keys)
@@ -244,7 +308,11 @@ class HttpTarget:
                     )
                 return NotFound(datetime.fromisoformat(str(said["watermark"])))
             except (BadEvidence, KeyError, ValueError) as exc:
-                raise TargetRefused("tampered", f"{exc}: nothing was believed") from None
+                raise TargetRefused(
+                    "tampered",
+                    f"{self.where()} answered that operation {operation_id} was not applied, but {exc}: nothing was "
+                    "believed, so whether it was applied is unknown",
+                ) from None
         return Unreadable(str(answer.get("unreadable", "the receiver gave no answer this protocol knows")))
 
     def withdraw(self, withdrawal: str) -> int:
@@ -255,4 +323,4 @@ class HttpTarget:
         return int(said["epoch"])
 
     def where(self) -> str:
-        return f"{self.name} at {self.r.base_url}"
+        return self.r.where()

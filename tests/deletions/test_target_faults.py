@@ -108,7 +108,13 @@ def test_a_connection_killed_during_the_targets_commit_leaves_it_unknown_then_se
     )
 
 
-def test_a_statement_timeout_at_the_target_leaves_it_unknown_then_settles(cmd, observe) -> None:
+def test_a_statement_timeout_at_the_target_is_nothing_changed_retried_without_an_alarm_then_settles(
+    cmd, observe
+) -> None:
+    """The receiver's transaction rolled back on its statement timeout: it answers "nothing changed, retry"
+    (409), so the attempt is a plain failure retried with the normal backoff, with no effect in question,
+    no owner and no alarm; the retry looks the operation up (it was marked submitted), finds no record past
+    the submission and sends it again, once (issue 50, item 6)."""
     import psycopg
 
     from core.store import connection_url
@@ -120,12 +126,17 @@ def test_a_statement_timeout_at_the_target_leaves_it_unknown_then_settles(cmd, o
         _, err = worker.communicate(timeout=120)
         holder.rollback()
     assert worker.returncode == 1, err
-    case = unknown_and_owned(req.id)
-    assert "canceling statement due to statement timeout" in (case.last_error or ""), case.last_error
+    case = DeletionRequest.objects.get(id=req.id)
+    assert case.status == "retry_wait" and case.open_question == "" and case.owner == "system", case.open_question
+    said = case.last_error or ""
+    assert said.startswith("nothing changed at demo target system at ") and "(statement_timeout)" in said, said
+    assert "canceling statement due to statement timeout" in said and "; retried at " in said, said
+    assert not DeletionAlarm.objects.filter(request_id=req.id).exists()
+    assert effects(req.id) == []
     done = settle(cmd, case)
     observe(
-        f"a statement at the target cancelled by its 1 s timeout: effect unknown, owner {case.owner}; "
-        f"then {done.status}, {len(effects(req.id))} effects, each once"
+        f"a statement at the target cancelled by its 1 s timeout: nothing changed, retried without an alarm "
+        f"(owner {case.owner}); then {done.status}, {len(effects(req.id))} effects, each once"
     )
 
 
@@ -137,5 +148,6 @@ def test_a_proposal_says_when_the_target_cannot_be_read_now() -> None:
     req = deletion_submit(actor=named("operator-a"), target="demo:unreadable-preview")
     with TargetStopped():
         shown = proposal.of_request(req)
-    assert shown.source.startswith("not readable now: demo target system did not answer"), shown.source
+    assert shown.source.startswith("not readable now: demo target system at http://"), shown.source
+    assert "did not answer preview" in shown.source and shown.unreadable in shown.source
     assert {c.name for c in shown.communities} == {"(the target system cannot be read now)"}

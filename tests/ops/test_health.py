@@ -49,6 +49,7 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "purges_refused",
         "notifications_failed",
         "unnamed_cases",
+        "receivers",
     }
     assert data["checks"]["stage_workers"] == {"ok": True, "busy": 0, "waiting": 0, "detail": "no case waits"}
     assert data["work"] == {
