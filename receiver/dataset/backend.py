@@ -46,7 +46,8 @@ def name() -> str:
 
 
 def check_installed() -> None:
-    """Refuse to serve a dataset file other than the one installed (a changed file is installed again)."""
+    """Refuse to serve a dataset file other than the one installed (a changed file is installed again),
+    or one the application's tables have outgrown (a table added since that reaches the person, say)."""
     with connections[ALIAS].cursor() as cur:
         row = SQL.one(cur, "installed", dataset=dataset()["dataset"])
     if row is None or row[1] != compile.digest(dataset()):
@@ -54,6 +55,10 @@ def check_installed() -> None:
             f"dataset {dataset()['dataset']}: this file is not what is installed in the database; run "
             "`python -m receiver install` with it first"
         )
+    try:
+        compiled()
+    except compile.Refused as exc:
+        raise compile.Refused(f"the application's tables no longer match the installed file: {exc}") from None
 
 
 def _rows(handle: str) -> list[tuple[Any, ...]]:

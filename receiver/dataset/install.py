@@ -48,6 +48,11 @@ def run(path: str, *, write: bool, rehearse: int | None = None) -> str:
         for hop in (*e.person, *(e.community or ()))
         if hop.columns[0] not in cat.tables[hop.table].indexed
     ]
+    unindexed += [
+        f"{c.person_table}.{column} (an identity: each write to a table holding it looks the person up)"
+        for column in c.identities.values()
+        if column not in cat.tables[c.person_table].indexed
+    ]
     note = f"; paths through unindexed columns (each apply scans them): {', '.join(unindexed)}" if unindexed else ""
     note += f"; kept: {kept}" if kept else ""
     said: list[str] = []
