@@ -33,9 +33,9 @@ django.setup()
 from django.db import connection, connections  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 
-from bench import console, dbos_peer, drain, history, peer, rawloop, server  # noqa: E402
+from bench import console, dbos_peer, drain, history, peer, rawloop, server, shop  # noqa: E402
 
-SECTIONS = ("stage", "growth", "reconstruct", "drain", "console", "million")
+SECTIONS = ("stage", "shop", "growth", "reconstruct", "drain", "console", "million")
 
 
 MILLION = 1_000_000
@@ -82,6 +82,7 @@ def main() -> None:
         url, target_url = connection_url(), connection_url("target")
         run = {
             "stage": lambda: stage_section(quick, result, table, url, target_url),
+            "shop": lambda: shop_section(quick, result, table, url, target_url),
             "growth": lambda: growth_section(quick, result, table),
             "reconstruct": lambda: reconstruct_section(quick, result, table),
             "drain": lambda: drain_section(quick, result, table, url, target_url, workers),
@@ -161,6 +162,25 @@ def http_rows(
         table.append(row(words, f"{1000 / m['stages_per_s']:.2f} ms/stage, {_counts(m)}", "", None))
     table.append(row("HTTP stage ratio (floor / engine time)", f"{ratio:.2f}x", ">= 0.6x", ratio >= 0.6))
     table.append(row("HTTP overhead per stage (socket vs mounted)", f"{overhead:.2f} ms", "", None))
+
+
+def shop_section(quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str) -> None:
+    """The stage on the second sample application (`samples/shop`, the dataset receiver): whole deletions
+    through the engine and the receiver's own process over HTTP against the floor of the same SQL, in
+    interleaved rounds over the same people, and the completeness walk's own cost per person
+    (`bench/shop.py`)."""
+    measured = shop.section(quick, url, target_url)
+    table.append(
+        row(
+            f"shop data ({measured['people']:,} people, {measured['organisations']} shops)",
+            f"{measured['rows']:,} rows in {measured['tables']} tables, seeded in {measured['seed_s']:.1f} s; "
+            f"{measured['n']} people a round a side; both sides changed the same rows in each of "
+            f"{measured['same_work']} stages",
+            "",
+            None,
+        )
+    )
+    shop.report(measured, result, table, row)
 
 
 @contextmanager

@@ -91,6 +91,33 @@ def reading() -> dict[str, int]:
     return {"commits": int(commits), "statements": int(calls)}
 
 
+def counted(names: list[str]) -> dict[str, dict[str, float]]:
+    """Commits and (when counted) statements so far in each of these databases, apart (the shop
+    section tells the case database's from the receiver's), with the statements' execution time in ms
+    (a commit's flush is not in it: it runs after the statement)."""
+    flush()
+    time.sleep(1.1)
+    out: dict[str, dict[str, float]] = {name: {"commits": 0, "statements": -1, "exec_ms": 0.0} for name in names}
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_stat_clear_snapshot()")
+        cur.execute("SELECT datname, xact_commit FROM pg_stat_database WHERE datname = ANY(%s)", [names])
+        for name, commits in cur.fetchall():
+            out[name]["commits"] = int(commits)
+        try:
+            cur.execute(
+                "SELECT d.datname, coalesce(sum(s.calls), 0), coalesce(sum(s.total_exec_time), 0)"
+                " FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+                " WHERE d.datname = ANY(%s) AND s.query !~ '^SELECT [$][0-9]+ FROM ONLY ' GROUP BY d.datname",
+                [names],
+            )
+            for name, calls, exec_ms in cur.fetchall():
+                out[name]["statements"] = int(calls)
+                out[name]["exec_ms"] = float(exec_ms)
+        except Exception:
+            pass
+    return out
+
+
 def per_stage(before: dict[str, int], after: dict[str, int], stages: int) -> dict[str, float | None]:
     """The deltas per stage; the readings' own statements (a few) are spread over the stages."""
     commits = (after["commits"] - before["commits"]) / stages

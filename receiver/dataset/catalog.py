@@ -85,11 +85,16 @@ class Catalog:
 Path = tuple[ForeignKey, ...]  # from the table holding the rows to the person's table, key by key
 
 
-def reaching(cat: Catalog, person_table: str, *, depth: int = MAX_DEPTH) -> list[Path]:
+def reaching(cat: Catalog | list[ForeignKey], person_table: str, *, depth: int = MAX_DEPTH) -> list[Path]:
     """Every chain of foreign keys ending at the person's table, at most `depth` keys long, visiting
     no table twice (the person's table never in the middle): breadth first, in a stable order."""
+    keys = cat.foreign_keys if isinstance(cat, Catalog) else cat
+
+    def children(parent: str) -> list[ForeignKey]:
+        return sorted((f for f in keys if f.parent == parent), key=_order)
+
     out: list[Path] = []
-    frontier: list[Path] = [(f,) for f in sorted(cat.children(person_table), key=_order) if f.table != person_table]
+    frontier: list[Path] = [(f,) for f in children(person_table) if f.table != person_table]
     while frontier:
         out += frontier
         grown: list[Path] = []
@@ -97,7 +102,7 @@ def reaching(cat: Catalog, person_table: str, *, depth: int = MAX_DEPTH) -> list
             if len(path) >= depth:
                 continue
             seen = {person_table, *(f.table for f in path)}
-            grown += [(f, *path) for f in sorted(cat.children(path[0].table), key=_order) if f.table not in seen]
+            grown += [(f, *path) for f in children(path[0].table) if f.table not in seen]
         frontier = grown
     return out
 
@@ -174,8 +179,14 @@ def read(cur: Any, schema: str = "public") -> Catalog:
             tables[table].indexed.add(leading)
         if unique and columns:
             tables[table].uniques.append(Unique(name, frozenset(columns), expression, partial))
-    # Foreign keys as declared: on a partitioned table, its parent's (a partition's copies have a
-    # parent constraint); into a partitioned table, the one naming the parent.
+    keys = [f for f in foreign_keys(cur, schema) if f.table in tables and f.parent in tables]
+    return Catalog(tables, keys, partitions)
+
+
+def foreign_keys(cur: Any, schema: str = "public") -> list[ForeignKey]:
+    """The foreign keys as declared, in one statement (all the completeness walk reads): on a
+    partitioned table, its parent's (a partition's copies have a parent constraint); into a
+    partitioned table, the one naming the parent."""
     cur.execute(
         """SELECT con.conname, c.relname, p.relname, con.confdeltype,
                   ARRAY(SELECT a.attname FROM unnest(con.conkey) WITH ORDINALITY k(n, o)
@@ -189,9 +200,6 @@ def read(cur: Any, schema: str = "public") -> Catalog:
            ORDER BY c.relname, con.conname""",
         [schema],
     )
-    fks = [
-        ForeignKey(name, t, tuple(cols), p, tuple(pcols), str(rule))
-        for name, t, p, rule, cols, pcols in cur.fetchall()
-        if t in tables and p in tables
+    return [
+        ForeignKey(name, t, tuple(cols), p, tuple(pcols), str(rule)) for name, t, p, rule, cols, pcols in cur.fetchall()
     ]
-    return Catalog(tables, fks, partitions)

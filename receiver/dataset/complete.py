@@ -1,7 +1,7 @@
 """Complete, or not called complete: what remains of a person after their last effect, read in that
 effect's own transaction.
 
-The catalog is read again (a table added since `install` is seen) and every chain of foreign keys
+The catalog's foreign keys are read again (a table added since `install` is seen) and every chain of foreign keys
 into the person's table is counted (`catalog.reaching`, the walk `check` refuses unnamed tables by).
 A chain's rows may remain only under a table the file keeps or anonymizes (the nearest such table to
 the person holds them: a reply by someone else under the person's anonymized review stays, with the
@@ -104,8 +104,7 @@ def _not_anonymized(c: Compiled, e: Entry) -> str:
 
 def remains(cur: Any, c: Compiled, person: Any, identities: dict[str, Any]) -> Remains:
     """What of the person remains now, by the file's own rules; counted in one statement."""
-    cat = catalog.read(cur)
-    paths = catalog.reaching(cat, c.person_table)
+    paths = catalog.reaching(catalog.foreign_keys(cur), c.person_table)
     counts: list[tuple[str, str, str, str]] = []  # (sql, where, rule, reason)
     for path in paths:
         tip = path[0].table
