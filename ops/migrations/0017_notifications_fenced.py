@@ -1,0 +1,9 @@
+"""Notifications fenced by their claim (issue 51 item 5)."""
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [("ops", "0016_records_guard_themselves")]
+
+    operations = []  # type: ignore[var-annotated]
