@@ -13,7 +13,7 @@ from django.http import HttpRequest
 
 from api.models import WebhookDelivery, WebhookSubscriber
 from core import clock, tokens
-from core.admin import ReadOnly
+from core.admin import ReadOnly, refused_as_forbidden
 from core.models import ApiToken, TokenScope
 
 
@@ -107,6 +107,15 @@ class WebhookSubscriberAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if obj.created_at is None:
             obj.created_at = clock.now()
         super().save_model(request, obj, form, change)
+
+    # What a subscriber was told stays (its final deliveries): one told anything is made inactive instead.
+    def delete_model(self, request: HttpRequest, obj: WebhookSubscriber) -> None:
+        with refused_as_forbidden():
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookSubscriber]) -> None:
+        with refused_as_forbidden():
+            super().delete_queryset(request, queryset)
 
 
 @admin.register(WebhookDelivery)

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django_fsm import FSMField, FSMModelMixin, transition
 
-from core.lifecycle import FSMGuard
+from core.lifecycle import EvidenceOnceFinal, FSMGuard
 
 
 class IdempotencyKey(models.Model):
@@ -103,7 +103,18 @@ class WebhookDelivery(FSMModelMixin, models.Model):
             ),
             models.Index(fields=["case_id"], name="api_deliveries_by_case"),
         ]
-        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
+        triggers = [
+            FSMGuard(name="status_moves_as_declared", field="status"),
+            # Delivered or given up, it is the record of what a subscriber was told (a waiting one
+            # may still be dropped: the outbox's own working row).
+            EvidenceOnceFinal(
+                name="final_delivery_is_evidence",
+                what="a delivered or failed webhook delivery",
+                final="OLD.status IN ('delivered', 'failed')",
+                allowed="false",
+                kept="OLD.status IN ('delivered', 'failed')",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.event} {self.case_id} to {self.subscriber_id}"

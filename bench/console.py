@@ -79,7 +79,8 @@ def build(n: int) -> dict[str, Any]:
                 "status": status,
                 "created_at": "t.created_at - g * interval '37 seconds'",
                 "updated_at": "t.updated_at - g * interval '37 seconds'",
-                "next_check_at": "CASE WHEN g %% 50 = 1 THEN now() + interval '1 hour' END",
+                # a case waiting on people has a next check (a check constraint)
+                "next_check_at": "CASE WHEN g %% 50 IN (0, 1) THEN now() + interval '1 hour' END",
             },
             [rid],
         )

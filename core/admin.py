@@ -34,7 +34,7 @@ from django.core.exceptions import (
     ValidationError,
 )
 from django.core.paginator import Page, Paginator
-from django.db import DataError, connection, models, transaction
+from django.db import DataError, IntegrityError, connection, models, transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -537,6 +537,7 @@ class CaseAdmin(IndexedSearch, IndexedSorts, CaseActionsMixin, ReadOnly):
     # The case's signed proof (`core.proofs`): `proof(pk, now)` seals it, `proof_lines` words it.
     proof: Callable[[Any, datetime], dict[str, Any]] | None = None
     proof_lines: Callable[[dict[str, Any]], list[str]] | None = None
+    proof_contents: Callable[[dict[str, Any]], str] | None = None  # what its record carries, checked (`core.proofs`)
 
     def get_urls(self) -> list[URLPattern]:
         export = path("export.csv", self.admin_site.admin_view(self.export_csv), name=self.url_name("export"))
@@ -557,7 +558,10 @@ class CaseAdmin(IndexedSearch, IndexedSorts, CaseActionsMixin, ReadOnly):
         if not self.has_view_permission(request) or not sees(request)[access.PROOF]:
             raise PermissionDenied("only approvers, auditors and superusers may read a case's proof")
         obj = self.action_object(pk)
-        proof = self.proof(obj.pk, clock.now())  # type: ignore[misc]
+        try:
+            proof = self.proof(obj.pk, clock.now())  # type: ignore[misc]
+        except DomainError as exc:  # no proof is issued over records that contradict themselves
+            return refusal_page(request, exc, status=409, title="No proof is issued")
         if request.GET.get("format") == "json":
             response = HttpResponse(proofs.dumps(proof), content_type="application/json")
             response["Content-Disposition"] = f'attachment; filename="proof-{obj.pk}.json"'
@@ -570,7 +574,7 @@ class CaseAdmin(IndexedSearch, IndexedSorts, CaseActionsMixin, ReadOnly):
             "original": obj,
             "rows": [(line[:10].strip(), line[10:]) for line in lines[1:]],
             "proof": proof,
-            "intact": proofs.verify(proof) == "",
+            "intact": proofs.verify(proof, self.proof_contents) == "",
             "back": self.action_back(obj.pk),
         }
         return TemplateResponse(request, "admin/proof.html", context)
@@ -633,6 +637,17 @@ def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     return refusal_page(request, exception, status=404, title="Not found")
+
+
+@contextmanager
+def refused_as_forbidden() -> Iterator[None]:
+    """A change the database refuses (a record that guards itself) is the refusal page with the
+    database's one line, never a 500; nothing of it is kept."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError as exc:
+        raise PermissionDenied(str(exc).splitlines()[0]) from None
 
 
 def action_view(

@@ -132,6 +132,10 @@ class RecordCommand(ServiceCommand):
     def lines(self, proof: dict[str, Any]) -> list[str]:
         raise NotImplementedError
 
+    def contents(self, record: dict[str, Any]) -> str:
+        """Why what a saved proof's record carries does not hold, or "" (`core.proofs.verify`'s `contents`)."""
+        return ""
+
     def handle(self, *args: Any, **options: Any) -> None:
         from core import access, clock, proofs
 
@@ -141,7 +145,7 @@ class RecordCommand(ServiceCommand):
                     data = f.read()
             except OSError as exc:
                 raise CommandError(f"{options['verify']}: cannot be read ({exc.strerror})", returncode=1) from None
-            why = proofs.verify_file(data)
+            why = proofs.verify_file(data, self.contents)
             if why:
                 raise CommandError(f"{options['verify']}: NOT intact: {why}", returncode=1)
             proof = json.loads(data)

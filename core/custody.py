@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pgtrigger
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
@@ -115,8 +116,9 @@ def by_hand(
     may_assign: bool,
 ) -> tuple[Any, Pick]:
     """The person a take, assign or hand over names (from `users`, the rota members who may hold
-    the case) and the backup beside them: the backup stays unless it becomes the person, then the
-    rota names another. Refused, naming the rule, when the move is not the actor's to make."""
+    the case) and the backup beside them: the backup stays unless it becomes the person or may no
+    longer hold the case, then the rota names another (None: nobody else may). Refused, naming
+    the rule, when the move is not the actor's to make."""
     if how not in HOW:
         raise Refused(f"{shown(how)} is not a custody move: take, assign or hand over")
     new = choose(users, actor.get_username() if how == TAKE else named, what=rota_name)
@@ -130,8 +132,8 @@ def by_hand(
     )
     if why:
         raise Refused(why)
-    if backup_id is None or backup_id == new.pk:
-        backup_id = pick(members_of(users, load), keep=new.pk).backup
+    if backup_id is None or backup_id == new.pk or backup_id not in {u.pk for u in users}:
+        backup_id = pick(members_of(users, load), keep=new.pk).backup  # never one who may not hold it
     return new, Pick(new.pk, backup_id)
 
 
@@ -164,3 +166,88 @@ def offers(
         offer("assign", "Assign", perm=assign_perm, perms=perms, why_not=assign_why),
         offer("hand-over", "Hand over", perm=rota_perm, perms=perms, why_not=hand_why),
     ]
+
+
+class NamesWhoMayAct(pgtrigger.Trigger):
+    """The database's side of custody: whatever writes a case row, the people it names (`person`,
+    `backup`) are active staff holding the permission of the rota they are named for, and never
+    `barred` (a column: a deletion's submitter, whom four eyes keep off their own case). Each is
+    checked when it is named (a later loss of permission shows as the rota naming again, never as a
+    refused move of the case). With `key` (`status:rota`, a deletion's `assigned_for`) the rota is
+    the one the key names, `rotas` its permission, and people are named only for the state the case
+    is in; without, every naming is for `perm`'s rota (`rota`, its name), checked while the case is
+    `open`."""
+
+    when = pgtrigger.Before
+    operation = pgtrigger.Insert | pgtrigger.Update
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        person: str,
+        backup: str,
+        perm: str = "",
+        rotas: Mapping[str, str] | None = None,
+        key: str = "",
+        status: str = "status",
+        barred: str = "",
+        open: tuple[str, ...] = (),
+        rota: str = "",
+    ) -> None:
+        self.person, self.backup, self.perm, self.rotas = person, backup, perm, dict(rotas or {})
+        self.key, self.status, self.barred, self.open, self.rota = key, status, barred, open, rota
+        super().__init__(name=name, declare=[("perm", "text"), ("rota", "text")])
+
+    def get_func(self, model: Any) -> str:
+        person, backup, key, status = self.person, self.backup, self.key, self.status
+
+        def named(column: str) -> str:  # newly named: inserted, changed, or named for another state
+            again = f" OR NEW.{key} IS DISTINCT FROM OLD.{key}" if key else ""
+            return f"(TG_OP = 'INSERT' OR NEW.{column} IS DISTINCT FROM OLD.{column}{again})"
+
+        lines = [f"IF NOT ({named(person)} OR {named(backup)}) THEN RETURN NEW; END IF;"]
+        if self.open:
+            lines.append(
+                f"IF NEW.{status} NOT IN ({', '.join(_literal(s) for s in self.open)}) THEN RETURN NEW; END IF;"
+            )
+        lines.append(f"IF NEW.{person} IS NULL AND NEW.{backup} IS NULL THEN RETURN NEW; END IF;")
+        if key:
+            cases = " ".join(f"WHEN {_literal(r)} THEN {_literal(p)}" for r, p in sorted(self.rotas.items()))
+            lines += [
+                # A row copied in with the naming of an earlier state (a restore) names nobody now.
+                f"IF TG_OP = 'INSERT' AND split_part(NEW.{key}, ':', 1) <> NEW.{status} THEN RETURN NEW; END IF;",
+                f"IF split_part(NEW.{key}, ':', 1) <> NEW.{status} THEN RAISE EXCEPTION "
+                "'custody: %: people are named only for the state the case is in (%, named for %)', "
+                f"TG_TABLE_NAME, NEW.{status}, NEW.{key} USING ERRCODE = '23514'; END IF;",
+                f"rota := substr(NEW.{key}, length(NEW.{status}) + 2);",
+                f"perm := CASE rota {cases} END;",
+                "IF perm IS NULL THEN RAISE EXCEPTION "
+                "'custody: %: nobody is named while the % holds the case', TG_TABLE_NAME, rota "
+                "USING ERRCODE = '23514'; END IF;",
+            ]
+        else:
+            lines += [f"perm := {_literal(self.perm)};", f"rota := {_literal(self.rota or 'its')};"]
+        if self.barred:
+            lines.append(
+                f"IF NEW.{self.barred} IS NOT NULL AND NEW.{self.barred} IN (NEW.{person}, NEW.{backup}) THEN "
+                "RAISE EXCEPTION 'custody: %: its submitter never holds the case, as person or backup (four eyes)', "
+                "TG_TABLE_NAME USING ERRCODE = '23514'; END IF;"
+            )
+        for column, what in ((person, "person"), (backup, "backup")):
+            lines.append(
+                f"IF NEW.{column} IS NOT NULL AND {named(column)} AND NOT {_may(f'NEW.{column}')} THEN "
+                f"RAISE EXCEPTION 'custody: %: the {what} named (user %) may not act for the % rota: only "
+                f"active staff holding %', TG_TABLE_NAME, NEW.{column}, rota, perm USING ERRCODE = '23514'; END IF;"
+            )
+        return " ".join([*lines, "RETURN NEW;"])
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _may(user: str) -> str:
+    """`authority.may` over the user `user` and the permission in the trigger's variable `perm`."""
+    sql, _ = authority.may_sql(user, "app.codename")
+    return sql.replace("%s", "split_part(perm, '.', 1)", 1).replace("%s", "split_part(perm, '.', 2)", 1)

@@ -63,15 +63,59 @@ class FSMGuard(pgtrigger.Trigger):
         )
 
 
-# The retention job's mark (`SET LOCAL backoffice.retention = 'on'`, in its own transaction): the
-# only writer an evidence row's DELETE is allowed to (`ops.retention`). Nothing else sets it.
-RETENTION_SETTING = "backoffice.retention"
-_RETAINED = f"current_setting('{RETENTION_SETTING}', true) = 'on'"
+# The retention job's pass: a row of this table for the current transaction, which only the
+# retention functions write (SECURITY DEFINER, owned by the migration role: ops migration 0016), for
+# the statements of one closed case past its period under no records hold, and remove before they
+# return. The application's role may read the table, never write it, so no setting or statement of
+# its own opens a guard; the name is schema-qualified, so no temporary table of a session stands in.
+RETENTION_PASSES = "core_retention_passes"
+RETAINED = f"EXISTS (SELECT 1 FROM public.{RETENTION_PASSES} WHERE xact = pg_catalog.pg_current_xact_id())"
 
 
-def retention_on(cursor: Any) -> None:
-    """Mark this transaction as the retention job's (inside atomic(); ends with it)."""
-    cursor.execute("SELECT set_config(%s, 'on', true)", [RETENTION_SETTING])
+class DeletedOnlyByRetention(pgtrigger.Trigger):
+    """A case's working rows (its request, watchers, purge job, withdrawals): they change as the
+    case moves (the lifecycle guards say how), and are deleted only by the retention job, with the
+    rest of a closed case past its period (`RETAINED`)."""
+
+    when = pgtrigger.Before
+    operation = pgtrigger.Delete
+
+    def get_func(self, model: Any) -> str:
+        return (
+            f"IF {RETAINED} THEN RETURN OLD; END IF; "
+            "RAISE EXCEPTION '%: a case''s rows are deleted only by the retention job', TG_TABLE_NAME "
+            "USING ERRCODE = '23514';"
+        )
+
+
+class SettledOnce(pgtrigger.Trigger):
+    """Records settled once (an alarm resolved, a records hold released): `column` goes from NULL
+    to a value once, in one update that may set the other columns of the settlement (those whose
+    names start with one of `prefixes`: who settled it, why, under which decision) and nothing else;
+    after that the row never changes. Never deleted, or (`retained`) only by the retention job."""
+
+    when = pgtrigger.Before
+    operation = pgtrigger.Update | pgtrigger.Delete
+
+    def __init__(self, *, name: str, what: str, column: str, prefixes: tuple[str, ...], retained: bool = True) -> None:
+        self.what, self.column, self.prefixes, self.retained = what, column, prefixes, retained
+        super().__init__(name=name)
+
+    def get_func(self, model: Any) -> str:
+        what, col = self.what.replace("'", "''"), self.column
+        named = " OR ".join(f"starts_with(k, '{p}')" for p in self.prefixes)
+        settled = f"ARRAY(SELECT k FROM jsonb_object_keys(to_jsonb(OLD)) AS k WHERE {named})"
+        columns = "/".join(f"{p}*" for p in self.prefixes)
+        retained = f"IF TG_OP = 'DELETE' AND {RETAINED} THEN RETURN OLD; END IF; " if self.retained else ""
+        return (
+            f"{retained}IF TG_OP = 'DELETE' THEN "
+            f"RAISE EXCEPTION '%: {what} is never deleted{' (but by the retention job)' if self.retained else ''}', "
+            "TG_TABLE_NAME USING ERRCODE = '23514'; END IF; "
+            f'IF OLD."{col}" IS NULL AND NEW."{col}" IS NOT NULL '
+            f"AND (to_jsonb(NEW) - {settled}) = (to_jsonb(OLD) - {settled}) THEN RETURN NEW; END IF; "
+            f"RAISE EXCEPTION '%: {what} is never rewritten; only {col} may be set, once (with its {columns} "
+            "columns)', TG_TABLE_NAME USING ERRCODE = '23514';"
+        )
 
 
 class AppendOnly(pgtrigger.Trigger):
@@ -83,7 +127,7 @@ class AppendOnly(pgtrigger.Trigger):
 
     def get_func(self, model: Any) -> str:
         return (
-            f"IF TG_OP = 'DELETE' AND {_RETAINED} THEN RETURN OLD; END IF; "
+            f"IF TG_OP = 'DELETE' AND {RETAINED} THEN RETURN OLD; END IF; "
             "RAISE EXCEPTION '%: evidence rows are never rewritten or deleted', TG_TABLE_NAME "
             "USING ERRCODE = '23514';"
         )
@@ -104,7 +148,7 @@ class SetOnce(pgtrigger.Trigger):
     def get_func(self, model: Any) -> str:
         col = self.column
         return (
-            f"IF TG_OP = 'DELETE' AND {_RETAINED} THEN RETURN OLD; END IF; "
+            f"IF TG_OP = 'DELETE' AND {RETAINED} THEN RETURN OLD; END IF; "
             "IF TG_OP = 'DELETE' THEN "
             "RAISE EXCEPTION '%: evidence rows are never deleted', TG_TABLE_NAME USING ERRCODE = '23514'; END IF; "
             f"IF (to_jsonb(OLD) - '{col}') IS DISTINCT FROM (to_jsonb(NEW) - '{col}') "
@@ -115,27 +159,59 @@ class SetOnce(pgtrigger.Trigger):
 
 
 class EvidenceOnceFinal(pgtrigger.Trigger):
-    """Rows that become evidence once final (a completed stage, a finished attempt): never deleted
-    but by the retention job; once `final` (an SQL condition on OLD) holds, an update passes only
-    if `allowed` (an SQL condition on OLD and NEW: the one move the store makes on a final row)
-    holds, or, with `retained`, the retention job's own change (`retained`, on OLD and NEW)."""
+    """Rows that become evidence once final (a completed stage, a finished attempt, a sent
+    notification): never deleted but by the retention job (or, with `kept`, an SQL condition on OLD,
+    deleted freely while it does not hold: an outbox row not yet final); once `final` (an SQL
+    condition on OLD) holds, an update passes only if `allowed` (an SQL condition on OLD and NEW: the
+    one move the store makes on a final row) holds, or, with `retained`, the retention job's own
+    change (`retained`, on OLD and NEW)."""
 
     when = pgtrigger.Before
     operation = pgtrigger.Update | pgtrigger.Delete
 
-    def __init__(self, *, name: str, what: str, final: str, allowed: str, retained: str = "false") -> None:
-        self.what, self.final, self.allowed, self.retained = what, final, allowed, retained
+    def __init__(
+        self, *, name: str, what: str, final: str, allowed: str, retained: str = "false", kept: str = "true"
+    ) -> None:
+        self.what, self.final, self.allowed, self.retained, self.kept = what, final, allowed, retained, kept
         super().__init__(name=name)
 
     def get_func(self, model: Any) -> str:
         what = self.what.replace("'", "''")
+        deletable = RETAINED if self.kept == "true" else f"({RETAINED} OR NOT ({self.kept}))"
         return (
-            f"IF TG_OP = 'DELETE' AND {_RETAINED} THEN RETURN OLD; END IF; "
+            f"IF TG_OP = 'DELETE' AND {deletable} THEN RETURN OLD; END IF; "
             "IF TG_OP = 'DELETE' THEN "
             f"RAISE EXCEPTION '%: {what} is evidence: never deleted (but by the retention job)', TG_TABLE_NAME "
             "USING ERRCODE = '23514'; END IF; "
-            f"IF NOT ({self.final}) OR ({self.allowed}) OR ({_RETAINED} AND ({self.retained})) THEN "
+            f"IF NOT ({self.final}) OR ({self.allowed}) OR ({RETAINED} AND ({self.retained})) THEN "
             "RETURN NEW; END IF; "
             f"RAISE EXCEPTION '%: {what} is evidence once final: never rewritten', TG_TABLE_NAME "
             "USING ERRCODE = '23514';"
+        )
+
+
+class ClaimFence(pgtrigger.Trigger):
+    """A claim before a send (a notice slot, a notification: `status` 'sending', `claimed_by`,
+    `claim_generation`) takes the next generation, and nothing else moves it: a new holder, or
+    the same one claiming again, is always told from every earlier holder by the generation its
+    sends and saves are fenced on. Renewing one's own claim (same holder, same generation) and
+    settling it (another status) keep the generation."""
+
+    when = pgtrigger.Before
+    operation = pgtrigger.Update
+
+    def __init__(self, *, name: str) -> None:
+        super().__init__(name=name, condition=pgtrigger.AnyChange("status", "claimed_by", "claim_generation"))
+
+    def get_func(self, model: Any) -> str:
+        claimed = (
+            "NEW.status = 'sending' AND (OLD.status <> 'sending' OR NEW.claimed_by IS DISTINCT FROM OLD.claimed_by)"
+        )
+        moved = "NEW.claim_generation IS DISTINCT FROM OLD.claim_generation"
+        return (
+            f"IF (({claimed}) OR {moved}) "
+            "AND NOT (NEW.status = 'sending' AND NEW.claim_generation = OLD.claim_generation + 1) THEN "
+            "RAISE EXCEPTION '%: a claim takes the next generation (% to %), and only a claim moves it', "
+            "TG_TABLE_NAME, OLD.claim_generation, NEW.claim_generation USING ERRCODE = '23514'; "
+            "END IF; RETURN NEW;"
         )

@@ -5,7 +5,9 @@ Ed25519>, "key": <base64url public key>}`. The digest is over the record's canon
 keys, no spaces, UTF-8); the signature is over the digest and the sealing time. The signing key is
 `PROOF_SIGNING_KEY` (32 bytes, base64url), in development derived from `SECRET_KEY`; `verify` checks
 against `PROOF_PUBLIC_KEY` (or the signing key's own public half), never against the key a file
-carries, so a proof re-signed with another key fails.
+carries, so a proof re-signed with another key fails. A kind whose record carries others' signatures
+(a deletion's receipts, each under its receiver's key, which the record carries too) checks them as
+well (`contents`), on their own: a record edited and re-signed with the back-office's key still fails.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -67,7 +70,11 @@ def dumps(proof: dict[str, Any]) -> str:
     return json.dumps(proof, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def verify_file(data: bytes) -> str:
+# A kind's own check of what its record says (a deletion's receipts): why it does not hold, or "".
+Contents = Callable[[dict[str, Any]], str]
+
+
+def verify_file(data: bytes, contents: Contents | None = None) -> str:
     """Why a saved proof is not intact, or "": it must read as written (`dumps`), byte for byte,
     and its record, digest and signature must agree (`verify`). Any changed byte fails one or the other."""
     try:
@@ -76,7 +83,7 @@ def verify_file(data: bytes) -> str:
         return f"not a readable JSON proof ({exc})"
     if not isinstance(proof, dict):
         return f"not a proof ({FORMAT} expected)"
-    why = verify(proof)
+    why = verify(proof, contents)
     if why:
         return why
     if dumps(proof).encode("utf-8") != data:
@@ -84,15 +91,19 @@ def verify_file(data: bytes) -> str:
     return ""
 
 
-def verify(proof: Any) -> str:
-    """Why a proof is not intact, or "" when its digest matches its record and the back-office's
-    key signed that digest."""
+def verify(proof: Any, contents: Contents | None = None) -> str:
+    """Why a proof is not intact, or "" when what its record carries holds (`contents`: the kind's own
+    check, first, so it names what it finds whoever signed the whole), its digest matches its record
+    and the back-office's key signed that digest."""
     if not isinstance(proof, dict) or proof.get("format") != FORMAT:
         return f"not a proof ({FORMAT} expected)"
     record, said, signature = proof.get("record"), proof.get("digest"), proof.get("signature")
     at = proof.get("sealed_at")
     if not (isinstance(record, dict) and isinstance(said, str) and isinstance(signature, str) and isinstance(at, str)):
         return "a proof holds a record, its digest, when it was sealed and its signature"
+    why = contents(record) if contents is not None else ""
+    if why:
+        return why
     if proof.get("key") != public_key():
         return "the proof names another key than the back-office's"
     actual = digest(record)

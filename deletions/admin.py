@@ -24,12 +24,24 @@ from django.utils.html import format_html
 
 from core import access, clock, present
 from core import custody as rota_rules
-from core.admin import CaseAction, CaseAdmin, ReasonForm, actor, custody_actions, date_filter, lens, require, sees
+from core.admin import (
+    CaseAction,
+    CaseAdmin,
+    ReasonForm,
+    actor,
+    custody_actions,
+    date_filter,
+    lens,
+    refused_as_forbidden,
+    require,
+    sees,
+)
 from core.errors import DomainError
 from core.present import Offer
 from core.templatetags.present import when
-from deletions import case, proposal, selectors, services, targets
+from deletions import case, evidence, proposal, selectors, services, targets
 from deletions import proof as deletion_proof
+from deletions.contract import FAULT_ALARMS
 from deletions.models import (
     TERMINAL_STATUSES,
     DeletionApproval,
@@ -44,7 +56,6 @@ from deletions.models import (
 from deletions.rules.inventory import validate_target
 from deletions.rules.workflow import stage_count
 from deletions.selectors import COMMUNITY_COUNT, UNSETTLED, stage_snapshot
-from deletions.store import alarms
 from deletions.store.requests import inventory_digest
 from deletions.targets.base import TargetUnreachable, supervised
 
@@ -72,6 +83,23 @@ class RecordEffectForm(forms.Form):
         choices=[("", "(not purge_db)"), ("yes", "agents are left"), ("no", "no agents are left")],
         required=False,
         label="purge_db: agents left",
+    )
+
+
+class CorrectEffectForm(RecordEffectForm, ReasonForm):
+    """An approver's correction of the latest record of an effect applied by hand (both are kept)."""
+
+    outcome = forms.ChoiceField(
+        choices=[("applied", "it was applied"), ("not_applied", "it was not applied")],
+        widget=forms.RadioSelect,
+        label="what was in fact done",
+    )
+
+
+class CloseAlarmForm(ReasonForm):
+    kind = forms.ChoiceField(
+        choices=[(k, k.replace("_", " ")) for k in FAULT_ALARMS],
+        help_text="the fault you looked into; the reason says what you found",
     )
 
 
@@ -263,6 +291,7 @@ class DeletionRequestAdmin(CaseAdmin):
     )
     proof = staticmethod(deletion_proof.of)
     proof_lines = staticmethod(deletion_proof.lines)
+    proof_contents = staticmethod(deletion_proof.receipts_fault)
     case_actions = (
         CaseAction(
             name="approve",
@@ -333,6 +362,38 @@ class DeletionRequestAdmin(CaseAdmin):
                 has_agents={"yes": True, "no": False}.get(data["has_agents"]),
             ),
             success="Recorded; the request resumes with your record as the stage's evidence.",
+        ),
+        CaseAction(
+            name="correct",
+            perm=services.APPROVE,
+            title="Correct the record of an effect applied by hand ({obj.target})",
+            explanation="A record of an effect applied by hand is final: a correction is a new record, linked to "
+            "the case's latest one and kept beside it, made by an approver who did not make that record. The case "
+            "does not move: a run not yet made reads the correction; an open alarm stays open.",
+            form_class=CorrectEffectForm,
+            call=lambda actor, req, data: services.deletion_correct_effect(
+                actor=actor,
+                request_id=req.id,
+                applied=data["outcome"] == "applied",
+                evidence=data["evidence"],
+                reason=data["reason"],
+                has_agents={"yes": True, "no": False}.get(data["has_agents"]),
+            ),
+            success="Correction recorded beside the record it corrects.",
+        ),
+        CaseAction(
+            name="close-alarm",
+            perm=services.APPROVE,
+            title="Close an alarm of {obj.target}",
+            explanation="An integrity fault, or an effect applied by hand after its approval was withdrawn, is "
+            "closed only by a person, with what they found: the decision is on the case, and health stops "
+            "counting it. Closing it approves or completes nothing (a case with an effect applied after "
+            "withdrawal is cancelled, never completed).",
+            form_class=CloseAlarmForm,
+            call=lambda actor, req, data: services.deletion_close_alarm(
+                actor=actor, request_id=req.id, kind=data["kind"], reason=data["reason"]
+            ),
+            success="Alarm closed; your decision is on the case.",
         ),
         CaseAction(
             name="revoke",
@@ -579,10 +640,13 @@ class DeletionRequestAdmin(CaseAdmin):
             raise PermissionDenied
         now = clock.now()
         stages = [stage_snapshot(s) for s in req.stages.all()]
+        checked = evidence.of_case(req, stages, now)  # before the alarms are read: a mismatch raises one
+        stages = checked.shown(stages)  # what each receipt says, never the saved copy
         open_alarms = list(req.alarms.filter(resolved_at__isnull=True).order_by("created_at"))
         perms = request.user.get_all_permissions()
         unsettled = selectors.unsettled(req.id)
         effect_unknown = case.effect_unknown(req, now, unsettled)
+        faults = selectors.faults(req.id)
         seen = sees(request)
         offers = [
             *case.actions(
@@ -592,7 +656,9 @@ class DeletionRequestAdmin(CaseAdmin):
                 submitter=services.submitted_by(req, actor(request)),
                 effect_unknown=effect_unknown,
                 by_hand=_by_hand(req.target),
-                fault=any(a.kind == alarms.INTEGRITY for a in open_alarms),
+                open_faults=faults.open,
+                applied_after=faults.applied_after,
+                recorded=req.operator_records.exists(),
             ),
             *_custody_offers(request, req, now, unsettled, perms),
             case.deadline_offer(req, perms),
@@ -646,6 +712,8 @@ class DeletionRequestAdmin(CaseAdmin):
                 for a in open_alarms
             ],
             "inventory_changed": inventory_digest(req.inventory_json) != req.inventory_digest,
+            "evidence_faults": [f.words(values=seen[access.EVIDENCE]) for f in checked.faults],
+            "faulted": {f.stage_id for f in checked.faults},
             "offers": self.offers(offers, req.pk),
             "live": req.status in ("approved", "running", "retry_wait"),
         }
@@ -660,3 +728,16 @@ class TargetSystemAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     list_display = ("name", "prefix", "base_url", "registered_at", "unanswered_since")
     readonly_fields = ("registered_at", "unanswered_since", "unanswered_reason")
+
+    # A key that saved evidence cites is kept (the database refuses otherwise): said on the refusal page.
+    def save_model(self, request: HttpRequest, obj: TargetSystem, form: Any, change: bool) -> None:
+        with refused_as_forbidden():
+            super().save_model(request, obj, form, change)
+
+    def delete_model(self, request: HttpRequest, obj: TargetSystem) -> None:
+        with refused_as_forbidden():
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[TargetSystem]) -> None:
+        with refused_as_forbidden():
+            super().delete_queryset(request, queryset)

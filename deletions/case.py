@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -112,6 +113,7 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
     | running, no live lease, an effect unsettled    | the operators on call                       |
     | retry_wait (plain retry)                       | the system, at the retry time               |
     | retry_wait (effect unknown)                    | the named owner, else the operators on call |
+    | needs_attention, held for the approvers        | the approvers (revoked; applied after that) |
     | needs_attention                                | the named owner, else the operators on call |
     | completed, cancelled                           | nobody                                      |
     """
@@ -130,6 +132,8 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
         return ON_CALL if unsettled else "system: the next free worker (queued)"
     if req.status == "retry_wait" and not req.open_question:
         return "system: retry at the next attempt"
+    if req.status == "needs_attention" and req.owner == contract.APPROVERS:
+        return APPROVERS  # an approval revoked while it waited, or an effect applied after that
     if req.status in ("retry_wait", "needs_attention"):
         person = req.owner if req.owner and req.owner not in (req.requested_by, *GROUP_OWNERS) else ""
         return person or ON_CALL
@@ -290,12 +294,16 @@ def actions(
     submitter: bool,
     effect_unknown: bool,
     by_hand: bool = False,
-    fault: bool = False,
+    open_faults: Collection[str] = (),
+    applied_after: bool = False,
+    recorded: bool = False,
 ) -> list[Offer]:
     """Every action of a deletion case, each a link when it can act now, otherwise disabled with
     the reason: none is hidden. The services re-check everything on POST; this only keeps the
     page honest. A `manual:` target's case offers Record effect applied by hand where others
-    offer Resume (it is how such a case goes on)."""
+    offer Resume (it is how such a case goes on), and Correct a record once one was made
+    (`recorded`). `open_faults`: the kinds of its open faults; `applied_after`: an effect was
+    applied by hand after withdrawal (`custody.faults_refusal`, as the services refuse)."""
     status, label = req.status, STATUS_WORDS.get(req.status, req.status)
     ended = status in ("completed", "cancelled")
     in_review = status in ("submitted", "needs_review")
@@ -304,12 +312,27 @@ def actions(
         if in_review
         else f"the request is {label}: only a request waiting for approval is approved"
     )
-    if fault and in_review:  # `fault`: an open integrity alarm; the service refuses alike
-        approve_why = custody.fault_refusal("approved")
+    if in_review and not approve_why:
+        approve_why = custody.faults_refusal("approved", open_faults=open_faults, applied_after=applied_after)
     settle_why = (
         "" if effect_unknown and status == "retry_wait" else "no stage's effect is in question: nothing to confirm"
     )
     on_hold_why = "" if status == "needs_attention" else "only a request that needs attention is taken up again"
+    if not on_hold_why:
+        on_hold_why = custody.faults_refusal(
+            "recorded" if by_hand else "resumed", open_faults=open_faults, applied_after=applied_after
+        )
+    close_why = (
+        custody.close_refusal(
+            sorted(open_faults)[0],
+            open_faults=open_faults,
+            actor="",
+            submitter=req.requested_by if submitter else "",
+            recorded_by=(),
+        )
+        if open_faults
+        else custody.NO_FAULT
+    )
     running = status in ("approved", "running", "retry_wait")
     run_why = cannot_run_now(req, now) if running else f"the request is {label}: nothing to run"
     approved = status in ("approved", "running", "retry_wait", "needs_attention")
@@ -335,6 +358,20 @@ def actions(
         offer("run", "Run now", perm=RUN, perms=perms, why_not=run_why),
         offer("revoke", "Revoke approval", perm=APPROVE, perms=perms, why_not=revoke_why),
         offer("cancel", "Cancel", perm=CANCEL, perms=perms, why_not=cancel_why),
+        offer("close-alarm", "Close alarm", perm=APPROVE, perms=perms, why_not=close_why),
+        *(
+            [
+                offer(
+                    "correct",
+                    "Correct a record",
+                    perm=APPROVE,
+                    perms=perms,
+                    why_not="" if recorded else "no effect was recorded by hand on this case: nothing to correct",
+                )
+            ]
+            if by_hand
+            else []
+        ),
     ]
 
 

@@ -17,6 +17,18 @@ APPROVERS = "approvers"
 OPERATORS_ON_CALL = "operators on call"
 SYSTEM = "system"
 GROUP_OWNERS = (APPROVERS, OPERATORS_ON_CALL, SYSTEM)
+# Who may hold a case a rota answers: the permission of what the case waits for there. The services
+# name people by it and the database refuses anyone else (`models.DeletionRequest`'s custody trigger).
+ROTA_PERMISSION = {APPROVERS: "deletions.approve_deletionrequest", OPERATORS_ON_CALL: "deletions.run_deletionrequest"}
+# Alarms no approval, resume or cancellation clears: the records contradict themselves, or an
+# effect was applied by hand after authority was withdrawn. While one is open the case is neither
+# approved nor completed; only a person's decision with a reason closes it.
+INTEGRITY = "integrity_fault"
+AFTER_WITHDRAWAL = "applied_after_withdrawal"
+FAULT_ALARMS = (INTEGRITY, AFTER_WITHDRAWAL)
+# The states in which a case waits on people: each has a next check, and once the rota named people
+# for it, a person and a backup (check constraints). A plain retry or a run is the system's.
+WAITING_ON_PEOPLE = ("submitted", "needs_review", "needs_attention")
 
 
 # The evidence a target system records with an applied effect (what a case believes, read there).

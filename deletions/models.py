@@ -15,8 +15,10 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django_fsm import FSMField, FSMModelMixin, transition
 
+from core.custody import NamesWhoMayAct
 from core.decisions import DecisionRecord
-from core.lifecycle import AppendOnly, EvidenceOnceFinal, FSMGuard, SetOnce
+from core.lifecycle import AppendOnly, DeletedOnlyByRetention, EvidenceOnceFinal, FSMGuard, SetOnce, SettledOnce
+from deletions.contract import AFTER_WITHDRAWAL, FAULT_ALARMS, ROTA_PERMISSION, WAITING_ON_PEOPLE
 
 
 class Status(models.TextChoices):
@@ -40,6 +42,17 @@ OPEN_STATUSES = [
 ]
 TERMINAL_STATUSES = [Status.COMPLETED, Status.CANCELLED]
 RUNNABLE_STATUSES = [Status.APPROVED, Status.RUNNING, Status.RETRY_WAIT]
+
+_FAULTS_SQL = ", ".join(f"'{kind}'" for kind in FAULT_ALARMS)
+
+
+def _named_to(rotas: list[str], statuses: list[str]) -> Q:
+    """The case is named (`assigned_for`) for the state it is in, one of `statuses`, to one of `rotas`."""
+    return Q(*[Q(status=s, assigned_for__in=[f"{s}:{r}" for r in rotas]) for s in statuses], _connector=Q.OR)
+
+
+# A case waiting on people has a next check (a retry the effect of which is unknown included).
+WAITS_ON_PEOPLE = Q(status__in=WAITING_ON_PEOPLE) | (Q(status=Status.RETRY_WAIT) & ~Q(open_question=""))
 
 
 class DeletionRequest(FSMModelMixin, models.Model):
@@ -99,6 +112,21 @@ class DeletionRequest(FSMModelMixin, models.Model):
                 condition=Q(assignee__isnull=True) | Q(backup__isnull=True) | ~Q(assignee=F("backup")),
                 name="deletion_backup_is_another_person",
             ),
+            # A case waiting on people is looked at again by a set time.
+            models.CheckConstraint(
+                condition=~WAITS_ON_PEOPLE | Q(next_check_at__isnull=False), name="deletion_waiting_has_a_next_check"
+            ),
+            # Named by a rota for the state it is in: a person and a backup, both (who may act: the trigger).
+            models.CheckConstraint(
+                condition=~_named_to(list(ROTA_PERMISSION), [str(s) for s in OPEN_STATUSES])
+                | Q(assignee__isnull=False, backup__isnull=False),
+                name="deletion_named_case_has_person_and_backup",
+            ),
+            # A case waiting on people is never the system's to hold.
+            models.CheckConstraint(
+                condition=~_named_to(["system"], list(WAITING_ON_PEOPLE)),
+                name="deletion_waiting_case_is_held_by_people",
+            ),
         ]
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="deletion_status_due"),
@@ -119,11 +147,43 @@ class DeletionRequest(FSMModelMixin, models.Model):
         ]
         triggers = [
             FSMGuard(name="status_moves_as_declared", field="status"),
+            DeletedOnlyByRetention(name="deleted_only_by_retention"),
             # The proposal an approval covers never changes, whatever writes the row.
             pgtrigger.Protect(
                 name="proposal_is_immutable",
                 operation=pgtrigger.Update,
                 condition=pgtrigger.AnyChange("inventory_json", "inventory_digest", "inventory_version", "target"),
+            ),
+            # Custody: the person and backup may act for the rota they are named for, never the submitter.
+            NamesWhoMayAct(
+                name="custody_names_who_may_act",
+                person="assignee_id",
+                backup="backup_id",
+                rotas=ROTA_PERMISSION,
+                key="assigned_for",
+                barred="requested_by_user_id",
+            ),
+            # An open fault (an integrity alarm, an effect applied after withdrawal) stops approval and
+            # completion; a case with an effect applied by hand after withdrawal never completes.
+            pgtrigger.Trigger(
+                name="no_approval_or_completion_past_a_fault",
+                when=pgtrigger.Before,
+                operation=pgtrigger.Update,
+                condition=pgtrigger.Condition(
+                    "NEW.status IS DISTINCT FROM OLD.status AND NEW.status IN ('approved', 'completed')"
+                ),
+                declare=[("fault", "text")],
+                func=(
+                    "SELECT a.kind INTO fault FROM entity_deletion_alarms a WHERE a.request_id = NEW.id "
+                    f"AND a.kind IN ({_FAULTS_SQL}) AND a.resolved_at IS NULL ORDER BY a.created_at LIMIT 1; "
+                    "IF fault IS NOT NULL THEN RAISE EXCEPTION "
+                    "'deletion %: an open % alarm stops it from being %; a person closes it with a reason first', "
+                    "NEW.id, fault, NEW.status USING ERRCODE = '23514'; END IF; "
+                    "IF NEW.status = 'completed' AND EXISTS (SELECT 1 FROM entity_deletion_alarms a "
+                    f"WHERE a.request_id = NEW.id AND a.kind = '{AFTER_WITHDRAWAL}') THEN RAISE EXCEPTION "
+                    "'deletion %: an effect was applied by hand after its approval was withdrawn: such a case is "
+                    "cancelled, never completed', NEW.id USING ERRCODE = '23514'; END IF; RETURN NEW;"
+                ),
             ),
         ]
         permissions = [
@@ -313,13 +373,23 @@ class DeletionDecision(DecisionRecord):
 
 
 class DeletionAlarm(models.Model):
-    """An owner alerted: a case that waits on a person (effect unknown). Cleared when settled."""
+    """An owner alerted: a case that waits on a person (effect unknown). Cleared when settled; a
+    fault (`FAULT_ALARMS`) only by a person's decision with a reason, which it then names."""
 
     request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="alarms")
     kind = models.CharField(max_length=32)
     message = models.TextField()
     created_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
+    decision = models.ForeignKey(  # read from the alarm only (a decision closes at most a few)
+        DeletionDecision,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        help_text="the decision that closed it (who, when and why)",
+    )
 
     class Meta:
         db_table = "entity_deletion_alarms"
@@ -327,6 +397,26 @@ class DeletionAlarm(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["request", "kind"], condition=Q(resolved_at__isnull=True), name="one_open_deletion_alarm"
+            ),
+        ]
+        triggers = [
+            # A record of what happened: resolved once (with the decision that closed it), never rewritten.
+            SettledOnce(name="resolved_once", what="an alarm", column="resolved_at", prefixes=("resolved", "decision")),
+            # A fault closes only with a person's close_alarm decision on the same case, with a reason.
+            pgtrigger.Trigger(
+                name="a_fault_closes_by_a_named_decision",
+                when=pgtrigger.Before,
+                operation=pgtrigger.Update,
+                condition=pgtrigger.Condition(
+                    f"OLD.resolved_at IS NULL AND NEW.resolved_at IS NOT NULL AND OLD.kind IN ({_FAULTS_SQL})"
+                ),
+                func=(
+                    "IF NOT EXISTS (SELECT 1 FROM entity_deletion_decisions d WHERE d.id = NEW.decision_id "
+                    "AND d.request_id = NEW.request_id AND d.action = 'close_alarm' AND d.actor_id IS NOT NULL "
+                    "AND btrim(d.reason) <> '') THEN RAISE EXCEPTION "
+                    "'%: a % alarm is closed only by a person''s close_alarm decision on its case, with a reason', "
+                    "TG_TABLE_NAME, OLD.kind USING ERRCODE = '23514'; END IF; RETURN NEW;"
+                ),
             ),
         ]
 
@@ -354,6 +444,15 @@ class AuthorityWithdrawal(models.Model):
     class Meta:
         db_table = "entity_deletion_authority_withdrawals"
         constraints = [models.UniqueConstraint(fields=["request", "epoch"], name="one_withdrawal_per_epoch")]
+        # Once the target acknowledged it, what was withdrawn, when and where is evidence.
+        triggers = [
+            EvidenceOnceFinal(
+                name="acknowledged_withdrawal_is_evidence",
+                what="an acknowledged withdrawal",
+                final="OLD.acknowledged_at IS NOT NULL",
+                allowed="false",
+            )
+        ]
         indexes = [
             models.Index(
                 fields=["created_at"], condition=Q(acknowledged_at__isnull=True), name="withdrawal_unacknowledged"
@@ -367,7 +466,12 @@ class AuthorityWithdrawal(models.Model):
 class OperatorRecord(models.Model):
     """What an operator recorded for an effect applied by hand at a target that cannot enforce
     anything itself (a `manual:` target): applied, with the evidence they saw, or not applied.
-    The manual target's lookup reads these; append-only (the latest record for an operation counts)."""
+    The manual target's lookup reads these; append-only (the latest record for an operation counts).
+
+    A record is final: one per hand-over of the effect (`attempt`, the stage's attempt that handed
+    it over; "not applied" hands it over again, as a new attempt), and an effect recorded applied is
+    recorded so once. A correction is a new record linked to the one it corrects (`corrects`), made
+    by an approver who did not make that record; both are kept."""
 
     request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="operator_records")
     operation_id = models.UUIDField()
@@ -377,11 +481,37 @@ class OperatorRecord(models.Model):
     evidence = models.TextField()
     recorded_by = models.CharField(max_length=150)
     recorded_at = models.DateTimeField()
+    attempt = models.IntegerField(null=True, blank=True, help_text="the hand-over it answers (none before 51)")
+    corrects = models.OneToOneField("self", null=True, blank=True, on_delete=models.PROTECT, related_name="correction")
 
     class Meta:
         db_table = "entity_deletion_operator_records"
         indexes = [models.Index(fields=["operation_id", "-recorded_at"], name="operator_record_latest")]
-        triggers = [AppendOnly(name="operator_records_append_only")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["operation_id", "attempt"], condition=Q(corrects__isnull=True), name="one_record_per_handover"
+            ),
+            models.UniqueConstraint(
+                fields=["operation_id"], condition=Q(applied=True, corrects__isnull=True), name="applied_recorded_once"
+            ),
+        ]
+        triggers = [
+            AppendOnly(name="operator_records_append_only"),
+            # A correction is of a record of the same operation on the same case, by someone else.
+            pgtrigger.Trigger(
+                name="a_correction_is_another_persons",
+                when=pgtrigger.Before,
+                operation=pgtrigger.Insert,
+                condition=pgtrigger.Condition("NEW.corrects_id IS NOT NULL"),
+                func=(
+                    "IF NOT EXISTS (SELECT 1 FROM entity_deletion_operator_records o WHERE o.id = NEW.corrects_id "
+                    "AND o.request_id = NEW.request_id AND o.operation_id = NEW.operation_id "
+                    "AND o.recorded_by <> NEW.recorded_by) THEN RAISE EXCEPTION "
+                    "'%: a correction names a record of the same operation, made by another person', TG_TABLE_NAME "
+                    "USING ERRCODE = '23514'; END IF; RETURN NEW;"
+                ),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.operation_id}: {'applied' if self.applied else 'not applied'} by {self.recorded_by}"
@@ -471,6 +601,27 @@ class StageAttempt(models.Model):
 
 KEY_PATTERN = r"^[A-Za-z0-9_-]{43}$"  # an Ed25519 public key: 32 bytes, unpadded base64url
 
+# The key id a saved receipt (a compact JWS, in a completed stage's result) names in its header.
+_RECEIPT = "s.metadata_json -> 'result' ->> 'receipt'"
+_HEADER = f"split_part({_RECEIPT}, '.', 1)"
+_RECEIPT_KID = (
+    f"convert_from(decode(rpad(translate({_HEADER}, '-_', '+/'), (length({_HEADER}) + 3) / 4 * 4, '='), "
+    "'base64'), 'UTF8')::jsonb ->> 'kid'"
+)
+# A registered receiver's key stays as it is while evidence of a target under its prefix cites it.
+_CITED_KEYS_ARE_KEPT = (
+    "IF TG_OP = 'UPDATE' AND NEW.keys = OLD.keys AND NEW.prefix = OLD.prefix THEN RETURN NEW; END IF; "
+    "FOR kid IN SELECT k FROM jsonb_object_keys(OLD.keys) AS k LOOP "
+    "CONTINUE WHEN TG_OP = 'UPDATE' AND NEW.prefix = OLD.prefix AND NEW.keys -> kid = OLD.keys -> kid; "
+    "IF EXISTS (SELECT 1 FROM public.entity_deletion_requests r "
+    "JOIN public.entity_deletion_stage_history s ON s.request_id = r.id "
+    f"WHERE starts_with(r.target, OLD.prefix) AND s.metadata_json -> 'result' ? 'receipt' AND {_RECEIPT_KID} = kid) "
+    "THEN RAISE EXCEPTION '%: key % of % is cited by saved evidence: it is never rewritten or retired', "
+    "TG_TABLE_NAME, kid, OLD.prefix USING ERRCODE = '23514'; END IF; "
+    "END LOOP; "
+    "IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW;"
+)
+
 
 class TargetSystem(models.Model):
     """A receiver the back-office sends effects to over HTTP (`deletions.targets.http`): a target whose
@@ -502,6 +653,17 @@ class TargetSystem(models.Model):
     class Meta:
         db_table = "registered_receivers"  # (the case database holds no table of a target's data)
         ordering = ["prefix"]
+        # A key is added or retired, never rewritten: while saved evidence cites a key id, its key
+        # never changes and it never disappears (nor its prefix, nor the row).
+        triggers = [
+            pgtrigger.Trigger(
+                name="cited_keys_are_kept",
+                when=pgtrigger.Before,
+                operation=pgtrigger.Update | pgtrigger.Delete,
+                declare=[("kid", "text")],
+                func=_CITED_KEYS_ARE_KEPT,
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix})"

@@ -2,6 +2,12 @@
 approval and revocation, every stage with its operation id, attempts and the target system's
 evidence, the cancellation, the withdrawals and the decision log, as one record `core.proofs` seals.
 
+A stage's evidence in the proof is what its receipt says (`receipts.believe`), with the receipt, and
+the record carries the receiver's public key for each key id its receipts name: `--verify` checks
+every receipt against it (`receipts_fault`) as well as the back-office's signature over the whole. No
+proof is issued over a stage whose saved evidence is not what its receipt says (`of` refuses, naming
+the stage and the fields, and the case's integrity alarm is raised).
+
 Read only; the same record prints as text (`lines`) and on the admin's printable page."""
 
 from __future__ import annotations
@@ -11,18 +17,25 @@ from datetime import datetime
 from typing import Any
 
 from core import present, proofs
-from deletions import case
-from deletions.contract import chain_order
+from deletions import case, evidence, receipts, targets
+from deletions.contract import StageSnapshot, chain_order
+from deletions.errors import Refused
 from deletions.models import DeletionRequest
-from deletions.selectors import get_request, stage_snapshot
+from deletions.selectors import case_stages, get_request
 
 
 def _at(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def record(req: DeletionRequest) -> dict[str, Any]:
-    stages = chain_order([stage_snapshot(s) for s in req.stages.order_by("created_at", "id")])
+def record(
+    req: DeletionRequest, stages: list[StageSnapshot] | None = None, checked: evidence.CaseEvidence | None = None
+) -> dict[str, Any]:
+    """The case as its proof says it; each stage's evidence as believed (`checked`, else read now)."""
+    stages = chain_order(case_stages(req.id) if stages is None else stages)
+    if checked is None:
+        checked = evidence.believed(req.target, stages, req.id)
+    beliefs = checked.beliefs
     attempts = case.attempts_by_stage(list(req.attempts.order_by("started_at", "attempt")))
     decisions = list(req.decisions.order_by("created_at", "id"))
     submitted = next((d for d in decisions if d.action == "submit"), None)
@@ -65,7 +78,8 @@ def record(req: DeletionRequest) -> dict[str, Any]:
                 "submitted_at": _at(s.submitted_at),
                 "started_at": _at(s.started_at),
                 "finished_at": _at(s.finished_at),
-                "evidence": s.evidence,
+                "believed": beliefs[s.id].how,
+                "evidence": beliefs[s.id].evidence,
                 "attempts": [
                     {
                         "attempt": a.attempt,
@@ -81,7 +95,8 @@ def record(req: DeletionRequest) -> dict[str, Any]:
             }
             for s in stages
         ],
-        "remains": remains([s.evidence for s in stages]),
+        "receivers": checked.cited(),
+        "remains": remains([beliefs[s.id].evidence for s in stages]),
         "cancellation": (
             {"by": req.cancel_requested_by, "at": _at(req.cancel_requested_at), "reason": req.cancel_reason}
             if req.cancel_requested_at
@@ -126,8 +141,39 @@ def remains_lines(found: dict[str, Any] | None) -> list[str]:
 
 
 def of(request_id: Any, now: datetime) -> dict[str, Any]:
-    """The sealed proof of one deletion case (`core.proofs.seal`)."""
-    return proofs.seal(record(get_request(request_id)), now)
+    """The sealed proof of one deletion case (`core.proofs.seal`); refused, naming each stage and field,
+    when a stage's saved evidence is not what its receipt says (the case's integrity alarm raised)."""
+    req = get_request(request_id)
+    stages = case_stages(req.id)
+    checked = evidence.of_case(req, stages, now)
+    if checked.faults:
+        raise Refused(f"no proof of deletion {req.id} is issued: {receipts.FAULT}: {checked.said(values=True)}")
+    return proofs.seal(record(req, stages, checked), now)
+
+
+def receipts_fault(r: dict[str, Any]) -> str:
+    """Why the receipts a proof's record carries do not hold, or "": each stage's evidence is what its
+    receipt says, verified against the receiver's public key the record carries for the key id it
+    names; evidence without a receipt only from a manual target (an operator's record). What a
+    `--verify` checks besides the back-office's signature, so it holds even if that key signed an
+    edited record."""
+    carried = r.get("receivers")
+    keys = {str(k): str(v) for k, v in carried.items()} if isinstance(carried, dict) else {}
+    asked = r.get("asked")
+    target = str(asked.get("target", "")) if isinstance(asked, dict) else ""
+    by_hand = targets.keys_in(target, []) is None
+    stages = r.get("stages")
+    for s in stages if isinstance(stages, list) else []:
+        if not isinstance(s, dict):
+            return "a stage of the proof is not a record"
+        said = s.get("evidence")
+        if not said:
+            continue  # nothing claimed (not completed, or the evidence dropped past its period)
+        belief = receipts.believe(said, None if by_hand else keys)
+        if belief.fault:
+            place = receipts.where(str(s.get("stage")), s.get("community_id"), s.get("operation_id"))
+            return f"stage {place}: its evidence is not what its receipt says: {belief.said(values=True)}"
+    return ""
 
 
 def lines(proof: dict[str, Any]) -> list[str]:
@@ -144,17 +190,20 @@ def lines(proof: dict[str, Any]) -> list[str]:
     for a in r["approvals"]:
         revoked = f", revoked {a['revoked_at']}" if a["revoked_at"] else ""
         out.append(f"approval  by {a['approved_by']} at {a['approved_at']} of {a['digest'][:12]}…{revoked}")
+    for kid, key in sorted((r.get("receivers") or {}).items()):
+        out.append(f"receiver  key {kid}: {key} (each receipt under it is checked with it)")
     for s in r["stages"]:
-        evidence = ", ".join(
+        said = ", ".join(
             f"{k}={json.dumps(v, sort_keys=True, separators=(',', ':')) if isinstance(v, dict) else v}"
             if k != "receipt"
             else present.receipt(v)
             for k, v in s["evidence"].items()
         )
-        evidence = evidence or "no evidence"
+        if said and s.get("believed") == receipts.BY_HAND:
+            said = f"recorded by an operator, no receipt: {said}"
         out.append(
             f"stage     {s['stage']} {s['community_id'] or ''} {s['status']} operation {s['operation_id']}"
-            f" ({len(s['attempts'])} attempt(s)): {evidence}"
+            f" ({len(s['attempts'])} attempt(s)): {said or 'no evidence'}"
         )
     out += remains_lines(r.get("remains"))
     if r["cancellation"]:

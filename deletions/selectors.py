@@ -3,6 +3,7 @@ run's first read in SQL)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -21,6 +22,7 @@ from deletions.models import (
     OPEN_STATUSES,
     DeletionAlarm,
     DeletionRequest,
+    OperatorRecord,
     StageHistory,
     Status,
 )
@@ -79,6 +81,60 @@ def stage_snapshot(row: StageHistory) -> StageSnapshot:
         attempts=row.attempts,
         submitted_at=row.submitted_at,
     )
+
+
+def case_stages(request_id: UUID) -> list[StageSnapshot]:
+    """Every stage of a case (one read), in creation order."""
+    return [stage_snapshot(r) for r in StageHistory.objects.filter(request_id=request_id).order_by("created_at", "id")]
+
+
+class SavedResult(NamedTuple):
+    """A stage's saved result, where a receipt check reads it (`evidence.sweep`)."""
+
+    stage_id: UUID
+    request_id: UUID
+    stage: str
+    community_id: str | None
+    operation_id: UUID
+    target: str
+    result: Any
+
+
+# The newest cases' stages that hold a result (through `deletion_newest` and the stages' request
+# index), then the next window of stages from `after` in key order (the primary key): both bounded,
+# whatever the tables hold.
+_RESULTS_TO_CHECK = """
+    (SELECT true, s.id, s.request_id, s.stage, s.target_community_id, s.operation_id, r.target,
+            s.metadata_json -> 'result'
+     FROM (SELECT id, target, created_at FROM entity_deletion_requests
+           ORDER BY created_at DESC, id DESC LIMIT %(newest)s) r
+     JOIN entity_deletion_stage_history s ON s.request_id = r.id
+     WHERE s.metadata_json ? 'result'
+     ORDER BY r.created_at DESC, r.id DESC, s.created_at DESC, s.id DESC LIMIT %(newest)s)
+    UNION ALL
+    (SELECT false, s.id, s.request_id, s.stage, s.target_community_id, s.operation_id, r.target,
+            s.metadata_json -> 'result'
+     FROM entity_deletion_stage_history s JOIN entity_deletion_requests r ON r.id = s.request_id
+     WHERE s.id > %(after)s AND s.metadata_json ? 'result'
+     ORDER BY s.id LIMIT %(window)s)
+"""
+
+
+def results_to_check(*, newest: int, after: UUID, window: int) -> tuple[list[SavedResult], list[SavedResult]]:
+    """Saved results to check against their receipts, in one query: those of the newest cases (at
+    most `newest` stages, the newest first) and the next `window` in key order after `after`."""
+    with connection.cursor() as cur:
+        cur.execute(_RESULTS_TO_CHECK, {"newest": newest, "after": after, "window": window})
+        rows = cur.fetchall()
+    newest_first: list[SavedResult] = []
+    swept: list[SavedResult] = []
+    for row in rows:
+        saved = SavedResult(
+            row[1], row[2], row[3], str(row[4]) if row[4] else None, row[5], row[6],
+            json.loads(row[7]) if isinstance(row[7], str) else row[7],
+        )  # fmt: skip
+        (newest_first if row[0] else swept).append(saved)
+    return newest_first, swept
 
 
 def load_history(request_id: UUID, limit: int) -> list[StageSnapshot]:
@@ -331,3 +387,49 @@ def deadlines(now: datetime, soon: datetime, limit: int) -> dict[str, Any]:
             open_.filter(due_at__lte=soon).select_related("assignee", "backup").order_by("due_at", "id")[:limit]
         ),
     }
+
+
+# Faults and the records of effects applied by hand: what approval, resume, record and close check.
+
+
+class Faults(NamedTuple):
+    open: frozenset[str]  # the kinds of the case's open faults (`contract.FAULT_ALARMS`)
+    applied_after: bool  # an effect was recorded applied by hand after withdrawal, its alarm open or closed
+
+
+def faults(request_id: UUID) -> Faults:
+    rows = list(
+        DeletionAlarm.objects.filter(request_id=request_id, kind__in=contract.FAULT_ALARMS).values_list(
+            "kind", "resolved_at"
+        )
+    )
+    return Faults(
+        frozenset(kind for kind, resolved in rows if resolved is None),
+        any(kind == contract.AFTER_WITHDRAWAL for kind, _ in rows),
+    )
+
+
+def handover_record(operation_id: UUID, attempt: int) -> OperatorRecord | None:
+    """The record that answers the hand-over `attempt` of an operation (its first; corrections aside)."""
+    return OperatorRecord.objects.filter(operation_id=operation_id, attempt=attempt, corrects__isnull=True).first()
+
+
+def applied_record(operation_id: UUID) -> OperatorRecord | None:
+    """The record of the operation applied by hand, if one says so (an effect is recorded applied once)."""
+    return OperatorRecord.objects.filter(operation_id=operation_id, applied=True, corrects__isnull=True).first()
+
+
+def latest_record(request_id: UUID) -> OperatorRecord | None:
+    """The case's latest record of an effect applied by hand (a correction is later than what it corrects)."""
+    return (
+        OperatorRecord.objects.filter(request_id=request_id)
+        .select_related("correction")
+        .order_by("-recorded_at", "-id")
+        .first()
+    )
+
+
+def recorders(request_id: UUID) -> set[str]:
+    """Who recorded an effect on this case as applied by hand (not who corrected such a record)."""
+    records = OperatorRecord.objects.filter(request_id=request_id, applied=True, corrects__isnull=True)
+    return set(records.values_list("recorded_by", flat=True))

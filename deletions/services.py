@@ -50,7 +50,7 @@ RUN = "deletions.run_deletionrequest"
 VIEW = "deletions.view_deletionrequest"
 ASSIGN = "deletions.assign_deletionrequest"
 EXTEND = "deletions.extend_deadline_deletionrequest"
-ROTA_PERMISSION = {contract.APPROVERS: APPROVE, contract.OPERATORS_ON_CALL: RUN}  # who may be on each rota
+ROTA_PERMISSION = contract.ROTA_PERMISSION  # who may be on each rota: {APPROVERS: APPROVE, OPERATORS_ON_CALL: RUN}
 
 
 def deletion_submit(
@@ -119,8 +119,10 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
                 f"four eyes: {req.requested_by} submitted request {req.id}, so they cannot also approve it; "
                 "another approver must"
             )
-        if req.alarms.filter(kind=alarms.INTEGRITY, resolved_at__isnull=True).exists():
-            raise Refused(custody.fault_refusal("approved"))
+        found = selectors.faults(req.id)
+        blocked = custody.faults_refusal("approved", open_faults=found.open, applied_after=found.applied_after)
+        if blocked:
+            raise Refused(blocked)
         recomputed = inventory_digest(req.inventory_json)
         if recomputed != req.inventory_digest:
             raise Refused(f"saved inventory digest {req.inventory_digest} does not match its inventory {recomputed}")
@@ -204,8 +206,10 @@ def deletion_resume(
         resumable = [Status.NEEDS_ATTENTION, *([Status.RETRY_WAIT] if effect_not_applied else [])]
         if req.status not in resumable:
             raise Refused(f"request {req.id} is {req.status}; only a request that needs attention can be resumed")
-        if req.alarms.filter(kind=alarms.AFTER_WITHDRAWAL, resolved_at__isnull=True).exists():
-            raise Refused(f"request {req.id}: {req.open_question}")  # resuming would complete it without authority
+        found = selectors.faults(req.id)
+        blocked = custody.faults_refusal("resumed", open_faults=found.open, applied_after=found.applied_after)
+        if blocked:  # resuming would go on toward a completion the fault stops
+            raise Refused(f"request {req.id}: {blocked}")
         if effect_not_applied:
             row = req.stages.filter(is_current=True).first()  # the request is locked: nothing moves it
             if row is None or row.submitted_at is None:
@@ -237,10 +241,10 @@ def deletion_resume(
                 now=now,
             )
         if req.status == Status.NEEDS_ATTENTION:
-            # The operator answered a refusal no approval answers, or an effect in question: the next run
-            # checks again at the receiver, and raises the alarm again if it still stands.
-            for kind in (alarms.BOUNDARY_REFUSED, alarms.INTEGRITY):
-                alarms.resolve(request_id=req.id, kind=kind, now=now)
+            # The operator answered a refusal no approval answers: the next run checks again at the
+            # receiver, and raises the alarm again if it still stands. (A fault is closed by a person's
+            # own decision, never by a resume: `deletion_close_alarm`.)
+            alarms.resolve(request_id=req.id, kind=alarms.BOUNDARY_REFUSED, now=now)
         record_resume(req, by=actor.name, custody=custody.resumed(by=actor.name, now=now), now=now)
         req.refresh_from_db()
         decisions.record(
@@ -254,7 +258,8 @@ def deletion_record_effect(
 ) -> DeletionRequest:
     """An operator records what they did by hand for the effect handed to them (a target that enforces
     nothing: `targets.base.supervised`): applied, with the evidence they saw, or not applied. The record
-    is the only evidence there is; the request is resumed, and the next run reads it (`lookup`)."""
+    is the only evidence there is; the request is resumed, and the next run reads it (`lookup`). A
+    record is final: one per hand-over (a correction is an approver's, `deletion_correct_effect`)."""
     rid = parse_request_id(request_id)
     authority.require(actor, RUN)
     evidence = optional_reason(evidence)  # the reason rules: printable, bounded
@@ -274,6 +279,17 @@ def deletion_record_effect(
             raise Refused(f"request {req.id} ({req.status}) has no effect waiting for an operator; nothing recorded")
         if submitted_by(req, actor):
             raise Refused(custody.own_effect(req.requested_by))
+        first = selectors.handover_record(row.operation_id, row.attempts) or selectors.applied_record(row.operation_id)
+        final = custody.record_refusal(
+            operation_id=row.operation_id,
+            recorded=(first.recorded_by, first.applied, first.recorded_at) if first is not None else None,
+        )
+        if final:
+            raise Refused(f"request {req.id}: {final}; nothing recorded")
+        found = selectors.faults(req.id)
+        blocked = custody.faults_refusal("recorded", open_faults=found.open, applied_after=found.applied_after)
+        if blocked:
+            raise Refused(f"request {req.id}: {blocked}; nothing recorded")
         if row.stage == workflow.PURGE_DB and applied and has_agents is None:
             raise BadInput(f"{row.stage} applied: say whether agents are left (--has-agents yes|no); nothing recorded")
         if has_agents is not None and not (row.stage == workflow.PURGE_DB and applied):
@@ -290,6 +306,7 @@ def deletion_record_effect(
             evidence=evidence,
             by=actor.name,
             now=now,
+            attempt=row.attempts,  # the hand-over it answers
         )
         what = "applied" if applied else "not applied"
         approval = approvals.latest(req)
@@ -311,15 +328,112 @@ def deletion_record_effect(
             alarms.raise_alarm(request_id=req.id, kind=alarms.AFTER_WITHDRAWAL, message=held.open_question, now=now)
             review_recorded_effect(req, custody=held, action=f"{row.stage} applied by hand after {gone}", now=now)
             req.refresh_from_db()
+            if _name_by_rota(req, now, unsettled=selectors.unsettled(req.id), rotas=_Rotas()):  # the approvers'
+                req.refresh_from_db()
             return req
-        if req.status == Status.NEEDS_ATTENTION:
-            # The operator answered a refusal no approval answers, or an effect in question: the next run
-            # checks again at the receiver, and raises the alarm again if it still stands.
-            for kind in (alarms.BOUNDARY_REFUSED, alarms.INTEGRITY):
-                alarms.resolve(request_id=req.id, kind=kind, now=now)
+        alarms.resolve(request_id=req.id, kind=alarms.BOUNDARY_REFUSED, now=now)
         record_resume(req, by=actor.name, custody=custody.resumed(by=actor.name, now=now), now=now)
         transaction.on_commit(lambda: jobs.enqueue_run(rid))
         req.refresh_from_db()
+        return req
+
+
+def deletion_correct_effect(
+    *,
+    actor: Actor,
+    request_id: str | UUID,
+    applied: bool,
+    evidence: str,
+    reason: str,
+    has_agents: bool | None = None,
+) -> DeletionRequest:
+    """An approver corrects the case's latest record of an effect applied by hand: a new record
+    linked to it, both kept (`custody.correction_refusal`: not the recorder, not the submitter, not
+    once its stage completed from it). The case does not move: a run not yet made reads the
+    correction; an open alarm stays open until a person closes it."""
+    rid = parse_request_id(request_id)
+    authority.require(actor, APPROVE)
+    reason = required_reason(reason, "correct a record")
+    evidence = optional_reason(evidence)
+    if not evidence:
+        raise BadInput("evidence is required (--evidence: what was in fact done, and how you know)")
+    now = clock.now()
+    with transaction.atomic():
+        req = lock_request(rid)
+        latest = selectors.latest_record(req.id)
+        row = req.stages.filter(operation_id=latest.operation_id).first() if latest is not None else None
+        why = custody.correction_refusal(
+            actor=actor.name,
+            submitter=req.requested_by if submitted_by(req, actor) else "",
+            recorded_by=latest.recorded_by if latest is not None else None,
+            corrected_by=getattr(getattr(latest, "correction", None), "recorded_by", None),
+            stage_done=row is not None and row.status == "completed",
+        )
+        if why or latest is None:
+            raise Refused(f"request {req.id}: {why}; nothing recorded")
+        if latest.stage == workflow.PURGE_DB and applied and has_agents is None:
+            raise BadInput(
+                f"{latest.stage} applied: say whether agents are left (--has-agents yes|no); nothing recorded"
+            )
+        if has_agents is not None and not (latest.stage == workflow.PURGE_DB and applied):
+            raise BadInput(f"--has-agents says what an applied purge_db left; the record is of {latest.stage}")
+        stages.record_by_hand(
+            req.id,
+            operation_id=latest.operation_id,
+            stage=latest.stage,
+            applied=applied,
+            has_agents=has_agents,
+            evidence=evidence,
+            by=actor.name,
+            now=now,
+            attempt=latest.attempt,
+            corrects=latest.id,
+        )
+        was, what = ("applied" if latest.applied else "not applied"), ("applied" if applied else "not applied")
+        decisions.record(
+            request_id=req.id,
+            actor=actor,
+            action="correct_effect",
+            reason=f"{latest.recorded_by}'s record of {latest.stage} (operation {latest.operation_id}) said {was}; "
+            f"corrected to {what}: {evidence}; {reason}",
+            now=now,
+            approval=approvals.latest(req),
+        )
+        return req
+
+
+def deletion_close_alarm(*, actor: Actor, request_id: str | UUID, reason: str, kind: str = "") -> DeletionRequest:
+    """A named person closes a fault (an integrity fault, an effect applied after withdrawal) with
+    what they found: a decision on the case, the only way such an alarm closes (never a side effect
+    of a cancel, a resume or an approval). `kind`: which, when more than one is open."""
+    rid = parse_request_id(request_id)
+    authority.require(actor, APPROVE)
+    reason = required_reason(reason, "close an alarm")
+    now = clock.now()
+    with transaction.atomic():
+        req = lock_request(rid)
+        found = selectors.faults(req.id)
+        kind = kind.strip() or (next(iter(found.open)) if len(found.open) == 1 else "")
+        if not kind:
+            raise BadInput(
+                f"request {req.id} has {len(found.open)} open faults: say which to close "
+                f"(--kind {' or '.join(sorted(found.open))})"
+                if found.open
+                else f"request {req.id}: {custody.NO_FAULT}; nothing to close"
+            )
+        why = custody.close_refusal(
+            kind,
+            open_faults=found.open,
+            actor=actor.name,
+            submitter=req.requested_by if submitted_by(req, actor) else "",
+            recorded_by=selectors.recorders(req.id),
+        )
+        if why:
+            raise Refused(f"request {req.id}: {why}; nothing was recorded")
+        decision = decisions.record(
+            request_id=req.id, actor=actor, action="close_alarm", reason=f"{kind}: {reason}", now=now
+        )
+        alarms.close_fault(request_id=req.id, kind=kind, decision_id=decision.id, now=now)
         return req
 
 
@@ -349,6 +463,9 @@ def deletion_revoke_approval(
         decisions.record(
             request_id=req.id, actor=actor, action="revoke_approval", reason=reason, now=now, approval=approval
         )
+        req.refresh_from_db()
+        _name_by_rota(req, now, unsettled=selectors.unsettled(req.id), rotas=_Rotas())  # whom it waits on now
+        req.refresh_from_db()
         return req
 
 
@@ -435,11 +552,17 @@ class _Rotas:
         return self._members[rota]
 
     def eligible(self, rota: str, req: DeletionRequest) -> list[rota_rules.Member]:
-        """The rota's members who may hold this case (never its submitter for an approval)."""
-        barred = req.requested_by_user_id if rota == contract.APPROVERS else None
+        """The rota's members who may hold this case: never its submitter (`may_hold`)."""
         return [
-            rota_rules.Member(m.pk, m.get_username(), self.load[m.pk]) for m in self.members(rota) if m.pk != barred
+            rota_rules.Member(m.pk, m.get_username(), self.load[m.pk]) for m in self.members(rota) if may_hold(req, m)
         ]
+
+
+def may_hold(req: DeletionRequest, user: Any) -> bool:
+    """A deletion's submitter never holds it, as person or backup, whatever it waits for: its
+    approval is four eyes, and so is its one action at a supervised target (recording the effect),
+    so a cover who could not act is no cover (the database refuses it too)."""
+    return req.requested_by_user_id is None or user.pk != req.requested_by_user_id
 
 
 def rotas_of(user: Any) -> list[str]:
@@ -461,6 +584,10 @@ def _name_by_rota(req: DeletionRequest, now: datetime, *, unsettled: bool, rotas
         same_rota = req.assigned_for.endswith(f":{rota}")
         keep = req.assignee_id if same_rota and req.assignee_id in {m.id for m in members} else None
         pick = rota_rules.pick(members, keep=keep)
+        if pick.person is None or pick.backup is None:
+            # Fewer than two on the rota may hold it: nobody is named (health counts the case as unnamed
+            # until the rota has two), never a person without a backup.
+            return False
     if not assign(
         req.id, status=req.status, was=req.assigned_for, key=key, person=pick.person, backup=pick.backup, now=now
     ):
@@ -513,15 +640,20 @@ def deletion_custody(
             why = case.custodians(req, now, unsettled).why
             raise Refused(f"request {req.id}: {why}; nobody is named until it waits on a person")
         rotas = _Rotas()
-        barred = req.requested_by_user_id if rota == contract.APPROVERS else None
         key = case.custody_key(req, now, unsettled)
+        chosen = actor.name if how == rota_rules.TAKE else person
+        if chosen.casefold() == req.requested_by.casefold():
+            raise Refused(
+                f"request {req.id}: four eyes: {req.requested_by} submitted this request, so they never hold it, "
+                "as person or backup; nothing was recorded"
+            )
         current = req.assigned_for == key
         try:
             new, pick = rota_rules.by_hand(
                 how,
                 rota_name=rota,
                 actor=actor.user,
-                users=[m for m in rotas.members(rota) if m.pk != barred],
+                users=[m for m in rotas.members(rota) if may_hold(req, m)],
                 load=rotas.load,
                 person_id=req.assignee_id if current else None,
                 backup_id=req.backup_id if current else None,
@@ -530,6 +662,11 @@ def deletion_custody(
             )
         except Refused as refused:
             raise Refused(f"request {req.id}: {refused.message}; nothing was recorded") from None
+        if pick.backup is None:
+            raise Refused(
+                f"request {req.id}: nobody else on the {rota} rota may back up {new.get_username()} "
+                "(a case waiting on people has a person and a backup); nothing was recorded"
+            )
         assign(
             req.id, status=req.status, was=req.assigned_for, key=key, person=pick.person, backup=pick.backup, now=now
         )

@@ -103,11 +103,14 @@ def seed(demo_user: Any) -> list[str]:
 
     operator = authority.named("operator-1")
     approver = authority.named("approver-1")
+    # Requests come in through the privacy portal: a submitter never holds their own case, so both
+    # operators and both approvers stay on each case's rota (a person and a backup).
+    portal = Actor.of(ensure_intake_account())
     start = clock.now()
     shown: list[str] = []
 
     def submit(target: str, reason: str) -> DeletionRequest:
-        return deletions.deletion_submit(actor=operator, target=target, reason=reason)
+        return deletions.deletion_submit(actor=portal, target=target, reason=reason)
 
     def approve(req: DeletionRequest) -> None:
         deletions.deletion_approve(actor=approver, request_id=req.id, digest=req.inventory_digest)

@@ -3,7 +3,8 @@ the overview.
 
 Two parts, never mixed. `checks` is the system's own health: any one failing makes the status red
 (the database, the clusters, stage workers, watchers, notices, receivers refusing, not
-acknowledging or not answering, integrity faults, cases with nobody named). `work` is what people have waiting: cases
+acknowledging or not answering, integrity faults, saved evidence that is not what its receipt says,
+cases with nobody named). `work` is what people have waiting: cases
 needing a person, deadlines passed, retirements held or waiting too long; counted with the oldest,
 never red, because a case built to need a person is the system working. Counts and ages only: no
 secrets, no personal data.
@@ -19,6 +20,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Max
 
+from deletions import evidence as deletion_evidence
 from deletions import selectors as deletion_selectors
 from deletions import targets as deletion_targets
 from deletions.models import AuthorityWithdrawal, DeletionAlarm
@@ -80,6 +82,7 @@ def report(now: datetime, full: saturation.Saturation | None = None) -> dict[str
     checks["failed_notices"] = {"ok": failed == 0, "count": failed}
     refused = DeletionAlarm.objects.filter(kind=BOUNDARY_REFUSED, resolved_at__isnull=True).count()
     checks["refused_at_target"] = {"ok": refused == 0, "count": refused}
+    checks["evidence"] = evidence(now)  # first: an alarm it raises is an integrity fault too
     faults = integrity_faults()
     checks["integrity_faults"] = {"ok": faults == 0, "count": faults}
     failing = failing_watchers()
@@ -140,6 +143,35 @@ def receivers(now: datetime) -> dict[str, Any]:
         "detail": "; ".join(r.detail for r in silent)
         if silent
         else f"{len(reached)} registered, each answers with a registered key",
+    }
+
+
+def evidence(now: datetime) -> dict[str, Any]:
+    """Saved evidence is what its receipt says: each call checks a bounded batch of completed stages'
+    results against their receipts (the newest cases' stages and the next window of a rolling cursor
+    through the rest: `deletions.evidence.sweep`), raising the case's integrity alarm for a mismatch.
+    Red while such an alarm is open, or this call found one, naming the cases."""
+    swept = deletion_evidence.sweep(now)
+    count, named = deletion_evidence.open_alarms(deletion_evidence.NAMED)
+    found = {request_id: message for request_id, message in named}
+    for f in swept.faults:  # (a case whose integrity alarm was open already, for another fault)
+        if f.request_id not in found and len(found) < deletion_evidence.NAMED:
+            found[f.request_id] = f"{deletion_evidence.alarm_message([f])}"
+    count = max(count, len(found))
+    if not count:
+        return {
+            "ok": True,
+            "count": 0,
+            "checked": swept.checked,
+            "detail": f"{swept.checked} saved results checked against their receipts (the newest cases' and the "
+            "next of a sweep through all), each as its receipt says",
+        }
+    more = f"; and {count - len(found)} more" if count > len(found) else ""
+    return {
+        "ok": False,
+        "count": count,
+        "checked": swept.checked,
+        "detail": "; ".join(f"case {request_id}: {message}" for request_id, message in found.items()) + more,
     }
 
 

@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models import Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
-from core.lifecycle import FSMGuard
+from core.lifecycle import AppendOnly, ClaimFence, EvidenceOnceFinal, FSMGuard, SettledOnce
 
 
 class ClusterHeartbeat(models.Model):
@@ -71,6 +71,9 @@ class Notification(FSMModelMixin, models.Model):
     attempts = models.IntegerField(default=0)
     claimed_by = models.CharField(max_length=200, blank=True, default="")
     claim_expires_at = models.DateTimeField(null=True, blank=True)
+    # The claim's generation: the next one at each claim; the send and its saved outcome are fenced
+    # on holder and generation, so a sender whose claim was taken over stands down.
+    claim_generation = models.IntegerField(default=0)
     sent_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
 
@@ -81,7 +84,17 @@ class Notification(FSMModelMixin, models.Model):
             models.Index(fields=["status", "next_attempt_at"], name="notification_due"),
             models.Index(fields=["case_kind", "case_id"], name="notification_case"),
         ]
-        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
+        triggers = [
+            FSMGuard(name="status_moves_as_declared", field="status"),
+            ClaimFence(name="claims_take_the_next_generation"),
+            # Sent (alone or in a digest) or given up, it is the record of what a person was told.
+            EvidenceOnceFinal(
+                name="sent_notification_is_evidence",
+                what="a sent notification",
+                final="OLD.status IN ('sent', 'digested', 'failed')",
+                allowed="false",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.event} to {self.recipient_id} ({self.status})"
@@ -129,6 +142,17 @@ class RecordsHold(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["case_kind", "case_id"], condition=Q(released_at__isnull=True), name="one_open_records_hold"
+            ),
+            # Released by a decision: a person and a reason, with the time.
+            models.CheckConstraint(
+                condition=Q(released_at__isnull=True) | (Q(released_by__isnull=False) & ~Q(release_reason="")),
+                name="records_hold_released_by_a_person_with_a_reason",
+            ),
+        ]
+        # Placed by a decision, released once by another (who, when, why), never rewritten or deleted.
+        triggers = [
+            SettledOnce(
+                name="released_once", what="a records hold", column="released_at", prefixes=("release",), retained=False
             )
         ]
         permissions = [("place_recordshold", "Can place or release a records hold")]
@@ -155,6 +179,7 @@ class Tombstone(models.Model):
     class Meta:
         db_table = "ops_tombstones"
         constraints = [models.UniqueConstraint(fields=["case_kind", "case_id"], name="one_tombstone_per_case")]
+        triggers = [AppendOnly(name="tombstones_append_only")]  # what stays of a case stays as it was written
 
     def __str__(self) -> str:
         return f"{self.case_kind} {self.case_id}: {self.outcome}"
@@ -172,6 +197,15 @@ class RetentionRun(models.Model):
 
     class Meta:
         db_table = "ops_retention_runs"
+        # The job's log: written as it starts, finished once, then never rewritten.
+        triggers = [
+            EvidenceOnceFinal(
+                name="finished_run_is_evidence",
+                what="a finished retention run",
+                final="OLD.finished_at IS NOT NULL",
+                allowed="false",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"retention run {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S}"

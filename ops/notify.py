@@ -1,8 +1,12 @@
 """Telling people when they must act, in both workflows: approval waiting or expiring soon, needs
 attention, effect unknown (an alarm), next check passed by its grace, deadline approaching or
 passed. Each occurrence becomes one row per person (`ops_notifications`, unique per person and
-occurrence), claimed before it is sent and saved after, so each is sent at least once and never
-twice for nothing; a person who prefers a digest gets one a day, and "off" still brings deadlines.
+occurrence), claimed before it is sent (each claim the next generation), re-checked just before
+the send and saved after under the same fence, so each is sent at least once and never twice for
+nothing: a sender whose claim was taken over stands down. The one window left is between that
+check and the saved outcome: a sender that dies there after sending, or stalls there past its
+(renewed) claim, leaves the message to be sent again. A person who prefers a digest gets one a
+day, and "off" still brings deadlines.
 
 `tick()` is what `manage.py send_notifications` and the schedule run each minute: the rotas name
 people first (so the person is told, not the whole group), then the occurrences are recorded,
@@ -251,15 +255,25 @@ def sender_id() -> str:
 
 
 def send_due(now: datetime, *, by: str | None = None, limit: int = SEND_LIMIT) -> int:
-    """Claim what is due and send it; each claimed message is saved as sent (or failed, to be
-    tried again after a backoff) after its send, outside any transaction."""
+    """Claim what is due and send it; immediately before each send the claim is re-checked
+    (holder and generation, `still_held`, which also renews it) and a sender whose claim was taken
+    over stands down; each message sent is saved as sent (or failed, to be tried again after a
+    backoff) under the same fence, outside any transaction."""
     by = by or sender_id()
-    until = now + timedelta(seconds=settings.NOTIFY_CLAIM_SECONDS)
+    claim = timedelta(seconds=settings.NOTIFY_CLAIM_SECONDS)
     with connection.cursor() as cur:
-        cur.execute(SQL.sql("claim_due"), {"by": by, "until": until, "now": now, "limit": limit})
-        ids = [r[0] for r in cur.fetchall()]
+        cur.execute(SQL.sql("claim_due"), {"by": by, "until": now + claim, "now": now, "limit": limit})
+        generations: dict[int, int] = dict(cur.fetchall())
+    if generations:
+        crash_point("notification-claimed")  # claimed and committed, nothing sent: a pause here can outlive it
     sent = 0
-    for n in Notification.objects.filter(id__in=ids).select_related("recipient").order_by("id"):
+    for n in Notification.objects.filter(id__in=generations).select_related("recipient").order_by("id"):
+        generation = generations[n.pk]
+        with connection.cursor() as cur:
+            held = SQL.one(cur, "still_held", id=n.pk, by=by, generation=generation, until=clock.now() + claim)
+        if held is None:
+            logger.warning("notification id=%s not sent, stood down: %s", n.pk, _taken_over(n.pk, generation))
+            continue
         try:
             if not n.recipient.email:
                 raise ValueError(f"{n.recipient.get_username()} has no email address")
@@ -267,21 +281,33 @@ def send_due(now: datetime, *, by: str | None = None, limit: int = SEND_LIMIT) -
         except Exception as exc:
             give_up = n.attempts >= MAX_ATTEMPTS
             with connection.cursor() as cur:
-                SQL.one(
+                saved = SQL.one(
                     cur,
                     "failed",
                     id=n.pk,
                     by=by,
+                    generation=generation,
                     give_up=give_up,
                     error=str(exc)[:500],
                     retry_at=None if give_up else clock.now() + delay(n.attempts, first=RETRY_FIRST, cap=RETRY_CAP),
                 )
             logger.warning("notification id=%s failed attempt=%s", n.pk, n.attempts)
+            if saved is None:
+                logger.warning("notification id=%s outcome refused: %s", n.pk, _taken_over(n.pk, generation))
             continue
         crash_point("notification-sent")
         with connection.cursor() as cur:
-            sent += SQL.one(cur, "sent", id=n.pk, by=by, now=clock.now()) is not None
+            saved = SQL.one(cur, "sent", id=n.pk, by=by, generation=generation, now=clock.now())
+        if saved is None:
+            logger.warning("notification id=%s sent; its save refused: %s", n.pk, _taken_over(n.pk, generation))
+        sent += saved is not None
     return sent
+
+
+def _taken_over(notification_id: int, generation: int) -> str:
+    """Why a sender no longer holds its claim, in one read (its statement returned no row)."""
+    status, now_generation = Notification.objects.values_list("status", "claim_generation").get(id=notification_id)
+    return f"its claim (generation {generation}) was taken over: now {status}, generation {now_generation}"
 
 
 def tick(now: datetime | None = None) -> dict[str, int]:

@@ -5,13 +5,21 @@ and its proof's digest; no personal identifiers) and every other row of it is de
 its lease history and its copies of the target system's evidence go after their own (shorter)
 periods, and sent notifications after theirs. The job never touches an open case, a case under a
 records hold, or one whose investigation is open (an alarm not resolved, a withdrawal the target
-has not acknowledged). It works in batches, each case in its own transaction (the evidence triggers
-allow its deletions only there, `core.lifecycle.retention_on`), stops at its time budget, and
-logs every run with its counts (`RetentionRun`).
+has not acknowledged). It works in batches, each case in its own transaction, stops at its time
+budget, and logs every run with its counts (`RetentionRun`).
+
+The database holds that rule too: the job deletes only through the retention functions (ops
+migration 0016, named statements in `retention.sql`), which check the case again under its lock
+(closed, past the period given, no records hold, no open investigation: the view `retention_cases`,
+which the job's candidates read as well) before they open the one pass the evidence triggers let a
+row go under (`core.lifecycle.RETAINED`). A case refused there (a hold placed since it was read) is
+kept and counted so.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -20,25 +28,20 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.contrib.admin.models import LogEntry
-from django.contrib.contenttypes.models import ContentType
-from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q
-from django.db.models.functions import Coalesce
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 
-from api.models import IdempotencyKey, WebhookDelivery
+from api.models import IdempotencyKey
 from core import authority, clock, proofs
 from core.authority import Actor
 from core.errors import BadInput, Refused, required_reason, shown
-from core.lifecycle import retention_on
-from core.store import get_or_not_found, parse_id
+from core.sql import Statements
+from core.store import lock_or_not_found, parse_id
 from deletions import proof as deletion_proof
-from deletions.models import AuthorityWithdrawal, DeletionAlarm, DeletionRequest
-from deletions.store import retention as deletion_store
-from ops.models import Notification, RecordsHold, RetentionRun, Tombstone
+from deletions.models import DeletionRequest
+from ops.models import RecordsHold, RetentionRun, Tombstone
 from retirements import proof as retirement_proof
-from retirements.models import Alarm, RetirementRequest
-from retirements.store import retention as retirement_store
+from retirements.models import RetirementRequest
 
 IDEMPOTENCY_DAYS = timedelta(days=1)
 KINDS = ("closed_case", "decision_log", "lease_history", "target_evidence", "notifications")
@@ -51,6 +54,8 @@ WORDS = {
 }
 HOLD = "ops.place_recordshold"
 CASE_KINDS = ("deletion", "retirement")
+SQL = Statements.beside(__file__, "retention.sql")
+logger = logging.getLogger("ops")
 
 
 def periods(closed_case_days: int | None = None) -> dict[str, int]:
@@ -90,47 +95,36 @@ def verdict(*, closed_at: datetime, now: datetime, days: dict[str, int], held: b
     return Verdict(tombstone=tomb, lease_history=lease and not tomb, evidence=evidence and not tomb)
 
 
-def _held(kind: str) -> Any:
-    return RecordsHold.objects.filter(case_kind=kind, case_id=OuterRef("pk"), released_at__isnull=True)
-
-
-def _deletion_candidates(cutoff: datetime, limit: int, after: Any) -> list[DeletionRequest]:
-    investigating = Q(Exists(DeletionAlarm.objects.filter(request=OuterRef("pk"), resolved_at__isnull=True))) | Q(
-        Exists(AuthorityWithdrawal.objects.filter(request=OuterRef("pk"), acknowledged_at__isnull=True))
-    )
-    rows = (
-        DeletionRequest.objects.filter(status__in=["completed", "cancelled"])
-        .annotate(closed_at=Coalesce("completed_at", "updated_at"), held=Exists(_held("deletion")))
-        .annotate(investigating=investigating)
-        .filter(closed_at__lte=cutoff)
-    )
-    if after is not None:
-        rows = rows.filter(Q(closed_at__gt=after[0]) | Q(closed_at=after[0], id__gt=after[1]))
-    return list(rows.order_by("closed_at", "id")[:limit])
-
-
-def _retirement_candidates(cutoff: datetime, limit: int, after: Any) -> list[RetirementRequest]:
-    rows = (
-        RetirementRequest.objects.filter(status__in=["completed", "cancelled", "closed"])
-        .annotate(
-            closed_at=Coalesce("concluded_at", "updated_at"),
-            held=Exists(_held("retirement")),
-            investigating=Exists(Alarm.objects.filter(request=OuterRef("pk"), resolved_at__isnull=True)),
+def _candidates(kind: str, cutoff: datetime, limit: int, after: Any) -> list[Any]:
+    """Closed cases of `kind` that closed by `cutoff`, after `after` (closed_at, id), oldest first:
+    their rows, each with `closed_at`, `held` and `investigating` as the database's rule reads them."""
+    with connection.cursor() as cur:
+        cur.execute(
+            SQL.sql("candidates"),
+            {
+                "kind": kind,
+                "cutoff": cutoff,
+                "after_at": after[0] if after else None,
+                "after_id": after[1] if after else None,
+                "limit": limit,
+            },
         )
-        .filter(closed_at__lte=cutoff)
-    )
-    if after is not None:
-        rows = rows.filter(Q(closed_at__gt=after[0]) | Q(closed_at=after[0], id__gt=after[1]))
-    return list(rows.order_by("closed_at", "id")[:limit])
+        rows = cur.fetchall()
+    model = DeletionRequest if kind == "deletion" else RetirementRequest
+    found: dict[Any, Any] = model.objects.in_bulk([r[0] for r in rows])
+    cases = []
+    for case_id, closed_at, held, investigating in rows:
+        if case_id in found:
+            req = found[case_id]
+            req.closed_at, req.held, req.investigating = closed_at, held, investigating
+            cases.append(req)
+    return cases
 
 
-def _forget_elsewhere(kind: str, model: Any, case_id: UUID) -> int:
-    """Django's own change history, our notifications and the webhook deliveries name the case:
-    they go with it."""
-    ct = ContentType.objects.get_for_model(model)
-    logs = LogEntry.objects.filter(content_type=ct, object_id=str(case_id)).delete()[0]
-    told = WebhookDelivery.objects.filter(case_kind=kind, case_id=case_id).delete()[0]
-    return logs + told + Notification.objects.filter(case_kind=kind, case_id=case_id).delete()[0]
+def _counted(row: tuple[Any, ...] | None) -> dict[str, int]:
+    """A retention function's counts by kind (JSON: Django's connection reads jsonb as text)."""
+    value = row[0] if row else {}
+    return dict(json.loads(value) if isinstance(value, str) else value)
 
 
 def _tombstone(kind: str, req: Any, now: datetime, run: RetentionRun) -> Tombstone:
@@ -183,24 +177,25 @@ def run(
     log = RetentionRun.objects.create(started_at=now, dry_run=dry_run, periods=days)
     cutoff = now - timedelta(days=min(days["closed_case"], days["lease_history"], days["target_evidence"]))
     stopped = False
-    for kind, candidates in (("deletion", _deletion_candidates), ("retirement", _retirement_candidates)):
+    for kind in CASE_KINDS:
         after = None
         while not stopped:
-            rows = candidates(cutoff, batch, after)
+            rows = _candidates(kind, cutoff, batch, after)
             for req in rows:
                 if time.monotonic() - started > budget:
                     stopped = True
                     break
-                after = (req.closed_at, req.id)  # type: ignore[union-attr]
+                after = (req.closed_at, req.id)
                 _apply(kind, req, now, days, log, counts, dry_run=dry_run)
             if len(rows) < batch:
                 break
     if not stopped:
-        gone = now - timedelta(days=days["notifications"])
-        done = ["sent", "digested", "failed"]
-        _forget(Notification, Q(status__in=done, created_at__lt=gone), "notifications", counts, batch, dry_run)
-        done = ["delivered", "failed"]
-        _forget(WebhookDelivery, Q(status__in=done, created_at__lt=gone), "webhook deliveries", counts, batch, dry_run)
+        # Sent notifications and final webhook deliveries past their period (but a held case's).
+        with connection.cursor() as cur:
+            forgot = SQL.one(cur, "forget", days=days["notifications"], most=batch * 10, dry=dry_run)
+        for what, n in _counted(forgot).items():
+            if n:
+                counts[f"{what} deleted"] += n
         # An Idempotency-Key answers repeats for a day, as Stripe's do; then it is forgotten.
         old_keys = Q(created_at__lt=now - IDEMPOTENCY_DAYS)
         _forget(IdempotencyKey, old_keys, "idempotency keys", counts, batch, dry_run)
@@ -223,21 +218,27 @@ def _apply(
     if dry_run:
         counts[f"{kind} tombstones" if v.tombstone else f"{kind}s trimmed"] += 1
         return
-    with transaction.atomic():
-        with connection.cursor() as cur:
-            retention_on(cur)
-        if v.tombstone:
-            _tombstone(kind, req, now, log).save()
-            store = deletion_store if kind == "deletion" else retirement_store
-            for name, n in store.erase_case(req.id).items():
-                counts[f"{kind} rows deleted: {name}"] += n
-            counts[f"{kind} rows deleted: history and notifications"] += _forget_elsewhere(kind, type(req), req.id)
-            counts[f"{kind} tombstones"] += 1
-            return
-        if v.lease_history:
-            counts["deletion rows deleted: lease_history"] += deletion_store.drop_lease_history(req.id)
-        if v.evidence:
-            counts["deletion stages: evidence dropped"] += deletion_store.drop_evidence(req.id)
+    done: Counter[str] = Counter()
+    try:
+        with transaction.atomic(), connection.cursor() as cur:
+            if v.tombstone:
+                _tombstone(kind, req, now, log).save()
+                period = max(days["closed_case"], days["decision_log"])
+                erased = SQL.one(cur, "erase_case", kind=kind, case_id=req.id, days=period)
+                for name, n in _counted(erased).items():
+                    done[f"{kind} rows deleted: {name}"] += n
+                done[f"{kind} tombstones"] += 1
+            if v.lease_history:
+                dropped = SQL.one(cur, "drop_lease_history", case_id=req.id, days=days["lease_history"])
+                done["deletion rows deleted: lease_history"] += dropped[0] if dropped else 0
+            if v.evidence:
+                dropped = SQL.one(cur, "drop_evidence", case_id=req.id, days=days["target_evidence"])
+                done["deletion stages: evidence dropped"] += dropped[0] if dropped else 0
+    except IntegrityError as exc:  # refused by the database: something keeps it since it was read
+        logger.warning("retention kept %s=%s: %s", kind, req.id, str(exc).splitlines()[0])
+        counts[f"{kind}s kept: refused by the database"] += 1
+        return
+    counts.update(done)
 
 
 # Records holds: a staff decision with a reason, on either workflow's case.
@@ -247,7 +248,8 @@ def _case(kind: str, case_id: str | UUID) -> Any:
     if kind not in CASE_KINDS:
         raise BadInput(f"--kind {shown(kind)} is refused: deletion or retirement")
     model = DeletionRequest if kind == "deletion" else RetirementRequest
-    return get_or_not_found(model.objects.all(), parse_id(case_id), f"{kind} case")
+    # Locked: a hold placed while the retention job erases the case waits, then finds it gone.
+    return lock_or_not_found(model.objects.all(), parse_id(case_id), f"{kind} case")
 
 
 def place_hold(*, actor: Actor, kind: str, case_id: str | UUID, reason: str) -> RecordsHold:

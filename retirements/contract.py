@@ -63,6 +63,16 @@ class NoticeRetry:
 
 
 @dataclass(frozen=True)
+class NoticeClaim:
+    """A notice slot claimed for its send, and the claim's generation: what the sender re-checks
+    just before the send, and what its saved outcome is fenced on."""
+
+    slot_id: int
+    kind: str
+    generation: int
+
+
+@dataclass(frozen=True)
 class BoundaryFacts:
     """What the point of no return rechecks, read under the request and workspace locks."""
 

@@ -7,8 +7,9 @@ from django.db import models
 from django.db.models import F, Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
+from core.custody import NamesWhoMayAct
 from core.decisions import DecisionRecord
-from core.lifecycle import FSMGuard
+from core.lifecycle import ClaimFence, DeletedOnlyByRetention, EvidenceOnceFinal, FSMGuard, SettledOnce
 
 
 class Lifecycle(models.TextChoices):
@@ -40,7 +41,10 @@ class Workspace(FSMModelMixin, models.Model):
             models.Index(fields=["legal_hold", "slug"], name="workspace_legal_hold"),
             models.Index(fields=["is_disposable_test", "slug"], name="workspace_disposable"),
         ]
-        triggers = [FSMGuard(name="lifecycle_moves_as_declared", field="lifecycle")]
+        triggers = [
+            FSMGuard(name="lifecycle_moves_as_declared", field="lifecycle"),
+            DeletedOnlyByRetention(name="deleted_only_by_retention"),  # (which keeps workspaces: never)
+        ]
         permissions = [("protect_workspace", "Can set or lift a workspace's legal hold or protection")]
 
     def __str__(self) -> str:
@@ -77,6 +81,8 @@ class RequestStatus(models.TextChoices):
 
 
 OPEN_REQUEST_STATUSES = [RequestStatus.WAITING, RequestStatus.HELD, RequestStatus.EXECUTING]
+# Who may own or back up a retirement: the operators allowed to hold one (the rota and the database agree).
+HOLD_PERMISSION = "retirements.hold_retirementrequest"
 
 
 class RetirementRequest(FSMModelMixin, models.Model):
@@ -123,7 +129,19 @@ class RetirementRequest(FSMModelMixin, models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
-        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
+        triggers = [
+            FSMGuard(name="status_moves_as_declared", field="status"),
+            DeletedOnlyByRetention(name="deleted_only_by_retention"),
+            # Custody: the owner and backup of an open case are people who may hold retirements.
+            NamesWhoMayAct(
+                name="custody_names_who_may_act",
+                person="owner_id",
+                backup="backup_id",
+                perm=HOLD_PERMISSION,
+                rota="operators on call",
+                open=tuple(OPEN_REQUEST_STATUSES),
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["workspace"],
@@ -134,6 +152,16 @@ class RetirementRequest(FSMModelMixin, models.Model):
             models.CheckConstraint(
                 condition=Q(owner__isnull=True) | Q(backup__isnull=True) | ~Q(owner=F("backup")),
                 name="retirement_backup_is_another_person",
+            ),
+            # An open case has a person who holds it; one on hold (waiting on people) a backup too,
+            # and its review date (its next check: when it was held, plus the hold's limit).
+            models.CheckConstraint(
+                condition=~Q(status__in=OPEN_REQUEST_STATUSES) | Q(owner__isnull=False),
+                name="retirement_open_case_has_an_owner",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=RequestStatus.HELD) | Q(backup__isnull=False, held_at__isnull=False),
+                name="retirement_held_case_has_a_backup_and_a_review",
             ),
         ]
         indexes = [
@@ -212,13 +240,26 @@ class NoticeSlot(FSMModelMixin, models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     delivered_at = models.DateTimeField(null=True, blank=True)
-    # Who is sending it now, until when: a concurrent watcher skips a live claim.
+    # Who is sending it now, until when: a concurrent watcher skips a live claim. Each claim takes
+    # the next generation; the sender re-checks holder and generation just before its send, and its
+    # outcome is saved only under both (a stale holder stands down).
     claimed_by = models.CharField(max_length=200, blank=True, default="")
     claim_expires_at = models.DateTimeField(null=True, blank=True)
+    claim_generation = models.IntegerField(default=0)
 
     class Meta:
         ordering = ["due_at", "id"]
-        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
+        triggers = [
+            FSMGuard(name="status_moves_as_declared", field="status"),
+            ClaimFence(name="claims_take_the_next_generation"),
+            # Delivered or suppressed, a notice is a record of what the workspace was told: never rewritten.
+            EvidenceOnceFinal(
+                name="settled_notice_is_evidence",
+                what="a delivered or suppressed notice",
+                final="OLD.status IN ('delivered', 'suppressed')",
+                allowed="false",
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["request", "kind", "due_at"], name="one_notice_slot_per_kind_and_time"),
         ]
@@ -275,7 +316,10 @@ class RetirementWatcher(FSMModelMixin, models.Model):
 
     class Meta:
         ordering = ["created_at"]
-        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
+        triggers = [
+            FSMGuard(name="status_moves_as_declared", field="status"),
+            DeletedOnlyByRetention(name="deleted_only_by_retention"),
+        ]
         indexes = [  # the stall check's "never started" branch
             models.Index(fields=["created_at"], condition=Q(started_at__isnull=True), name="watcher_never_started")
         ]
@@ -315,7 +359,10 @@ class PurgeJob(FSMModelMixin, models.Model):
     refusal = models.TextField(blank=True, default="")
 
     class Meta:
-        triggers = [FSMGuard(name="status_moves_as_declared", field="status")]
+        triggers = [
+            FSMGuard(name="status_moves_as_declared", field="status"),
+            DeletedOnlyByRetention(name="deleted_only_by_retention"),
+        ]
 
     def __str__(self) -> str:
         return f"purge {self.operation_id} ({self.status})"
@@ -362,6 +409,10 @@ class Alarm(models.Model):
                 nulls_distinct=False,
                 name="one_open_alarm_per_kind_and_slot",
             ),
+        ]
+        # A record of what happened: resolved once (with who and why, when a person closes it), never rewritten.
+        triggers = [
+            SettledOnce(name="resolved_once", what="an alarm", column="resolved_at", prefixes=("resolved", "decision"))
         ]
 
     def __str__(self) -> str:

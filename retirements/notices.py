@@ -1,17 +1,22 @@
 """Staff notices through Django's email framework: at least once, never twice for nothing.
 
 A slot is claimed in a committed transaction before the send (status `sending`,
-a claimer and a claim expiry, the attempt counted): the watcher's step claims its
-request's due notices with its beat (`claim_due`), the past-the-point-of-no-return
-sender one at a time (`deliver`). A concurrent watcher skips a live claim. The
-send happens with no transaction open, and the outcome is saved by the claimer
-only (for a step, with its boundary decision). A sender that dies between
-the send and saving its outcome leaves a claim that runs out, and the slot is
-sent again: the seed's at-least-once, and the only way a notice repeats.
+a claimer, a claim expiry and the next claim generation, the attempt counted): the
+watcher's step claims its request's due notices with its beat (`claim_due`), the
+past-the-point-of-no-return sender one at a time (`deliver`). A concurrent watcher
+skips a live claim. Immediately before each send the sender re-checks its claim
+(claimer and generation, one statement that also renews it, `lost_claim`) and stands
+down once it was taken over; the send happens with no transaction open, and the
+outcome is saved under the same fence only (for a step, with its boundary decision),
+so a stale holder's save changes nothing. The one window left is between that check
+and the saved outcome: a sender that dies there after sending, or stalls there past its
+(renewed) claim, leaves the slot to be sent again: the seed's at-least-once, and the
+only way a notice repeats.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,10 +27,10 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
 
-from core import present
+from core import clock, present
 from core.crashpoints import crash_point
 from retirements import policy
-from retirements.contract import DECISION_NOTICES
+from retirements.contract import DECISION_NOTICES, NoticeClaim
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus
 from retirements.store import locks
 from retirements.store import notices as store_notices
@@ -42,6 +47,7 @@ SUBJECTS = {
     "closed_at_point_of_no_return": "Retirement of workspace {slug} was closed without purge at the point of no return",
 }
 DELIVERABLE = (RequestStatus.WAITING, RequestStatus.EXECUTING)
+logger = logging.getLogger("retirements")
 
 
 def deliverable(kind: str, request_status: str) -> bool:
@@ -56,12 +62,19 @@ def deliverable(kind: str, request_status: str) -> bool:
 
 @dataclass(frozen=True)
 class Sent:
-    """A claimed notice after its send: who claimed it, and the error if the send failed."""
+    """A claimed notice after its send: who claimed it (and the claim's generation), the error if
+    the send failed, or why the sender stood down without sending (its claim was taken over)."""
 
     slot_id: int
     claimer: str
     error: str | None
     kind: str = ""
+    generation: int = 0
+    stood_down: str | None = None
+
+    @property
+    def delivered(self) -> bool:
+        return self.error is None and self.stood_down is None
 
 
 @dataclass(frozen=True)
@@ -88,37 +101,56 @@ class Letter:
         )  # fmt: skip
 
 
-def send(woken: locks.Woken, slot_id: int, kind: str, claimer: str, *, now: datetime, connection: Any = None) -> Sent:
+def send(woken: locks.Woken, claim: NoticeClaim, claimer: str, *, now: datetime, connection: Any = None) -> Sent:
     """Send a notice the watcher's step claimed, with no transaction open, from what the step
-    read under its locks (a batch's sends share one mail backend, `connection`); its outcome is
-    saved by `record`."""
+    read under its locks (a batch's sends share one mail backend, `connection`), once the claim
+    is checked to be still this claimer's; its outcome is saved by `record`."""
+    lost = _lost(claim, claimer, now=now)
+    if lost is not None:
+        return Sent(claim.slot_id, claimer, None, claim.kind, claim.generation, stood_down=lost)
     letter = Letter(
-        kind, woken.request_id, woken.slug, woken.name, woken.requester, woken.requester_email,
+        claim.kind, woken.request_id, woken.slug, woken.name, woken.requester, woken.requester_email,
         woken.requested_at, woken.eligible_at,
     )  # fmt: skip
     try:
         send_notice(letter, now=now, connection=connection)
     except Exception as exc:
-        return Sent(slot_id, claimer, f"{type(exc).__name__}: {exc}", kind)
+        return Sent(claim.slot_id, claimer, f"{type(exc).__name__}: {exc}", claim.kind, claim.generation)
     crash_point("notice-sent")
-    return Sent(slot_id, claimer, None, kind)
+    return Sent(claim.slot_id, claimer, None, claim.kind, claim.generation)
+
+
+def _lost(claim: NoticeClaim, claimer: str, *, now: datetime) -> str | None:
+    """The check just before a send (`store.notices.lost_claim`, which renews a claim still held);
+    a sender whose claim was taken over stands down, and says so."""
+    until = max(now, clock.now()) + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
+    lost = store_notices.lost_claim(claim, claimer=claimer, until=until)
+    if lost is not None:
+        logger.warning("notice slot=%s kind=%s not sent, stood down: %s", claim.slot_id, claim.kind, lost)
+    return lost
 
 
 def record(sent: list[Sent], *, now: datetime) -> None:
     """Save what was sent (inside the transaction that holds the requests' locks): the
-    deliveries in one statement per claimer, each failure on its own (retry or give up)."""
+    deliveries in one statement per claimer, each failure on its own (retry or give up), each
+    fenced by its claim; nothing for a notice whose sender stood down."""
     for claimer in {s.claimer for s in sent}:
-        delivered = [s.slot_id for s in sent if s.error is None and s.claimer == claimer]
+        delivered = [(s.slot_id, s.generation) for s in sent if s.delivered and s.claimer == claimer]
         if delivered:
             store_notices.record_delivered(delivered, claimer=claimer, now=now)
     for failure in sent:
         if failure.error is not None:
-            _record_failure(failure.slot_id, failure.error, claimer=failure.claimer, now=now)
+            _record_failure(failure, now=now)
 
 
-def _record_failure(slot_id: int, error: str, *, claimer: str, now: datetime) -> None:
+def _record_failure(failure: Sent, *, now: datetime) -> None:
     store_notices.record_notice_failure(
-        slot_id, error, claimer=claimer, now=now, retry=lambda attempts: policy.notice_retry(attempts, now)
+        failure.slot_id,
+        failure.error or "",
+        claimer=failure.claimer,
+        generation=failure.generation,
+        now=now,
+        retry=lambda attempts: policy.notice_retry(attempts, now),
     )
 
 
@@ -135,15 +167,23 @@ def deliver(slot_id: int, *, now: datetime) -> str:
             store_notices.suppress_slot(slot)
             return "suppressed"
         until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
-        if not store_notices.claim_due([slot.request_id], claimer=claimer, until=until, now=now, slot_id=slot_id):
+        claimed = store_notices.claim_due([slot.request_id], claimer=claimer, until=until, now=now, slot_id=slot_id)
+        if not claimed:
             return "not due"
+    (claim,) = claimed[slot.request_id]
+    crash_point("notice-claimed")  # claimed and committed, not yet sent: a pause here can outlive the claim
+    lost = _lost(claim, claimer, now=now)
+    if lost is not None:
+        return f"stood down: {lost}"
     try:
         send_notice(Letter.of_slot(slot), now=now)
     except Exception as exc:
-        _record_failure(slot_id, f"{type(exc).__name__}: {exc}", claimer=claimer, now=now)
+        failed = Sent(slot_id, claimer, f"{type(exc).__name__}: {exc}", claim.kind, claim.generation)
+        _record_failure(failed, now=now)
         return "failed"
     crash_point("notice-sent")
-    store_notices.record_delivered([slot_id], claimer=claimer, now=now)
+    if not store_notices.record_delivered([(slot_id, claim.generation)], claimer=claimer, now=now):
+        return "sent; its save refused: the claim was taken over meanwhile"
     return "delivered"
 
 

@@ -88,6 +88,8 @@ def retirement_request(*, actor: Actor, slug: str, reason: str, confirmation: st
                 disposable_wait=timedelta(seconds=settings.RETIREMENT_DISPOSABLE_WAIT_SECONDS),
                 now=now,
             )
+            users = rota_rules.rota(ROTA, HOLD)
+            owner = _first_owner(actor, users)
             request, watcher = store_requests.create_request(
                 workspace=workspace,
                 actor=actor,
@@ -96,8 +98,9 @@ def retirement_request(*, actor: Actor, slug: str, reason: str, confirmation: st
                 eligibility=elig,
                 plan=policy.notice_plan(now, elig.eligible_at),
                 now=now,
+                owner=owner,
             )
-            _name_backup(request, now, rota_rules.rota(ROTA, HOLD))
+            _name_backup(request, now, users)
             transaction.on_commit(lambda: jobs.enqueue_watcher_step(watcher.id))
             return request
     except IntegrityError:
@@ -117,6 +120,11 @@ def retirement_hold(*, actor: Actor, request_id: UUID | str, reason: str) -> Ret
             )
         if request.status != RequestStatus.WAITING:
             raise _closed_refusal(request)
+        if store_requests.cover(request, owner=actor.user.pk) is None:
+            raise Refused(
+                f"nobody else may back up {actor.name} on a held retirement (a case waiting on people has a person "
+                "and a backup); nothing was recorded"
+            )
         store_requests.hold(request, workspace, actor=actor, reason=reason, now=now, action="hold")
         request.refresh_from_db()
         return request
@@ -319,6 +327,17 @@ def workspace_protect(
 # Custody: the owner (the requester, or whoever took the case) and a backup from the rota.
 
 
+def _first_owner(actor: Actor, users: list[Any]) -> int:
+    """Who holds a new retirement: its requester when they may hold retirements, else the rota's
+    least loaded (a service account of an intake system holds no case)."""
+    if authority.may(actor.user, HOLD):
+        return int(actor.user.pk)
+    person = rota_rules.pick(rota_rules.members_of(users, selectors.open_load([u.pk for u in users]))).person
+    if person is None:
+        raise Refused(f"nobody on the {ROTA} rota may hold a retirement now; nothing was requested")
+    return person
+
+
 def _name_backup(request: RetirementRequest, now: datetime, users: list[Any]) -> bool:
     """The rota names a backup beside the owner (and an owner when there is none)."""
     load = selectors.open_load([u.pk for u in users])
@@ -367,6 +386,11 @@ def retirement_custody(
             )
         except Refused as refused:
             raise Refused(f"request {request.id}: {refused.message}; nothing was recorded") from None
+        if pick.backup is None and request.status == RequestStatus.HELD:
+            raise Refused(
+                f"request {request.id}: nobody else on the {ROTA} rota may back up {new.get_username()} while it is "
+                "held; nothing was recorded"
+            )
         store_requests.assign(request, owner=pick.person, backup=pick.backup, now=now)
         names = {u.pk: u.get_username() for u in users}
         store_decisions.log_decision(

@@ -52,9 +52,10 @@ def step_batch(batch: list[tuple[UUID, UUID]], *, now: datetime, skip_locked: bo
     boundary, in at most two transactions for the whole batch, each statement once for all of
     them. The first locks the batch, beats and, for a case with nothing to send, decides the
     boundary too; with notices due it claims them (a claim is saved before its send), they are
-    sent with no transaction open, and the second saves their outcomes and decides the boundary,
-    where those outcomes count. `skip_locked`: a case another tick holds now is left to it
-    ("busy").
+    sent with no transaction open, each once its claim is re-checked (a case whose every claim
+    was taken over meanwhile is left to its new holder: "stood down"), and the second saves their
+    outcomes and decides the boundary, where those outcomes count. `skip_locked`: a case another
+    tick holds now is left to it ("busy").
 
     One verdict decides (`policy.point_of_no_return`); its first rules, read from the request
     alone (`policy.first_verdict`), settle the common step (waiting, not yet eligible) without
@@ -89,15 +90,21 @@ def step_batch(batch: list[tuple[UUID, UUID]], *, now: datetime, skip_locked: bo
         quiet = [item for item in stepping if item[0].request_id not in claimed]
         if quiet:
             said.update(_conclude(quiet, now=now))
+    if claimed:
+        crash_point("notice-claimed")  # claimed and committed, nothing sent: a pause here can outlive the claims
     post = get_connection() if claimed else None  # one mail backend for the batch's sends, not one per notice
     sent = {
         one.request_id: [
-            notices.send(one, slot_id, kind, claimer, now=now, connection=post)
-            for slot_id, kind in claimed[one.request_id]
+            notices.send(one, claim, claimer, now=now, connection=post) for claim in claimed[one.request_id]
         ]
         for one, _, _ in stepping
         if one.request_id in claimed
     }
+    # A case whose every claim was taken over is its new holder's: this step stands down from it.
+    for request_id, outcomes in list(sent.items()):
+        if all(s.stood_down for s in outcomes):
+            said[request_id] = "stood down: " + "; ".join(f"{s.kind} not sent, {s.stood_down}" for s in outcomes)
+            del sent[request_id]
     if sent:
         said.update(_boundaries({one.request_id: w for one, w, _ in stepping}, sent, now=now))
     return said
@@ -151,7 +158,7 @@ def _boundaries(watchers: dict[UUID, UUID], sent: dict[UUID, list[notices.Sent]]
             if request_id not in woken:
                 continue
             one = woken[request_id]
-            if any(s.error is None and s.kind == policy.FINAL_WARNING for s in sent.get(request_id, [])):
+            if any(s.delivered and s.kind == policy.FINAL_WARNING for s in sent.get(request_id, [])):
                 one = _warned(one, now)
             stepping.append((one, watchers[request_id], _first(one, watchers[request_id], now)))
         said.update(_conclude(stepping, now=now))

@@ -4,9 +4,20 @@ next. Pure: the store writes these values as given."""
 from __future__ import annotations
 
 import calendar
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 
-from deletions.contract import APPROVERS, OPERATORS_ON_CALL, SYSTEM, CancelFacts, CancelPlan, Custody
+from deletions.contract import (
+    AFTER_WITHDRAWAL,
+    APPROVERS,
+    FAULT_ALARMS,
+    INTEGRITY,
+    OPERATORS_ON_CALL,
+    SYSTEM,
+    CancelFacts,
+    CancelPlan,
+    Custody,
+)
 from deletions.retry import ATTENTION_CHECK
 
 REVIEW_WINDOW = timedelta(hours=24)  # approvers answer a case back in review within a working day
@@ -71,8 +82,8 @@ def in_question(*, rule: str, now: datetime) -> Custody:
 
 IN_QUESTION_ADVICE = (
     "the effect may have been applied, so it is looked up again, never resent: if the receiver's key changed, "
-    "register its new key and resume; otherwise investigate at the receiver, or cancel (the case then waits for "
-    "the lookup to say what was applied)"
+    "register its new key, close the alarm saying so (close_alarm) and resume; otherwise investigate at the "
+    "receiver, or cancel (the case then waits for the lookup to say what was applied)"
 )
 
 
@@ -96,21 +107,100 @@ def applied_after(gone: str, *, stage: str, operation_id: object, by: str, now: 
     return Custody(
         APPROVERS,
         f"applied after {gone.removeprefix('the ')}: {by} recorded {stage} (operation {operation_id}) as applied; "
-        "the record is kept; cancel the case (the effect stays recorded), or hand it to a person to review",
+        f"the record is kept; {AFTER_ADVICE}",
         now + REVIEW_WINDOW,
     )
 
 
-def fault_refusal(action: str) -> str:
-    """Why `action` is refused while an integrity fault is open on a case: the page's disabled
+AFTER_ADVICE = (
+    "such a case is cancelled, never completed: cancel it, and a person who looked into it closes the alarm with "
+    "what they found (close_alarm)"
+)
+FAULT_ADVICE = (
+    "the records were changed outside the back-office, so no approval can clear it: a person investigates and "
+    "closes the alarm with what they found (close_alarm), or cancels the case (its alarm stays open until closed)"
+)
+
+
+def fault_refusal(action: str, kind: str = INTEGRITY) -> str:
+    """Why `action` is refused while a fault of `kind` is open on a case: the page's disabled
     reason and the service's refusal alike."""
+    if kind == AFTER_WITHDRAWAL:
+        return (
+            f"an effect was applied by hand after the approval was withdrawn (its alarm is open), so the case "
+            f"cannot be {action}: {AFTER_ADVICE}"
+        )
     return f"an integrity fault is open on this case, so it cannot be {action}: {FAULT_ADVICE}"
 
 
-FAULT_ADVICE = (
-    "the records were changed outside the back-office, so no approval can clear it: cancel the case, "
-    "or hand it to a person to investigate"
-)
+def faults_refusal(action: str, *, open_faults: Collection[str], applied_after: bool) -> str:
+    """Why `action` (approved, resumed, recorded, completed) is refused on a case with a fault, or
+    "". Any open fault refuses it; an effect applied by hand after withdrawal refuses it for good
+    (its alarm closed or not): such a case is cancelled, never completed."""
+    for kind in (AFTER_WITHDRAWAL, INTEGRITY):
+        if kind in open_faults:
+            return fault_refusal(action, kind)
+    if applied_after:
+        return (
+            f"an effect was applied by hand after the approval was withdrawn, so the case cannot be {action}: "
+            "such a case is cancelled, never completed"
+        )
+    return ""
+
+
+NO_FAULT = "no integrity or applied-after-withdrawal alarm is open on this case"
+
+
+def close_refusal(
+    kind: str, *, open_faults: Collection[str], actor: str, submitter: str, recorded_by: Collection[str]
+) -> str:
+    """Why `actor` may not close the alarm `kind` of a case, or "". Only a fault is closed by hand
+    (the others clear when what they wait for settles), and never by the case's submitter (`submitter`,
+    "" when the actor is not) nor, for an effect applied after withdrawal, by who recorded it."""
+    if kind not in FAULT_ALARMS:
+        return (
+            f"{kind[:40]!r} is not an alarm a person closes ({', '.join(FAULT_ALARMS)}); "
+            "the others clear when what they wait for settles"
+        )
+    if kind not in open_faults:
+        return f"no {kind} alarm is open on this case"
+    if submitter:
+        return f"four eyes: {submitter} submitted this request, so another person closes its alarm"
+    if kind == AFTER_WITHDRAWAL and actor in recorded_by:
+        return f"{actor} recorded the effect this alarm is about, so another person closes it"
+    return ""
+
+
+def record_refusal(*, operation_id: object, recorded: tuple[str, bool, datetime] | None) -> str:
+    """Why a record of the effect handed over now is refused, or "": a record is final, one per
+    hand-over (`recorded`: who made the one there is, applied or not, and when)."""
+    if recorded is None:
+        return ""
+    by, applied, at = recorded
+    return (
+        f"operation {operation_id} was already recorded {'applied' if applied else 'not applied'} by {by} at "
+        f"{at:%Y-%m-%d %H:%M:%S} UTC for this hand-over: a record is final; a correction is an approver's "
+        "(correct_effect), made by another person, and keeps both"
+    )
+
+
+def correction_refusal(
+    *, actor: str, submitter: str, recorded_by: str | None, corrected_by: str | None, stage_done: bool
+) -> str:
+    """Why `actor` may not correct the case's latest record of an effect applied by hand, or "": a
+    correction is an approver's who made neither that record nor the request (`submitter`, "" when
+    the actor is not), of a record not corrected yet, while its stage has not completed from it."""
+    if recorded_by is None:
+        return "no effect was recorded by hand on this case: nothing to correct"
+    if submitter:
+        return f"four eyes: {submitter} submitted this request, so another person corrects its records"
+    if actor == recorded_by:
+        return f"{actor} made that record: a correction is another person's, an approver's"
+    if corrected_by is not None:
+        return f"that record was already corrected by {corrected_by}: correct the correction instead"
+    if stage_done:
+        return "its stage completed from that record: the saved evidence is never rewritten"
+    return ""
 
 
 def cancel(f: CancelFacts, *, by: str, reason: str, now: datetime) -> CancelPlan:

@@ -21,7 +21,8 @@ RETURNING id
 
 -- name: cancel_outright
 -- Nothing runs and nothing submitted is unsettled: the request ends now (completed stages stay
--- done) and an effect-unknown alarm clears, since nothing waits on a person any more.
+-- done) and an effect-unknown or refusal alarm clears, since nothing waits on it any more. A fault
+-- (integrity, applied after withdrawal) stays open: only a person's decision closes it.
 WITH r AS (
     UPDATE entity_deletion_requests
     SET status = 'cancelled', cancel_requested_at = %(now)s, cancel_requested_by = %(by)s,
@@ -31,7 +32,7 @@ WITH r AS (
     RETURNING id
 ), settled AS (
     UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
-    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused', 'integrity_fault', 'applied_after_withdrawal') AND al.resolved_at IS NULL
+    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused') AND al.resolved_at IS NULL
 )
 SELECT id FROM r
 

@@ -332,10 +332,13 @@ def record_by_hand(
     evidence: str,
     by: str,
     now: datetime,
-) -> None:
-    """What an operator did by hand for the handed-over effect (call under the request lock)."""
+    attempt: int | None,
+    corrects: int | None = None,
+) -> int:
+    """What an operator did by hand for the effect handed over at `attempt`, or an approver's
+    correction of the record `corrects` (call under the request lock). Its id."""
     with connection.cursor() as cur:
-        SQL.run(
+        row = SQL.one(
             cur,
             "record_by_hand",
             request_id=request_id,
@@ -346,7 +349,11 @@ def record_by_hand(
             evidence=evidence,
             by=by,
             now=now,
+            attempt=attempt,
+            corrects=corrects,
         )
+    assert row is not None  # an INSERT returns its row
+    return int(row[0])
 
 
 class _Locked:

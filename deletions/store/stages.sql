@@ -245,7 +245,8 @@ SELECT (SELECT count(*) FROM entity_deletion_stage_history
 FROM retired
 
 -- name: cancel_at_boundary
--- A recorded cancellation ends the request at a transition; completed stages stay done.
+-- A recorded cancellation ends the request at a transition; completed stages stay done. Its
+-- effect-unknown and refusal alarms clear; a fault stays open until a person's decision closes it.
 WITH r AS (
     UPDATE entity_deletion_requests
     SET status = 'cancelled', next_attempt_at = NULL, next_check_at = NULL, open_question = '',
@@ -255,8 +256,7 @@ WITH r AS (
     RETURNING id
 ), settled AS (
     UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
-    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused', 'integrity_fault', 'applied_after_withdrawal')
-     AND al.resolved_at IS NULL
+    FROM r WHERE al.request_id = r.id AND al.kind IN ('effect_unknown', 'boundary_refused') AND al.resolved_at IS NULL
 ), stopped AS (
     -- A row a dead worker left running never ran its effect (a submitted one is settled first):
     -- it waits again, and its open attempt closes as interrupted.
@@ -276,7 +276,11 @@ WHERE request_id = %(request_id)s AND is_current AND status <> 'completed'
 
 -- name: record_by_hand
 -- An operator's record of an effect handed to them at a target that enforces nothing (the request
--- is locked): applied with their evidence, or not applied. Append-only; the latest one counts.
+-- is locked): applied with their evidence, or not applied, answering the hand-over `attempt`; or an
+-- approver's correction of such a record (`corrects`), kept beside it. Append-only; the latest one
+-- counts. One record per hand-over, and an effect recorded applied once (the constraints refuse more).
 INSERT INTO entity_deletion_operator_records
-    (request_id, operation_id, stage, applied, has_agents, evidence, recorded_by, recorded_at)
-VALUES (%(request_id)s, %(operation_id)s, %(stage)s, %(applied)s, %(has_agents)s, %(evidence)s, %(by)s, %(now)s)
+    (request_id, operation_id, stage, applied, has_agents, evidence, recorded_by, recorded_at, attempt, corrects_id)
+VALUES (%(request_id)s, %(operation_id)s, %(stage)s, %(applied)s, %(has_agents)s, %(evidence)s, %(by)s, %(now)s,
+        %(attempt)s, %(corrects)s)
+RETURNING id

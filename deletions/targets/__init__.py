@@ -14,6 +14,7 @@ from datetime import datetime
 
 import httpx
 from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 
 from core import present
 from core.errors import shown
@@ -44,12 +45,22 @@ def registered() -> list[Registration]:
 
 
 def register(*, name: str, prefix: str, base_url: str, keys: dict[str, str]) -> TargetSystem:
-    """Register a receiver (or update the one under this prefix): its URL and its public keys by id."""
+    """Register a receiver (or update the one under this prefix): its URL and its public keys by id.
+    A key that saved evidence cites is never rewritten or retired (the database refuses it, in words)."""
     system = TargetSystem.objects.filter(prefix=prefix).first() or TargetSystem(prefix=prefix)
     system.name, system.base_url, system.keys = name, base_url, keys
     system.full_clean()
-    system.save()
+    try:
+        with transaction.atomic():
+            system.save()
+    except IntegrityError as exc:
+        raise ValidationError(refusal(exc)) from None
     return system
+
+
+def refusal(exc: Exception) -> str:
+    """The database's refusal of a change to a registration, in its one line (the table's name off)."""
+    return str(exc).splitlines()[0].removeprefix("registered_receivers: ")
 
 
 def parse_key(text: str) -> tuple[str, str]:
@@ -90,6 +101,20 @@ def for_target(target: str) -> Adapter:
             return HttpTarget(r)
     known = ", ".join([*(r.prefix for r in systems), manual.PREFIX])
     raise Refused(f"no target system takes {shown(target)} (known: {known})")  # (registered now: state, not shape)
+
+
+def keys_in(target: str, systems: list[Registration]) -> dict[str, str] | None:
+    """The public keys (by key id) a stage of `target` is believed under: its receiver's, as
+    registered (`for_target`'s choice); None for a manual target, whose stages carry no receipt;
+    none at all for a target no receiver is registered for any more (no receipt verifies)."""
+    if target.startswith(manual.PREFIX):
+        return None
+    return next((dict(r.keys) for r in systems if target.startswith(r.prefix)), {})
+
+
+def keys_for(target: str) -> dict[str, str] | None:
+    """`keys_in` over the registrations now (one read)."""
+    return keys_in(target, registered())
 
 
 def silent_since(r: Registration) -> str:

@@ -36,12 +36,11 @@ import http_message_signatures as hms
 import httpx
 from django.conf import settings
 from django.utils.module_loading import import_string
-from joserfc import jws
-from joserfc.errors import JoseError
-from joserfc.jwk import OKPKey
 
 from core import clock, grants
+from deletions import receipts
 from deletions.errors import Refused
+from deletions.receipts import BadEvidence
 from deletions.targets.base import (
     Capabilities,
     Found,
@@ -54,17 +53,13 @@ from deletions.targets.base import (
 )
 
 VERSION = 1
-EVIDENCE_ALGORITHM = "Ed25519"
+EVIDENCE_ALGORITHM = receipts.ALGORITHM
 CALL_KEY_ID = "backoffice"
 CALL_COMPONENTS = ("@method", "@target-uri", "content-digest")
 DISCOVERY_SECONDS = 60.0
 REACH_SECONDS = 30.0  # health's discovery, per receiver and process
 REACH_CONNECT_SECONDS = 1.0  # health's discovery waits at most this long for a connection
 REACH_READ_SECONDS = 2.0  # and this long for the answer
-
-
-class BadEvidence(Exception):
-    """An answer whose signature does not verify against the receiver's registered keys."""
 
 
 @dataclass(frozen=True)
@@ -120,19 +115,9 @@ def verify_evidence(token: str, registered: dict[str, str]) -> dict[str, Any]:
 
 
 def _signed(token: Any, registered: dict[str, str]) -> dict[str, Any]:
-    """The payload of a receiver's JWS, once it verifies against the registered key it names; else BadEvidence."""
-    try:
-        kid = jws.extract_compact(str(token).encode()).headers().get("kid")
-        public = registered.get(str(kid))
-        if public is None:
-            raise BadEvidence(f"evidence signed under key {str(kid)[:40]!r}, which is not registered for this receiver")
-        key = OKPKey.import_key({"kty": "OKP", "crv": "Ed25519", "x": public})
-        payload = json.loads(jws.deserialize_compact(token, key, algorithms=[EVIDENCE_ALGORITHM]).payload)
-    except (JoseError, ValueError, TypeError, AttributeError) as exc:
-        raise BadEvidence(f"the receiver's evidence does not verify ({type(exc).__name__})") from None
-    if not isinstance(payload, dict):
-        raise BadEvidence("the receiver's evidence is no record")
-    return payload
+    """The payload of a receiver's JWS, once it verifies against the registered key it names; else
+    BadEvidence (`deletions.receipts.signed`: the one check, which every read of saved evidence makes too)."""
+    return receipts.signed(token, registered)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Notice slots: claimed before the send, their outcome recorded by the claimer only."""
+"""Notice slots: claimed before the send (each claim the next generation), re-checked just before
+it, their outcome recorded by the holder of the current claim only."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.db import connection, transaction
 
 from core.authority import Actor
 from core.sql import Statements
-from retirements.contract import NoticeRetry, PlannedNotice, SlotView
+from retirements.contract import NoticeClaim, NoticeRetry, PlannedNotice, SlotView
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest, Workspace
 from retirements.store.decisions import log_decision, raise_alarm, resolve_alarms
 
@@ -21,27 +22,47 @@ SQL = Statements.beside(__file__, "notices.sql")
 
 def claim_due(
     request_ids: list[UUID], *, claimer: str, until: datetime, now: datetime, slot_id: int | None = None
-) -> dict[UUID, list[tuple[int, str]]]:
-    """Claim the due notices of these requests (or only `slot_id`), in each one's due order:
-    (id, kind) of each, by request; a request with nothing due is not in it."""
-    claimed: dict[UUID, list[tuple[int, str]]] = {}
+) -> dict[UUID, list[NoticeClaim]]:
+    """Claim the due notices of these requests (or only `slot_id`), in each one's due order, by
+    request; a request with nothing due is not in it."""
+    claimed: dict[UUID, list[NoticeClaim]] = {}
     with connection.cursor() as cur:
         cur.execute(
             SQL.sql("claim_due"),
             {"request_ids": request_ids, "slot_id": slot_id, "claimer": claimer, "until": until, "now": now},
         )
-        for request_id, slot, kind in cur.fetchall():
-            claimed.setdefault(request_id, []).append((int(slot), str(kind)))
+        for request_id, slot, kind, generation in cur.fetchall():
+            claimed.setdefault(request_id, []).append(NoticeClaim(int(slot), str(kind), int(generation)))
     return claimed
 
 
-def record_delivered(ids: list[int], *, claimer: str, now: datetime) -> None:
-    """Delivered, for the claims this claimer still holds (a claim another sender took over, its
-    own having run out, is left to that sender)."""
+def lost_claim(claim: NoticeClaim, *, claimer: str, until: datetime) -> str | None:
+    """Just before a send: None while this claimer still holds the claim (which then stands until
+    `until` at least); otherwise why not, and the sender stands down."""
     with connection.cursor() as cur:
-        recorded = SQL.one(cur, "record_delivered", ids=ids, claimer=claimer, now=now)
-    if recorded is None or recorded[0] != len(ids):
-        logger.warning("notice outcome for a lost claim: %s of %s recorded", recorded and recorded[0], len(ids))
+        if SQL.one(cur, "still_held", id=claim.slot_id, claimer=claimer, generation=claim.generation, until=until):
+            return None
+    status, generation = NoticeSlot.objects.values_list("status", "claim_generation").get(id=claim.slot_id)
+    return f"its claim (generation {claim.generation}) was taken over: now {status}, generation {generation}"
+
+
+def record_delivered(claims: list[tuple[int, int]], *, claimer: str, now: datetime) -> int:
+    """Delivered, for the claims (slot, generation) this claimer still holds; one taken over since
+    (its own having run out) is left to its new holder, and the refused save is logged."""
+    with connection.cursor() as cur:
+        recorded = SQL.one(
+            cur,
+            "record_delivered",
+            ids=[slot for slot, _ in claims],
+            generations=[generation for _, generation in claims],
+            claimer=claimer,
+            now=now,
+        )
+    if recorded is None or recorded[0] != len(claims):
+        logger.warning(
+            "notice outcome for a lost claim refused: %s of %s recorded", recorded and recorded[0], len(claims)
+        )
+    return int(recorded[0]) if recorded else 0
 
 
 def pending_slots(request_ids: list[UUID]) -> dict[UUID, list[SlotView]]:
@@ -55,23 +76,30 @@ def pending_slots(request_ids: list[UUID]) -> dict[UUID, list[SlotView]]:
 
 
 def record_notice_failure(
-    slot_id: int, error: str, *, claimer: str, now: datetime, retry: Callable[[int], NoticeRetry]
+    slot_id: int, error: str, *, claimer: str, generation: int, now: datetime, retry: Callable[[int], NoticeRetry]
 ) -> None:
-    """The send failed: retry later or fail for good, as `retry` decides from the attempts made."""
+    """The send failed: retry later or fail for good, as `retry` decides from the attempts made,
+    for the claim this claimer still holds (a stale holder's save is refused and changes nothing)."""
     with transaction.atomic():
         slot = NoticeSlot.objects.select_for_update().select_related("request").get(id=slot_id)
-        if slot.status != NoticeStatus.SENDING or slot.claimed_by != claimer:
-            logger.warning("notice outcome for a lost claim slot=%s", slot.id)  # another sender took over
-            return
         decided = retry(slot.attempts)
-        if decided.exhausted:
-            slot.give_up()
-        else:
-            slot.retry_later()
-        slot.last_error = error
-        slot.next_attempt_at = decided.next_attempt_at
-        slot.claimed_by, slot.claim_expires_at = "", None
-        slot.save(update_fields=["status", "last_error", "next_attempt_at", "claimed_by", "claim_expires_at"])
+        with connection.cursor() as cur:
+            saved = SQL.one(
+                cur,
+                "record_failed",
+                id=slot_id,
+                claimer=claimer,
+                generation=generation,
+                give_up=decided.exhausted,
+                error=error,
+                next_attempt_at=decided.next_attempt_at,
+            )
+        if saved is None:  # another sender took over: its claim is the current one
+            logger.warning(
+                "notice outcome for a lost claim refused slot=%s generation=%s (now %s)",
+                slot.id, generation, slot.claim_generation,
+            )  # fmt: skip
+            return
         logger.warning("notice failed slot=%s kind=%s attempt=%s", slot.id, slot.kind, slot.attempts)
         if decided.exhausted:
             raise_alarm(

@@ -14,7 +14,7 @@ from retirements.contract import PurgeFacts
 from retirements.models import PurgeJob, RetirementRequest, Workspace
 from retirements.store.decisions import log_decision, raise_alarm, resolve_alarms
 from retirements.store.locks import lock_request
-from retirements.store.requests import on_call
+from retirements.store.requests import cover, may_hold, on_call
 
 SQL = Statements.beside(__file__, "purge.sql")
 
@@ -82,7 +82,7 @@ def refuse_purge(
             now=now,
             rule=rule,
             action=action,
-            on_call=on_call(not_user_id=request.requested_by_id),
+            **_held_by(request, on_call(not_user_id=request.requested_by_id) or request.owner_id),
         )
     if done is None:
         raise ValueError(f"purge job {job.id} is not the queued job of generation {generation}: nothing refused")
@@ -94,8 +94,9 @@ def retry_refused(request: RetirementRequest, workspace: Workspace, job: PurgeJo
                   now: datetime) -> None:  # fmt: skip
     """The refused job queued again (one statement), its alarm resolved and the decision logged."""
     with connection.cursor() as cur:
-        done = SQL.one(cur, "retry", job_id=job.id, actor=actor.user.pk, now=now,
-                       action=f"purge retried by {actor.name}: {reason}")  # fmt: skip
+        owner = actor.user.pk if may_hold(actor.user.pk) else request.owner_id
+        done = SQL.one(cur, "retry", job_id=job.id, now=now, action=f"purge retried by {actor.name}: {reason}",
+                       **_held_by(request, owner))  # fmt: skip
     if done is None:
         raise ValueError(f"purge job {job.id} is not a refused job of an executing request: nothing retried")
     resolve_alarms(kind="purge_refused", request=request, now=now)
@@ -133,3 +134,8 @@ def _log_purge(
         system="purge",
         generation=generation,
     )
+
+
+def _held_by(request: RetirementRequest, owner: int | None) -> dict[str, int | None]:
+    """Who holds the case from now on, and the backup beside them (`requests.cover`)."""
+    return {"case_owner": owner, "backup": cover(request, owner=owner)}

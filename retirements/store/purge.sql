@@ -26,7 +26,8 @@ FROM request WHERE w.id = request.workspace_id AND w.lifecycle = 'deleting'
 RETURNING w.id
 
 -- name: refused
--- The receiving boundary refused for want of authority: nothing purged, a person must look.
+-- The receiving boundary refused for want of authority: nothing purged, a person must look: the
+-- person on call holds it, never their own backup (`store.requests.cover`).
 WITH job AS (
     UPDATE retirements_purgejob
     SET status = 'refused', refusal = %(rule)s, lease_owner = NULL, lease_expires_at = NULL
@@ -34,24 +35,21 @@ WITH job AS (
     RETURNING request_id
 )
 UPDATE retirements_retirementrequest r
-SET last_action = %(action)s, owner_id = COALESCE(%(on_call)s, r.owner_id), updated_at = %(now)s,
-    -- never their own backup: the former owner covers for them
-    backup_id = CASE WHEN r.backup_id = COALESCE(%(on_call)s, r.owner_id)
-                     THEN NULLIF(r.owner_id, COALESCE(%(on_call)s, r.owner_id)) ELSE r.backup_id END
+SET last_action = %(action)s, owner_id = %(case_owner)s, backup_id = %(backup)s, updated_at = %(now)s
 FROM job WHERE r.id = job.request_id
 RETURNING r.id
 
 -- name: retry
 -- Staff retry a refused purge (the requester's authority is back): the job is queued again with
--- no lease; the boundary rechecks everything when it runs.
+-- no lease; the boundary rechecks everything when it runs. Who retried holds the case when they may
+-- hold retirements (its owner stays otherwise), with a backup beside them (`store.requests.cover`).
 WITH job AS (
     UPDATE retirements_purgejob SET status = 'queued', refusal = '', lease_owner = NULL, lease_expires_at = NULL
     WHERE id = %(job_id)s AND status = 'refused'
     RETURNING request_id
 )
 UPDATE retirements_retirementrequest r
-SET last_action = %(action)s, owner_id = %(actor)s, updated_at = %(now)s,
-    backup_id = CASE WHEN r.backup_id = %(actor)s THEN NULLIF(r.owner_id, %(actor)s) ELSE r.backup_id END
+SET last_action = %(action)s, owner_id = %(case_owner)s, backup_id = %(backup)s, updated_at = %(now)s
 FROM job WHERE r.id = job.request_id AND r.status = 'executing'
 RETURNING r.id
 

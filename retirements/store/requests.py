@@ -8,7 +8,7 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from core import present
 from core.authority import Actor
@@ -31,8 +31,10 @@ def create_request(
     eligibility: Eligibility,
     plan: Iterable[PlannedNotice],
     now: datetime,
+    owner: int,
 ) -> tuple[RetirementRequest, RetirementWatcher]:
-    """Request, notice slots, watcher and workspace deletion_pending, together."""
+    """Request, notice slots, watcher and workspace deletion_pending, together; held by `owner`
+    (the requester when they may hold retirements, else the rota's pick)."""
     request = RetirementRequest.objects.create(
         workspace=workspace,
         requested_by=actor.user,
@@ -42,7 +44,7 @@ def create_request(
         eligible_at=eligibility.eligible_at,
         eligibility_policy=eligibility.policy,
         next_wake_at=now,
-        owner=actor.user,
+        owner_id=owner,
         last_action=f"requested by {actor.name}",
         updated_at=now,
     )
@@ -65,15 +67,36 @@ def on_call(*, not_user_id: int | None) -> int | None:
         named = users.filter(username=settings.RETIREMENT_ON_CALL).values_list("id", flat=True).first()
         if named is not None:
             return named
+    return _holders().exclude(id=not_user_id or 0).order_by("username").values_list("id", flat=True).first()
+
+
+HOLD_CODENAME = "hold_retirementrequest"
+
+
+def _holders() -> QuerySet[User]:
+    """Active staff allowed to hold retirements (`HOLD_PERMISSION`, as the database's custody trigger reads it)."""
     allowed = (
         Q(is_superuser=True)
         | Q(groups__permissions__codename=HOLD_CODENAME, groups__permissions__content_type__app_label="retirements")
         | Q(user_permissions__codename=HOLD_CODENAME, user_permissions__content_type__app_label="retirements")
     )
-    return users.filter(allowed).order_by("username").values_list("id", flat=True).first()
+    return User.objects.filter(allowed, is_active=True, is_staff=True).distinct()
 
 
-HOLD_CODENAME = "hold_retirementrequest"
+def may_hold(user_id: int | None) -> bool:
+    return user_id is not None and _holders().filter(id=user_id).exists()
+
+
+def cover(request: RetirementRequest, *, owner: int | None) -> int | None:
+    """The backup beside `owner` once it holds the case: the backup it has, else the owner it had,
+    else the first allowed to hold retirements (by username); never `owner`, never one who may not
+    hold it (the requester who lost authority). None when nobody else may."""
+    candidates = [c for c in (request.backup_id, request.owner_id) if c is not None and c != owner]
+    allowed = set(_holders().filter(id__in=candidates).values_list("id", flat=True))
+    kept = next((c for c in candidates if c in allowed), None)
+    if kept is not None:
+        return kept
+    return _holders().exclude(id=owner or 0).order_by("username").values_list("id", flat=True).first()
 
 
 def hold(
@@ -81,13 +104,15 @@ def hold(
 ) -> None:
     """Held by a person, or by the watcher at the point of no return (`actor` None)."""
     by = f"held by {actor.name}: {reason}" if actor is not None else f"held at the point of no return: {reason}"
+    owner = actor.user.pk if actor is not None else on_call(not_user_id=request.requested_by_id) or request.owner_id
     with connection.cursor() as cur:
         held = SQL.one(
             cur,
             "hold",
             request_id=request.id,
             held_by=actor.user.pk if actor is not None else None,
-            on_call=None if actor is not None else on_call(not_user_id=request.requested_by_id),
+            owner=owner,
+            backup=cover(request, owner=owner),
             reason=reason,
             action=by,
             now=now,

@@ -10,13 +10,11 @@ RETURNING id
 -- name: hold
 -- Held by a person (who then holds the case) or by the watcher at the point of no return (the
 -- staff person on call then holds it: never the requester who lost authority). The new owner is
--- never their own backup: when they were the backup, the former owner covers for them.
+-- never their own backup: `backup` is the one it has, else the former owner, else the rota's
+-- (`store.requests.cover`: one who may hold it; the database refuses a held case without).
 UPDATE retirements_retirementrequest
 SET status = 'held', held_at = %(now)s, held_by_id = %(held_by)s, hold_reason = %(reason)s, next_wake_at = NULL,
-    owner_id = COALESCE(%(held_by)s, %(on_call)s, owner_id),
-    backup_id = CASE WHEN backup_id = COALESCE(%(held_by)s, %(on_call)s, owner_id)
-                     THEN NULLIF(owner_id, COALESCE(%(held_by)s, %(on_call)s, owner_id)) ELSE backup_id END,
-    last_action = %(action)s, updated_at = %(now)s
+    owner_id = %(owner)s, backup_id = %(backup)s, last_action = %(action)s, updated_at = %(now)s
 WHERE id = %(request_id)s AND status = 'waiting'
 RETURNING id
 

@@ -51,8 +51,9 @@ WITH executing AS (
     UPDATE retirements_workspace w SET lifecycle = 'deleting'
     FROM executing WHERE w.id = executing.workspace_id AND w.lifecycle = 'deletion_pending'
 ), announced AS (
-    INSERT INTO retirements_noticeslot (request_id, kind, due_at, gating, status, attempts, last_error, claimed_by)
-    SELECT id, 'destruction_started', %(now)s, false, 'pending', 0, '', '' FROM executing
+    INSERT INTO retirements_noticeslot
+        (request_id, kind, due_at, gating, status, attempts, last_error, claimed_by, claim_generation)
+    SELECT id, 'destruction_started', %(now)s, false, 'pending', 0, '', '', 0 FROM executing
     ON CONFLICT (request_id, kind, due_at) DO NOTHING
 ), settled AS (
     UPDATE retirements_retirementwatcher t SET status = 'settled', concluded_at = %(now)s, conclusion = %(settled)s

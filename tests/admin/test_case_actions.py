@@ -48,7 +48,7 @@ def shown(offers) -> dict[str, str]:
     return {o.name: o.why_not for o in offers}
 
 
-DELETION_ACTIONS = {"approve", "settle", "resume", "run", "revoke", "cancel"}
+DELETION_ACTIONS = {"approve", "settle", "resume", "run", "revoke", "cancel", "close-alarm"}
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,22 @@ def test_a_closed_deletion_says_why_each_action_is_disabled() -> None:
         "run": "the request is completed: nothing to run",
         "revoke": "the request is completed: no current approval to revoke",
         "cancel": "the request is already completed",
+        "close-alarm": "no integrity or applied-after-withdrawal alarm is open on this case",
     }
+
+
+def test_an_open_fault_disables_approve_and_resume_and_offers_closing_it() -> None:
+    """As the services refuse: an open fault stops approval and resume; an effect applied by hand after
+    withdrawal stops them for good, its alarm closed or not; closing is offered while one is open."""
+    review = shown(deletion_case.actions(deletion("needs_review"), ALL_DELETION, now=NOW, submitter=False,
+                                         effect_unknown=False, open_faults={"integrity_fault"}))  # fmt: skip
+    assert review["approve"].startswith("an integrity fault is open on this case, so it cannot be approved")
+    assert review["close-alarm"] == ""
+    held = shown(deletion_case.actions(deletion("needs_attention"), ALL_DELETION, now=NOW, submitter=False,
+                                       effect_unknown=False, by_hand=True, applied_after=True))  # fmt: skip
+    assert "applied by hand after the approval was withdrawn, so the case cannot be recorded" in held["record"]
+    assert held["close-alarm"] == "no integrity or applied-after-withdrawal alarm is open on this case"
+    assert held["correct"] == "no effect was recorded by hand on this case: nothing to correct"
 
 
 @pytest.mark.parametrize(

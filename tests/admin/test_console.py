@@ -348,7 +348,8 @@ def test_saved_views_are_shareable_links_for_the_questions_staff_ask_first(login
     from tests.support import force
 
     waiting = deletion_submit(target="demo:yan", actor=named("operator-1"))  # waits on the approvers
-    late = approved()
+    late = deletion_submit(target="demo:alice", actor=named("operator-a"))  # never held by its submitter
+    deletion_approve(request_id=late.id, actor=named("approver-1"), digest=late.inventory_digest)
     force(DeletionRequest.objects.filter(id=late.id), status=Status.NEEDS_ATTENTION, owner="operator-1",
           next_check_at=clock.now() - timedelta(minutes=10))  # fmt: skip
     deletion_name_by_rota()  # the custody tick names the operator on call for it

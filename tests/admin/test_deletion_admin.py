@@ -178,6 +178,7 @@ def test_operator_runs_now_and_the_run_is_enqueued_on_commit(
                 updated_at=approved.created_at,
                 received_at=approved.created_at,
                 due_at=approved.due_at,
+                next_check_at=approved.created_at,
             ),
         ),
         {"reason": "try it"},

@@ -49,6 +49,7 @@ def deletions(n: int, status: str = "submitted", communities: int = 0) -> list[D
             updated_at=now,
             received_at=now,
             due_at=now + timedelta(days=30),
+            next_check_at=now,  # a case waiting on people has one (a check constraint)
             owner="operator-1",
         )
         for _ in range(n)
@@ -75,6 +76,9 @@ def retirements(n: int, requester: User, status: str = "waiting") -> list[Retire
             updated_at=now,
             next_wake_at=now,
             hold_reason="legal" if status == "held" else "",
+            # held: a backup beside its owner and its review date (the custody constraints)
+            held_at=now if status == "held" else None,
+            backup=User.objects.get(username="operator-a") if status == "held" else None,
         )
         for w in spaces
     )
@@ -112,10 +116,14 @@ def test_the_deletion_list_counts_each_inventorys_communities_in_the_database(lo
 
 
 def test_deletion_case_page_with_200_stages_and_decisions(login, staff) -> None:
+    """Each stage's result is checked against its receipt on the page: CPU per stage, no query."""
+    from receiver import signing  # the demo receiver's key, registered for demo: targets
+
     (req,) = deletions(1, status="running")
     now = clock.now()
     previous = None
     rows = []
+    signed = {"has_agents": False, "receipt": signing.evidence({"has_agents": False})}
     for i in range(N):
         row = StageHistory(
             request=req,
@@ -123,7 +131,7 @@ def test_deletion_case_page_with_200_stages_and_decisions(login, staff) -> None:
             status="completed",
             is_current=(i == N - 1),
             created_at=now,
-            metadata_json={"previous_stage_id": str(previous) if previous else None, "result": {"has_agents": False}},
+            metadata_json={"previous_stage_id": str(previous) if previous else None, "result": signed},
         )
         previous = row.id
         rows.append(row)
@@ -223,12 +231,12 @@ def test_the_overview_says_the_systems_health_apart_from_the_work_waiting(login,
     deletions(3, status="needs_attention")
     page = login("support").get(reverse("operations")).content.decode()
     system = page.split('id="system-health"')[1].split("</p>")[0]
-    assert "Unhealthy:</strong> 1 of 13 checks fail:" in system and "cluster (no cluster heartbeat yet)" in system
+    assert "Unhealthy:</strong> 1 of 14 checks fail:" in system and "cluster (no cluster heartbeat yet)" in system
     work = page.split('id="work-waiting"')[1].split("</p>")[0]
     assert "needs attention: 3, the oldest since " in work and "deadlines passed: none" in work, work
     beat(clock.now())
     page = login("support").get(reverse("operations")).content.decode()
-    assert "Healthy: all 13 checks pass" in page.split('id="system-health"')[1].split("</p>")[0]
+    assert "Healthy: all 14 checks pass" in page.split('id="system-health"')[1].split("</p>")[0]
     assert "needs attention: 3, the oldest since " in page.split('id="work-waiting"')[1]
 
 

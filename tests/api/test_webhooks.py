@@ -154,7 +154,7 @@ def test_retention_forgets_old_deliveries_and_idempotency_keys(subscriber, recei
     submit_and_approve("demo:hook-old")
     webhooks.send_due()
     long_ago = clock.now() - timedelta(days=400)
-    WebhookDelivery.objects.update(created_at=long_ago)
+    force(WebhookDelivery.objects.all(), created_at=long_ago)  # planted: a delivered one is never rewritten
     user = User.objects.get(username="operator-a")
     IdempotencyKey.objects.create(user=user, key="old", fingerprint="f", created_at=clock.now() - timedelta(days=2))
     IdempotencyKey.objects.create(user=user, key="new", fingerprint="f", created_at=clock.now())

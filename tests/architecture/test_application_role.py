@@ -1,7 +1,8 @@
 """The application connects as a role that owns no table and is no superuser, and the database
 refuses it every rewrite of the record: completed stage history, finished attempts, lease events
-and decisions are never rewritten, deleted (but by the retention job's marked transaction) or
-truncated, and no trigger can be switched off. The back-office itself runs as that role."""
+and decisions are never rewritten, deleted (but inside the retention functions: see
+test_records_guard_themselves.py) or truncated, and no trigger can be switched off. The
+back-office itself runs as that role."""
 
 from __future__ import annotations
 

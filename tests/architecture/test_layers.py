@@ -95,6 +95,7 @@ PURE = [
     "deletions/authority.py",
     "deletions/retry.py",
     "deletions/case.py",
+    "deletions/receipts.py",
     "retirements/policy.py",
     "retirements/case.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "deletions" / "rules").glob("*.py")),

@@ -52,7 +52,9 @@ STAGE_MOVES = {
 WATCHER_MOVES = {
     "beat": ("steps.sql", "beat"),
     "claim due notices": ("notices.sql", "claim_due"),
+    "re-check a notice's claim just before its send": ("notices.sql", "still_held"),
     "record what was sent": ("notices.sql", "record_delivered"),
+    "record a failed send (retry or give up)": ("notices.sql", "record_failed"),
     "wait": ("steps.sql", "wait"),
     "settle or supersede a watcher": ("requests.sql", "settle_watcher"),
     "hold (a person, or the verdict at the point of no return)": ("requests.sql", "hold"),

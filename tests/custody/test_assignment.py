@@ -107,8 +107,8 @@ def test_the_rota_names_again_when_the_case_moves_and_clears_while_the_system_ru
 def test_take_assign_and_hand_over_are_decisions_with_a_reason_and_a_permission() -> None:
     req = deletion_submit(target="demo:hands", actor=named("operator-a"))
     person, backup = held(req)
-    # Take: for yourself, if you are on the rota; the submitter is not on an approval's rota.
-    with pytest.raises(Refused, match="operator-a is not on the approvers rota"):
+    # Take: for yourself, if you are on the rota; the submitter never holds their own case.
+    with pytest.raises(Refused, match="four eyes: operator-a submitted this request, so they never hold it"):
         deletion_custody(actor=named("operator-a"), request_id=req.id, how="take", reason="mine")
     with pytest.raises(BadInput, match="reason"):
         deletion_custody(actor=named(backup), request_id=req.id, how="take", reason="")

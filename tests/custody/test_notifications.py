@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import email
 import email.policy
+import json
 import signal
 import subprocess
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import time_machine
 from django.core import mail
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.authority import named
@@ -23,7 +26,7 @@ from deletions.services import deletion_approve, deletion_submit
 from ops import notify
 from ops.models import Notification, NotificationPreference
 from tests.conftest import manage_argv, subprocess_env
-from tests.support import force
+from tests.support import force, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,6 +91,110 @@ def test_a_sender_killed_between_send_and_save_sends_once_more_after_its_claim(t
     assert [m.to for m in mail.outbox] == [[req.assignee.email]]
     row.refresh_from_db()
     assert (row.status, row.attempts) == ("sent", 2)
+
+
+def _sender(folder: Path, pause_at: str) -> tuple[subprocess.Popen[str], Any]:
+    """A `send_notifications` process that stops (SIGSTOP) at a pause point; returned once stopped."""
+    proc = subprocess.Popen(
+        manage_argv("send_notifications"),
+        env=mail_env(folder, PAUSE_AT=pause_at),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watched = psutil.Process(proc.pid)
+    ended = (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE)
+    wait_for(lambda: watched.status() in ended, what=f"the sender paused at {pause_at}")
+    if watched.status() != psutil.STATUS_STOPPED:
+        raise AssertionError(f"the sender ended before {pause_at}: {proc.communicate()}")
+    return proc, watched
+
+
+def _take_over(folder: Path, row: Notification) -> Notification:
+    """The paused sender's claim runs out (forced past), and another sender process takes it over."""
+    force(Notification.objects.filter(id=row.id), claim_expires_at=timezone.now() - timedelta(seconds=1))
+    second = subprocess.run(manage_argv("send_notifications"), env=mail_env(folder), capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    return Notification.objects.get(id=row.id)
+
+
+@pytest.mark.slow
+def test_a_sender_paused_holding_its_claim_stands_down_once_it_was_taken_over(tmp_path, observe) -> None:
+    """Issue 51 item 5. A sender process stopped after its claim, before its send; its claim runs
+    out and a second sender process takes it over (the next generation), sends and saves; the first,
+    continued, re-checks its claim just before the send, sends nothing, saves nothing, and says it
+    stood down: the person got one mail."""
+    req: Any = deletion_submit(target="demo:fenced", actor=named("operator-a"))
+    NotificationPreference.objects.create(user=req.backup, delivery="off")  # one message: the person's
+    first, _ = _sender(tmp_path, "notification-claimed")
+    try:
+        held = Notification.objects.get()
+        assert (held.status, held.claim_generation, received(tmp_path)) == ("sending", 1, [])
+        taken = _take_over(tmp_path, held)
+        assert (taken.status, taken.claim_generation, taken.attempts) == ("sent", 2, 2)
+        assert [to for to, _ in received(tmp_path)] == [req.assignee.email]
+    finally:
+        first.send_signal(signal.SIGCONT)
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    said = next(line for line in err.splitlines() if "stood down" in line)
+    assert f"notification id={held.id} not sent, stood down: its claim (generation 1) was taken over" in said
+    assert json.loads(out)["sent"] == 0
+    assert [to for to, _ in received(tmp_path)] == [req.assignee.email]  # one mail
+    row = Notification.objects.get()
+    assert (row.status, row.claim_generation, row.sent_at, row.claimed_by) == (
+        "sent", 2, taken.sent_at, taken.claimed_by
+    )  # fmt: skip
+    observe(
+        f"sender SIGSTOPped holding its claim (generation 1); a second sender took generation 2 and sent; "
+        f"the first, continued, logged '{said.split(' ', 3)[-1][:90]}'; {len(received(tmp_path))} mail"
+    )
+
+
+@pytest.mark.slow
+def test_the_window_left_a_sender_stalled_between_its_send_and_its_save_repeats_and_its_save_changes_nothing(
+    tmp_path,
+) -> None:
+    """The one window the fence leaves (past the check): a sender that stalls after its send, past
+    its claim, sends the message again by its replacement; its late save is refused and changes
+    nothing, so the row says what the replacement did."""
+    req: Any = deletion_submit(target="demo:window", actor=named("operator-a"))
+    NotificationPreference.objects.create(user=req.backup, delivery="off")
+    first, _ = _sender(tmp_path, "notification-sent")
+    try:
+        held = Notification.objects.get()
+        assert held.claim_generation == 1 and len(received(tmp_path)) == 1  # sent, not yet saved
+        taken = _take_over(tmp_path, held)
+        assert (taken.status, taken.claim_generation) == ("sent", 2)
+    finally:
+        first.send_signal(signal.SIGCONT)
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert f"notification id={held.id} sent; its save refused: its claim (generation 1) was taken over" in err
+    assert json.loads(out)["sent"] == 0
+    assert [to for to, _ in received(tmp_path)] == [req.assignee.email] * 2  # at least once: the window
+    row = Notification.objects.get()
+    assert (row.status, row.claim_generation, row.sent_at, row.claimed_by) == (
+        "sent", 2, taken.sent_at, taken.claimed_by
+    )  # fmt: skip
+
+
+def test_the_database_refuses_a_claim_that_does_not_take_the_next_generation() -> None:
+    req: Any = deletion_submit(target="demo:generation", actor=named("operator-a"))
+    NotificationPreference.objects.create(user=req.backup, delivery="off")
+    assert notify.record(notify.deletion_occurrences(timezone.now()), timezone.now()) == 1
+    row = Notification.objects.get()
+    with connection.cursor() as cur:
+        for move in (
+            "status = 'sending', claimed_by = 'intruder'",  # a claim without a new generation
+            "status = 'sending', claimed_by = 'intruder', claim_generation = 5",  # one that skips
+            "claim_generation = 1",  # a generation moved by no claim
+        ):
+            with pytest.raises(IntegrityError, match="a claim takes the next generation"), transaction.atomic():
+                cur.execute(f"UPDATE ops_notifications SET {move} WHERE id = %s", [row.id])
+    assert Notification.objects.get().claim_generation == 0
+    assert notify.send_due(timezone.now()) == 1  # the sender's own claim takes generation 1
+    assert Notification.objects.get().claim_generation == 1
 
 
 def test_a_new_occurrence_is_told_again_and_preferences_are_kept() -> None:

@@ -55,7 +55,7 @@ def test_an_inventory_changed_behind_the_back_office_is_an_alarm_and_no_approval
     alarm = req.alarms.get(resolved_at__isnull=True)
     assert alarm.kind == "integrity_fault" and "does not match the saved digest" in alarm.message
     assert req.open_question.startswith("integrity fault: the inventory this run read")
-    assert "cancel the case, or hand it to a person to investigate" in req.open_question
+    assert "a person investigates and closes the alarm with what they found (close_alarm)" in req.open_question
     assert "approve the same inventory again" not in req.open_question
     # Health and /metrics: a fault of the system.
     checks = report(clock.now())["checks"]

@@ -151,7 +151,7 @@ def test_an_effect_recorded_after_the_approval_was_revoked_is_kept_and_sent_to_r
     assert "the record is kept" in alarm.message
     # Nothing completes it: resume is refused, and the worker finds nothing to run.
     resumed = cmd("resume_deletion", str(req.id), "--by", "operator-c", "--reason", "go on")
-    assert resumed.code == 1 and "applied after approval was revoked" in resumed.err, resumed.err
+    assert resumed.code == 1 and "applied by hand after the approval was withdrawn" in resumed.err, resumed.err
     assert DeletionRequest.objects.get(id=req.id).status == "needs_attention"
     health = json.loads(cmd("health", "--json").out)
     assert health["checks"]["integrity_faults"] == {"ok": False, "count": 1}

@@ -20,11 +20,12 @@ import time_machine
 
 from core import keys
 from core.authority import named
+from core.errors import Refused
 from deletions import proposal, targets
 from deletions.contract import APPROVERS, OPERATORS_ON_CALL, SYSTEM
 from deletions.models import DeletionAlarm, DeletionDecision, DeletionRequest, StageAttempt, StageHistory
 from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C, build_inventory, validate_inventory
-from deletions.services import deletion_resume
+from deletions.services import deletion_close_alarm, deletion_resume
 from deletions.store import alarms
 from deletions.store.requests import inventory_digest
 from ops.health import report
@@ -243,6 +244,11 @@ def test_a_lookup_under_a_key_not_registered_says_the_effect_is_in_question_neve
     assert len(effects(req.id)) == 1
 
     ensure_demo_receiver()  # the key the receiver signs with now, registered
+    with pytest.raises(Refused, match="an integrity fault is open on this case, so it cannot be resumed"):
+        resumed(req)  # an integrity fault is closed by a person's own decision first, never by a resume
+    deletion_close_alarm(
+        actor=named("operator-b"), request_id=req.id, reason="the receiver's key was rotated; its new key registered"
+    )
     resumed(req)
     assert run(cmd, req, at=due(req)).code == 0
     assert DeletionRequest.objects.get(id=req.id).status == "completed"

@@ -185,7 +185,8 @@ def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd
     assert "integrity fault" in case.open_question and "approve" not in case.open_question.split(";")[-1]
     health = cmd("health", "--json")
     assert health.code == 1 and json.loads(health.out)["checks"]["integrity_faults"] == {"ok": False, "count": 1}
-    # No approval clears it (the page offers none); a cancellation ends the case and its alarm.
+    # No approval clears it (the page offers none); a cancellation ends the case, not its alarm: a person
+    # who looked into it closes that, with what they found.
     refused = cmd(
         "approve_deletion", req["id"], "--approved-by", "operator-c", "--inventory-digest", req["inventory_digest"]
     )
@@ -193,6 +194,9 @@ def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd
     assert (
         cmd("cancel_deletion", req["id"], "--by", "operator-c", "--reason", "planted record: investigating").code == 0
     )
+    assert case.alarms.filter(resolved_at__isnull=True).exists()
+    closed = cmd("close_alarm", req["id"], "--by", "operator-c", "--reason", "planted by a test of the receiver")
+    assert closed.code == 0, closed.err
     assert not case.alarms.filter(resolved_at__isnull=True).exists()
     observe(f"planted record under {str(gate_op)[:8]}: refused ({case.status}), gate not completed, person not gated")
 

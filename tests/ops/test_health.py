@@ -42,6 +42,7 @@ def test_green_when_everything_is_fine(cmd) -> None:
         "stalled_watchers",
         "failing_watchers",
         "integrity_faults",
+        "evidence",
         "failed_notices",
         "refused_at_target",
         "withdrawals_unacknowledged",
@@ -208,12 +209,14 @@ def test_red_when_a_case_waits_on_a_rota_that_names_nobody(settings) -> None:
     force(
         DeletionRequest.objects.filter(id=req.id),
         status=Status.NEEDS_ATTENTION, open_question="failed 10 times", assignee=None, backup=None,
+        owner="operators on call",
     )  # fmt: skip
     assert report(clock.now())["checks"]["unnamed_cases"] == {"ok": True, "count": 0}  # the pass has a minute
     with time_machine.travel(clock.now() + timedelta(minutes=4), tick=False):
         assert report(clock.now())["checks"]["unnamed_cases"] == {"ok": False, "count": 1}  # no pass ran
-        assert deletion_name_by_rota() == 1  # the pass ran, and its rota had nobody to name
+        assert deletion_name_by_rota() == 0  # the pass ran, and its rota had nobody to name
         data = report(clock.now())
         assert data["checks"]["unnamed_cases"] == {"ok": False, "count": 1} and data["status"] == "red"
     row = DeletionRequest.objects.get(id=req.id)
-    assert row.assigned_for == "needs_attention:operators on call" and row.assignee_id is None
+    # Nobody is named rather than a person without a backup: the naming stays the old state's.
+    assert row.assigned_for == "submitted:approvers" and row.assignee_id is None

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 
 from core import clock
@@ -47,10 +48,14 @@ def test_the_database_refuses_a_backup_who_is_the_owner(hq, make_workspace) -> N
     make_workspace()
     req = request_at(T, hq)
     deletion_submit(target="demo:custody", actor=named("operator-a"))
-    for table, person in (("retirements_retirementrequest", "owner_id"), ("entity_deletion_requests", "assignee_id")):
+    approver = User.objects.get(username="operator-b")  # one who may hold the deletion: the rule refused is this one
+    for table, person, who in (
+        ("retirements_retirementrequest", "owner_id", hq),
+        ("entity_deletion_requests", "assignee_id", approver),
+    ):
         refused = pytest.raises(IntegrityError, match="backup_is_another_person")
         with refused, transaction.atomic(), connection.cursor() as cur:
-            cur.execute(f"UPDATE {table} SET {person} = %s, backup_id = %s", [hq.pk, hq.pk])
+            cur.execute(f"UPDATE {table} SET {person} = %s, backup_id = %s", [who.pk, who.pk])
     assert fresh(req).owner_id != fresh(req).backup_id
 
 

@@ -3,6 +3,7 @@ and a purge that rechecks its fencing token, operation and authority with the ef
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from datetime import timedelta
@@ -21,7 +22,7 @@ from retirements.models import Alarm, Decision, NoticeSlot, PurgeJob
 from retirements.services import retirement_retry_notices
 from tests.conftest import manage_argv, subprocess_env
 from tests.retirements.helpers import fresh, request_at, run_at
-from tests.support import wait_for
+from tests.support import force, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -83,6 +84,80 @@ def test_a_sender_killed_between_send_and_save_sends_once_more_after_its_claim(
     assert [m.subject for m in mail.outbox] == ["Retirement requested for workspace acme-old"]
     slot.refresh_from_db()
     assert (slot.status, slot.attempts) == ("delivered", 2)
+
+
+def case_rows(req) -> tuple[object, ...]:
+    """What a step writes for a case: its notices, its decisions, its wake-up and last change."""
+    slots = NoticeSlot.objects.filter(request=req).order_by("id")
+    return (
+        list(slots.values_list("id", "status", "delivered_at", "claimed_by", "claim_generation")),
+        list(Decision.objects.filter(request=req).values_list("id", "action")),
+        fresh(req).next_wake_at,
+        fresh(req).updated_at,
+    )
+
+
+@pytest.mark.slow
+def test_a_watcher_paused_holding_its_notice_claim_stands_down_once_it_was_taken_over(
+    hq, make_workspace, tmp_path, observe
+) -> None:
+    """Issue 51 item 5. A watcher process stopped after claiming "request received", before its
+    send; its claim runs out and a second watcher process takes it over (the next generation), sends
+    and saves; the first, continued, re-checks its claim just before the send, sends nothing, writes
+    nothing for the case, and says it stood down: one mail."""
+    make_workspace()
+    req = request_at(timezone.now(), hq)
+    first = subprocess.Popen(
+        manage_argv("run_watchers"),
+        env=mail_env(tmp_path, PAUSE_AT="notice-claimed"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        proc = psutil.Process(first.pid)
+        wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="the watcher paused holding its claim")
+        held = NoticeSlot.objects.get(request=req, kind="request_received")
+        assert (held.status, held.claim_generation, sent_subjects(tmp_path)) == ("sending", 1, [])
+        force(NoticeSlot.objects.filter(id=held.id), claim_expires_at=timezone.now() - timedelta(seconds=1))
+        second = subprocess.run(manage_argv("run_watchers"), env=mail_env(tmp_path), capture_output=True, text=True)
+        assert second.returncode == 0, second.stderr
+        taken = NoticeSlot.objects.get(id=held.id)
+        assert (taken.status, taken.claim_generation) == ("delivered", 2)
+        assert sent_subjects(tmp_path) == ["Retirement requested for workspace acme-old"]
+        before = case_rows(req)
+    finally:
+        first.send_signal(signal.SIGCONT)
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    said = json.loads(out)["steps"][str(req.id)]
+    assert said.startswith("stood down: request_received not sent, its claim (generation 1) was taken over"), said
+    assert f"notice slot={held.id} kind=request_received not sent, stood down" in err
+    assert sent_subjects(tmp_path) == ["Retirement requested for workspace acme-old"]  # one mail
+    assert case_rows(req) == before  # the stale watcher wrote nothing for the case
+    observe(
+        f"watcher SIGSTOPped holding its notice claim (generation 1); a second watcher took generation 2 and "
+        f"sent; the first, continued, said '{said[:90]}'; {len(sent_subjects(tmp_path))} mail"
+    )
+
+
+def test_the_database_refuses_a_notice_claim_that_does_not_take_the_next_generation(hq, make_workspace) -> None:
+    from django.db import IntegrityError, connection, transaction
+
+    make_workspace()
+    req = request_at(timezone.now(), hq)
+    slot = NoticeSlot.objects.get(request=req, kind="request_received")
+    with connection.cursor() as cur:
+        for move in (
+            "status = 'sending', claimed_by = 'intruder'",  # a claim without a new generation
+            "status = 'sending', claimed_by = 'intruder', claim_generation = 5",  # one that skips
+            "claim_generation = 1",  # a generation moved by no claim
+        ):
+            with pytest.raises(IntegrityError, match="a claim takes the next generation"), transaction.atomic():
+                cur.execute(f"UPDATE retirements_noticeslot SET {move} WHERE id = %s", [slot.id])
+    assert NoticeSlot.objects.get(id=slot.id).claim_generation == 0
+    run_at(timezone.now())  # the watcher's own claim takes generation 1
+    assert NoticeSlot.objects.values_list("status", "claim_generation").get(id=slot.id) == ("delivered", 1)
 
 
 def executing(hq, make_workspace):

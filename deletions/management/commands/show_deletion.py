@@ -34,6 +34,8 @@ class Command(ServiceCommand):
             self.stdout.write(present.terminal(line))
 
         w(f"request   {r['id']}  {r['target']}  status={r['status']}")
+        for fault in data["evidence_faults"]:  # what differs: the values for a reader who may see evidence
+            w(f"INTEGRITY FAULT: the saved evidence does not match its receipt: {fault['evidence'] or fault['fault']}")
         w(f"requested {r['requested_by']} at {r['created_at']}; digest {r['inventory_digest']}")
         w(f"custody   {held.words()}")
         w(f"deadline  {case.deadline_words(req, now)} (received {present.absolute(req.received_at)})")
@@ -63,7 +65,7 @@ class Command(ServiceCommand):
                 else f"NOT YET acknowledged ({x['attempts']} attempts; {x['last_error'] or 'not sent yet'})"
             )
             w(f"withdrawn epoch {x['epoch']}: {x['cause']} at {x['created_at']}; {told}")
-        w(f"stages    ({len(data['stages'])})")
+        w(f"stages    ({len(data['stages'])}; each result as its receipt says)")
         for s in data["stages"]:
             meta = s["metadata_json"]
             decision = (meta.get("decision") or {}).get("transition", "-")
