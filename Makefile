@@ -36,7 +36,9 @@ serve: install
 	$(VENV)/bin/gunicorn config.wsgi --bind $(BIND) --workers $(WEB_WORKERS) --access-logfile - \
 		--forwarded-allow-ips "$${FORWARDED_ALLOW_IPS:-127.0.0.1}" --graceful-timeout 30
 
+# The browser tests need Debian's chromium: bin/need-chromium installs it (apt-get) or fails saying how.
 test: install
+	./bin/need-chromium
 	$(PY) -m pytest
 
 check: install

@@ -1,6 +1,7 @@
 """mkdocs hooks: reference pages written from the code, so they never drift from it.
 
-`<!-- commands -->` becomes a table of every `manage.py` command of ours with its own help, and
+`<!-- commands -->` becomes a table of every `manage.py` command of ours with its own help,
+`<!-- health-remedies -->` the remedy each red health check names (`ops/health.py`), and
 `<!-- receiver-protocol -->` the receiver protocol's calls from the OpenAPI document the receiver
 serves (`receiver/protocol.py`), and `<!-- bench-results -->` the tables of the newest saved bench
 run (`bench/results/*.json`, written by `bench/run.py --save`). Nothing is copied by hand.
@@ -29,6 +30,19 @@ def _commands() -> str:
         if app.split(".")[0] in OURS:
             text = " ".join(str(load_command_class(app, name).help).split()).replace("|", "\\|")
             rows.append(f"| `{name}` | {app.split('.')[0]} | {text} |")
+    return "\n".join(rows)
+
+
+def _health_remedies() -> str:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from ops.health import REMEDIES
+
+    rows = ["| check | when red, what fixes it |", "| --- | --- |"]
+    rows += [f"| `{name}` | {remedy} |" for name, remedy in REMEDIES.items()]  # (no remedy holds a pipe)
     return "\n".join(rows)
 
 
@@ -73,6 +87,8 @@ def _bench_results() -> str:
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     if "<!-- commands -->" in markdown:
         markdown = markdown.replace("<!-- commands -->", _commands())
+    if "<!-- health-remedies -->" in markdown:
+        markdown = markdown.replace("<!-- health-remedies -->", _health_remedies())
     if "<!-- receiver-protocol -->" in markdown:
         markdown = markdown.replace("<!-- receiver-protocol -->", _protocol())
     if "<!-- bench-results -->" in markdown:

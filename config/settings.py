@@ -323,7 +323,11 @@ DELETION_DEADLINE_WARNING_DAYS = int(os.environ.get("DELETION_DEADLINE_WARNING_D
 
 # Deletion workflow (SPEC 3). The lease is a setting so tests can shorten real waits.
 DELETION_LEASE_SECONDS = int(os.environ.get("DELETION_LEASE_SECONDS", "60"))
-DELETION_HEARTBEAT_SECONDS = max(1, DELETION_LEASE_SECONDS // 6)
+# Every process of a deployment reports at the same pace: the faces call a worker silent for three
+# heartbeats "not reporting" (deletions.case.silent_since) by this setting, read in the web process.
+DELETION_HEARTBEAT_SECONDS = int(os.environ.get("DELETION_HEARTBEAT_SECONDS", "0")) or max(
+    1, DELETION_LEASE_SECONDS // 6
+)
 DELETION_HANDLER_BUDGET = 100
 # A queued run stops starting new stages after this long and re-enqueues itself, so a
 # cluster asked to stop (SIGTERM) waits at most this plus one stage, well inside the lease.

@@ -197,7 +197,7 @@ class IndexedSearch:
                 return queryset.filter(pk=parse_id(term.lower())), False
             except DomainError:
                 pass
-        matches, _ = super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
+        matches = self.search_matches(request, queryset, search_term)
         ways: list[list[Any]] = []  # each read one past the limit, to know when it found more
         digits = term.lower().replace("-", "")
         with planned_for_its_values():
@@ -205,7 +205,7 @@ class IndexedSearch:
                 low, high = uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
                 in_range = queryset.filter(pk__gte=low, pk__lte=high).order_by("pk")
                 ways.append(list(in_range.values_list("pk", flat=True)[: self.SEARCH_LIMIT + 1]))
-            ways.append(list(self.search_ids(term, self.SEARCH_LIMIT + 1)))
+            ways.append(list(self.search_ids(request, term, self.SEARCH_LIMIT + 1)))
             ways.append(list(matches.order_by().values_list("pk", flat=True)[: self.SEARCH_LIMIT + 1]))
         if any(len(found) > self.SEARCH_LIMIT for found in ways):
             messages.info(
@@ -217,7 +217,13 @@ class IndexedSearch:
 
     SEARCH_LIMIT = 250
 
-    def search_ids(self, term: str, limit: int) -> list[Any]:
+    def search_matches(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> QuerySet[Any]:
+        """The rows the search fields find (Django's search over `search_fields`); a list whose
+        readers may not search some of them says so here (`core.access`)."""
+        matches, _ = super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
+        return matches  # type: ignore[no-any-return]
+
+    def search_ids(self, request: HttpRequest, term: str, limit: int) -> list[Any]:
         """Up to `limit` ids of rows a search term finds outside the search fields (none by default)."""
         return []
 
@@ -594,17 +600,18 @@ class CaseAdmin(IndexedSearch, IndexedSorts, CaseActionsMixin, ReadOnly):
         writer = csv.writer(response)
         writer.writerow(self.csv_fields)
         shown = self.csv_shown(request)
-        for row in self.csv_queryset(queryset).values_list(*self.csv_fields).iterator(chunk_size=2000):
-            writer.writerow(_csv_safe(shown(name, v)) for name, v in zip(self.csv_fields, row, strict=True))
+        for row in self.csv_queryset(queryset).values(*self.csv_fields).iterator(chunk_size=2000):
+            seen = shown(row)
+            writer.writerow(_csv_safe(seen[name]) for name in self.csv_fields)
         return response
 
     def csv_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """The exported rows, annotated with whatever `csv_fields` names beyond the model's columns."""
         return queryset
 
-    def csv_shown(self, request: HttpRequest) -> Callable[[str, Any], Any]:
-        """How each exported value shows to this user (the access rules may mask some)."""
-        return lambda name, value: value
+    def csv_shown(self, request: HttpRequest) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """How each exported row (`{field: value}`) shows to this user (the access rules may mask some)."""
+        return lambda row: row
 
     def case_object(self, queryset: QuerySet[Any], object_id: str) -> Any:
         """The case a URL names; a malformed or unknown id is a 404 that says so, never a 500."""

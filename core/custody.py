@@ -148,9 +148,12 @@ def offers(
     perms: set[str],
     rota_perm: str,
     assign_perm: str,
+    cannot_act: str = "",
 ) -> list[Any]:
     """The custody actions of a case page (take, assign, hand over), each offered or disabled with
-    its reason, the same rules `refusal` applies when they are posted. Pure."""
+    its reason, the same rules `refusal` applies when they are posted. Pure. `cannot_act`: why `me`
+    could not do what the case asks of its person (Take is then not offered: holding a case one
+    cannot act on covers nobody)."""
     if rota_name is None:
         take_why = assign_why = hand_why = f"{why_nobody}: nobody is named until it waits on a person"
     else:
@@ -159,7 +162,7 @@ def offers(
             "you hold this case"
             if person == me
             else ("" if on_rota else f"you are not on the {rota_name} rota, so you cannot hold this case")
-        )
+        ) or cannot_act
         hand_why = "" if me in (person, backup) else "only the case's person or its backup hands it over"
     return [
         offer("take", "Take", perm=rota_perm, perms=perms, why_not=take_why),

@@ -3,6 +3,7 @@ durations, humanized codes and labelled values instead of dict reprs. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -127,6 +128,55 @@ class CasePanel:
     attempt: str
     deadline: str = ""  # the legal deadline, where the workflow has one
     closed: bool = False  # nothing more will happen: no question, and no system at work either
+
+
+@dataclass(frozen=True)
+class Story:
+    """What every face says of a case first, built by one function per workflow
+    (`deletions.case.story`, `retirements.case.story`): the case page's panel, the inbox, the
+    operations overview, `show_deletion` / `show_retirement` and the API read these words and
+    times, and none builds its own."""
+
+    status: str  # the saved status code
+    status_words: str  # what it means now: "running", "effect unknown", "cancelled: nothing deleted"
+    question: str  # what the case asks now ("" when nothing)
+    owner: str  # who acts next, in words
+    person: str | None  # the named person (username), None when nobody is named
+    backup: str | None
+    rota: str | None  # the rota whose person acts next; None while the system runs it or once it ended
+    why_nobody: str  # why nobody is named ("" when a person is)
+    next_check_at: datetime | None
+    deadline: str  # in words ("" where the workflow has none)
+    deadline_at: datetime | None
+    closed: bool  # nothing more will happen
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status_words": self.status_words,
+            "open_question": self.question or None,
+            "owner": self.owner,
+            "responsible": self.person,
+            "backup": self.backup,
+            "rota": self.rota,
+            "responsible_why": self.why_nobody or None,
+            "next_check_at": self.next_check_at.isoformat() if self.next_check_at else None,
+            "deadline": self.deadline or None,
+            "deadline_at": self.deadline_at.isoformat() if self.deadline_at else None,
+            "closed": self.closed,
+        }
+
+    def waits_on(self, username: str, rotas: Collection[str]) -> str:
+        """How the case waits on `username` (on `rotas`): "person", "backup", "rota" (nobody named
+        yet on a rota they are on), or "" when it does not wait on them."""
+        if self.closed:
+            return ""
+        if self.person is not None and self.person == username:
+            return "person"
+        if self.backup is not None and self.backup == username:
+            return "backup"
+        if self.person is None and self.rota is not None and self.rota in rotas:
+            return "rota"
+        return ""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Upper
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -39,11 +39,10 @@ from core.admin import (
 from core.errors import DomainError
 from core.present import Offer
 from core.templatetags.present import when
-from deletions import case, evidence, proposal, selectors, services, targets
+from deletions import case, evidence, proposal, reading, selectors, services, targets
 from deletions import proof as deletion_proof
 from deletions.contract import FAULT_ALARMS
 from deletions.models import (
-    TERMINAL_STATUSES,
     DeletionApproval,
     DeletionDecision,
     DeletionRequest,
@@ -167,24 +166,22 @@ def _by_hand(target: str) -> bool:
         return False
 
 
-def _custody_offers(
-    request: HttpRequest, req: DeletionRequest, now: Any, unsettled: bool, perms: set[str]
-) -> list[Any]:
-    """Take, assign, hand over: offered by the rules the service applies (`core.custody`)."""
-    rota = case.rota_for(req, now, unsettled)
-    held = case.custodians(req, now, unsettled)
-    perm = services.ROTA_PERMISSION.get(rota or "", services.VIEW)
-    members = rota_rules.rota(rota, perm) if rota else []
+def _custody_offers(request: HttpRequest, told: Any, perms: set[str], cannot_act: str) -> list[Any]:
+    """Take, assign, hand over: offered by the rules the service applies (`core.custody`), to the
+    rota and people the story names (`case.story`); Take not to one who could not then act."""
+    perm = services.ROTA_PERMISSION.get(told.rota or "", services.VIEW)
+    members = rota_rules.rota(told.rota, perm) if told.rota else []
     return rota_rules.offers(
-        rota_name=rota,
-        why_nobody=held.why,
-        person=held.person,
-        backup=held.backup,
+        rota_name=told.rota,
+        why_nobody=told.why_nobody,
+        person=told.person,
+        backup=told.backup,
         me=request.user.get_username(),
         on_rota=any(m.pk == request.user.pk for m in members),
         perms=perms,
         rota_perm=services.VIEW,
         assign_perm=services.ASSIGN,
+        cannot_act=cannot_act,
     )
 
 
@@ -228,8 +225,8 @@ class SavedViews(admin.SimpleListFilter):
         now = clock.now()
         user = request.user
         if self.value() == "mine":
-            waiting = selectors.waiting_for(user, services.rotas_of(user))
-            return queryset.filter(id__in=waiting.values("id"))
+            waiting = reading.waiting_for(user, services.rotas_of(user), now, self.OVERDUE_CANDIDATES)
+            return queryset.filter(id__in=[r.id for r, _, _ in waiting])  # as the inbox: the stories say
         if self.value() == "overdue":
             unsettled = StageHistory.objects.filter(UNSETTLED, request=OuterRef("pk"))
             due = (
@@ -251,6 +248,25 @@ class SavedViews(admin.SimpleListFilter):
             )
             return queryset.filter(id__in=list(failed))
         return queryset
+
+
+# The case page's context that carries the case's own words and rows (everything else is ours).
+LENSED = (
+    "req",
+    "original",
+    "submit_reason",
+    "proposal",
+    "panel",
+    "progress",
+    "lanes",
+    "chain",
+    "attempts",
+    "approvals",
+    "withdrawals",
+    "timeline",
+    "alarms",
+    "evidence_faults",
+)
 
 
 @admin.register(DeletionRequest)
@@ -446,10 +462,22 @@ class DeletionRequestAdmin(CaseAdmin):
 
     # -- list -------------------------------------------------------------------------------
 
-    def search_ids(self, term: str, limit: int) -> list[Any]:
+    def search_matches(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> QuerySet[Any]:
+        """For a reader who sees targets, the target and the submitter (`search_fields`); for one who
+        sees them masked, only what they see: the masked form exactly as shown (`core.access`), read
+        through the target's trigram index; never the target itself. (The case id: `IndexedSearch`.)"""
+        if lens(request).targets:
+            return super().search_matches(request, queryset, search_term)
+        pattern = access.mask_pattern(search_term)
+        if pattern is None:
+            return queryset.none()
+        return queryset.alias(upper_target=Upper("target")).filter(upper_target__regex=pattern)
+
+    def search_ids(self, request: HttpRequest, term: str, limit: int) -> list[Any]:
         """The cases whose decisions' words (the submitter's reason and ticket, a revoke's or a
-        cancel's reason) hold the term: trigram-indexed, as the target is."""
-        if len(term) < 3:
+        cancel's reason) hold the term: trigram-indexed, as the target is. Not for a reader who sees
+        targets masked: the words may name the person (`core.access`)."""
+        if len(term) < 3 or not lens(request).targets:
             return []
         said = DeletionDecision.objects.filter(reason__icontains=term).order_by().values_list("request_id", flat=True)
         return list(said[:limit])
@@ -483,8 +511,17 @@ class DeletionRequestAdmin(CaseAdmin):
     def state(self, req: DeletionRequest) -> str:
         return format_html('<span class="status-badge status-{}">{}</span>', req.status, req.get_status_display())
 
+    @staticmethod
+    def told(req: DeletionRequest) -> Any:
+        """The row's story (`case.story`), from the columns `get_queryset` annotates."""
+        done = getattr(req, "stages_done", 0)
+        return case.story(req, clock.now(), bool(getattr(req, "unsettled", False)), applied=done)
+
     @admin.display(description="progress")
     def progress(self, req: DeletionRequest) -> str:
+        told = self.told(req)
+        if told.closed:
+            return told.status_words  # its outcome, never "5 of about 5"
         total = stage_count(cast(Any, req).communities)  # annotated by get_queryset (COMMUNITY_COUNT)
         done = getattr(req, "stages_done", 0)
         now = getattr(req, "current_stage", None)
@@ -492,13 +529,11 @@ class DeletionRequestAdmin(CaseAdmin):
 
     @admin.display(description="responsible")
     def responsible(self, req: DeletionRequest) -> str:
-        now = clock.now()
-        unsettled = bool(getattr(req, "unsettled", False))
-        held = case.custodians(req, now, unsettled)
-        late = " · overdue" if case.overdue(req, now, unsettled) else ""
-        if held.person is None:
-            return held.why + late
-        return format_html("{}{}<br><small>backup: {}</small>", held.person, late, held.backup or "none on the rota")
+        told = self.told(req)
+        if told.person is None:
+            return told.owner
+        late = " (next check overdue)" if told.owner.endswith("(next check overdue)") else ""
+        return format_html("{}{}<br><small>backup: {}</small>", told.person, late, told.backup or "none on the rota")
 
     @admin.display(description="target", ordering="target")
     def shown_target(self, req: DeletionRequest) -> str:
@@ -542,11 +577,11 @@ class DeletionRequestAdmin(CaseAdmin):
 
     def csv_shown(self, request: HttpRequest) -> Any:
         seen = lens(request)
-        return lambda name, value: seen.target(value) if name == "target" else value
+        return lambda row: seen.data(row, target=row["target"])  # the target and the reason, as the page shows them
 
     @admin.display(description="next check", ordering="next_check_at")
     def next_check(self, req: DeletionRequest) -> str:
-        due = case.next_check(req, clock.now())
+        due = self.told(req).next_check_at
         return "-" if due is None else when(due)
 
     @admin.display(description="submitted", ordering="created_at")
@@ -648,19 +683,22 @@ class DeletionRequestAdmin(CaseAdmin):
         effect_unknown = case.effect_unknown(req, now, unsettled)
         faults = selectors.faults(req.id)
         seen = sees(request)
+        by_hand = _by_hand(req.target)
+        told = reading.story_of(req, now, unsettled=unsettled)
+        actions = case.actions(
+            req,
+            perms,
+            now=now,
+            submitter=services.submitted_by(req, actor(request)),
+            effect_unknown=effect_unknown,
+            by_hand=by_hand,
+            open_faults=faults.open,
+            applied_after=faults.applied_after,
+            recorded=req.operator_records.exists(),
+        )
         offers = [
-            *case.actions(
-                req,
-                perms,
-                now=now,
-                submitter=services.submitted_by(req, actor(request)),
-                effect_unknown=effect_unknown,
-                by_hand=_by_hand(req.target),
-                open_faults=faults.open,
-                applied_after=faults.applied_after,
-                recorded=req.operator_records.exists(),
-            ),
-            *_custody_offers(request, req, now, unsettled, perms),
+            *actions,
+            *_custody_offers(request, told, perms, case.cannot_act(req, actions, by_hand=by_hand)),
             case.deadline_offer(req, perms),
             Offer("reveal", "Reveal target", "" if not seen[access.TARGETS] else "you see the full target already"),
             self.proof_offer(request),
@@ -670,7 +708,7 @@ class DeletionRequestAdmin(CaseAdmin):
         decisions = list(req.decisions.order_by("created_at", "id"))
         shown_target = lens(request).target(req.target)
         said = _proposal(req)
-        panel = case.panel(req, now, unsettled, target=shown_target, silent=targets.silence(req.target))
+        panel = case.panel(told, req, target=shown_target)
         if not seen[access.TARGETS]:
             said["proposal"] = dataclasses.replace(said["proposal"], target=shown_target)
         context = {
@@ -686,9 +724,8 @@ class DeletionRequestAdmin(CaseAdmin):
             "panel": dataclasses.replace(
                 panel,
                 open_question=lens(request).data(panel.open_question, target=req.target),  # a manual step names it
-                closed=req.status in TERMINAL_STATUSES,
             ),
-            "progress": case.progress(stages, req.inventory_json),
+            "progress": "" if told.closed else case.progress(stages, req.inventory_json),
             "lanes": case.chain_picture(
                 req.inventory_json, stages, request_status=req.status, effect_unknown=effect_unknown
             ),
@@ -698,10 +735,11 @@ class DeletionRequestAdmin(CaseAdmin):
                 list(req.approvals.order_by("approved_at")), [d for d in decisions if d.action == "revoke_approval"]
             ),
             "withdrawals": list(req.withdrawals.order_by("epoch")),
-            "timeline": case.timeline(decisions, events, attempt_rows),
+            "timeline": case.timeline(decisions, events, attempt_rows, by_hand=by_hand),
             "alarms": [  # each said once: an alarm that repeats the open question points to it
                 (
                     a,
+                    case.alarm_words(a.kind, by_hand=by_hand),
                     lens(request).data(
                         a.message.replace(req.open_question, "the open question above")
                         if req.open_question
@@ -716,7 +754,11 @@ class DeletionRequestAdmin(CaseAdmin):
             "faulted": {f.stage_id for f in checked.faults},
             "offers": self.offers(offers, req.pk),
             "live": req.status in ("approved", "running", "retry_wait"),
+            "by_hand": by_hand,  # a person applies its effects: an attempt that handed one over says so
         }
+        # What the page renders of the case, through the reader's lens once (`core.access.Lens`): any
+        # free text with the person masked, the digest and target evidence withheld, as the table says.
+        context.update(lens(request).data({k: context[k] for k in LENSED if k in context}, target=req.target))
         template = "admin/deletions/case_live.html" if request.htmx else "admin/deletions/case.html"  # type: ignore[attr-defined]
         return TemplateResponse(request, template, context)
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core import present
-from core.present import CasePanel, Offer, offer
+from core.present import CasePanel, Offer, Story, offer
 from deletions import contract
 from deletions.contract import GROUP_OWNERS, StageSnapshot, chain_order
 from deletions.rules import custody
@@ -40,13 +40,35 @@ def lease_live(req: Any, now: datetime) -> bool:
     return req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
 
 
+SILENT_BEATS = 3  # heartbeats a worker may miss before it reads "not reporting"
+
+
+def heartbeat_period() -> timedelta:
+    """How often a worker holding a case reports (`DELETION_HEARTBEAT_SECONDS`)."""
+    from django.conf import settings
+
+    return timedelta(seconds=settings.DELETION_HEARTBEAT_SECONDS)
+
+
+def silent_since(req: Any, now: datetime) -> datetime | None:
+    """The last report of the worker holding the case once it has missed three heartbeats: it is
+    "not reporting since" then. None while it reports on time, or while no worker holds the case."""
+    beat = getattr(req, "heartbeat_at", None)
+    if not lease_live(req, now) or beat is None:
+        return None
+    return beat if now - beat >= SILENT_BEATS * heartbeat_period() else None
+
+
+SYSTEM_RUNS = ("approved", "running", "retry_wait")  # the states in which the workers move a case
+
+
 def effect_unknown(req: Any, now: datetime, unsettled: bool) -> bool:
-    """The one rule for "effect unknown", which the case page, the overview, `show_deletion`, the
-    API and the inbox all read: the current stage's effect was submitted and not settled
-    (`unsettled`), and no worker that shows a sign of life holds it (its lease lapsed, or its
-    heartbeat is late by more than half the lease). A worker beating on time is still waiting for
-    its answer: that is running, not unknown."""
-    return unsettled and (not lease_live(req, now) or heartbeat_late(req, now))
+    """The one rule for "effect unknown", which every face reads (through `story`): while the
+    workers run the case, the current stage's effect was submitted and not settled (`unsettled`),
+    and no worker that reports holds it (its lease lapsed, or it missed three heartbeats). A worker
+    reporting on time is still waiting for its answer: that is running, not unknown. A case waiting
+    on a person (an effect handed to one, a case needing attention) says what it asks instead."""
+    return unsettled and req.status in SYSTEM_RUNS and (not lease_live(req, now) or heartbeat_late(req, now))
 
 
 def queued(req: Any, now: datetime, unsettled: bool) -> bool:
@@ -77,20 +99,23 @@ def open_question(req: Any, now: datetime, unsettled: bool = False) -> str:
     if req.cancel_requested_at is not None and req.status not in ("cancelled", "completed"):
         return "cancellation recorded; the worker stops at its next transition"
     if req.status == "running" and effect_unknown(req, now, unsettled):
+        beat = getattr(req, "heartbeat_at", None)
+        since = f"not reporting since {present.absolute(beat)}: " if beat is not None else ""
         if not lease_live(req, now):
             return (
-                "worker stopped after submitting; its effect is unknown until the next worker looks it up at the target"
+                f"{since}the worker stopped after submitting the current stage's operation; its effect is unknown "
+                "until the next worker looks it up at the target"
             )
         return (
-            f"effect unknown until {present.absolute(req.lease_expires_at)}: the {present.worker(req.lease_owner)} "
-            f"submitted it and has not reported for {present.span((now - req.heartbeat_at).total_seconds())}; if it "
-            "does not by then, another worker takes over and looks the operation up at the target"
+            f"{since}the {present.worker(req.lease_owner)} submitted the current stage's operation and stopped "
+            f"reporting, so its effect is unknown; when its lease lapses at {present.absolute(req.lease_expires_at)} "
+            "the next worker looks the operation up at the target (it is never resent blindly)"
         )
     if req.status in ("approved", "running") and heartbeat_late(req, now):
         return (
-            f"the {present.worker(req.lease_owner)} has not reported for "
-            f"{present.span((now - req.heartbeat_at).total_seconds())}; if it does not by "
-            f"{present.absolute(req.lease_expires_at)}, another worker takes over and goes on from the saved stage"
+            f"not reporting since {present.absolute(req.heartbeat_at)}: the {present.worker(req.lease_owner)} holds "
+            f"the case; if it does not report by {present.absolute(req.lease_expires_at)}, another worker takes "
+            "over and goes on from the saved stage"
         )
     if queued(req, now, unsettled):
         waited = int((now - queued_since(req)).total_seconds())
@@ -108,6 +133,7 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
     | state                                          | responsible                                 |
     | submitted, needs_review                        | the approvers                               |
     | approved / running with a live lease           | the system: the worker holding it, by host  |
+    | the same, its worker silent, an effect unsettled | the operators on call (effect unknown)    |
     | approved, no worker yet                        | the system: the dispatcher, next run        |
     | running, no live lease, nothing unsettled      | the system: the next free worker (queued)   |
     | running, no live lease, an effect unsettled    | the operators on call                       |
@@ -120,10 +146,12 @@ def responsible(req: Any, now: datetime, unsettled: bool = False) -> str:
     if req.status in ("submitted", "needs_review"):
         return APPROVERS
     if req.status in ("approved", "running") and lease_live(req, now):
+        if effect_unknown(req, now, unsettled):
+            return ON_CALL  # silent after it submitted: whoever acts next, the effect is in question
         beat = getattr(req, "heartbeat_at", None)
         since = f", heartbeat {beat:%H:%M:%S}" if beat else ""
         if beat is not None and heartbeat_late(req, now):
-            since += ": late (the open question says until when)"  # the facts are said once, there
+            since = f", not reporting since {beat:%H:%M:%S}"  # until when: the open question says it, once
         return f"the system ({present.worker(req.lease_owner)}{since})"
     if req.status == "approved":
         return "system: the next worker (dispatcher)"
@@ -192,10 +220,14 @@ def days_left(req: Any, now: datetime) -> int:
 
 
 def deadline_words(req: Any, now: datetime) -> str:
-    if req.status in ("completed", "cancelled"):
-        end = req.completed_at if req.status == "completed" else req.cancel_requested_at
-        met = end is not None and end <= req.due_at
-        return f"due {present.absolute(req.due_at)}; " + ("met" if met else "closed after it")
+    """The legal deadline in words; a closed case says its outcome against it (a cancelled one
+    never "met" it: its deadline stopped running)."""
+    if req.status == "cancelled":
+        return f"no longer runs: the request was cancelled (it was due {present.absolute(req.due_at)})"
+    if req.status == "completed":
+        end = req.completed_at
+        when = "before" if end is not None and end <= req.due_at else "after"
+        return f"completed {when} it (due {present.absolute(req.due_at)})"
     left = days_left(req, now)
     if left > 0:
         return f"{present.count(left, 'day')} left (due {present.absolute(req.due_at)})"
@@ -203,13 +235,9 @@ def deadline_words(req: Any, now: datetime) -> str:
 
 
 def heartbeat_late(req: Any, now: datetime) -> bool:
-    """A worker holds the lease but has not beaten for half of it (it beats every sixth): stuck or
-    paused, and the next worker takes over when the lease lapses. Each beat sets the lease one
-    lease length ahead, so the lease length is read from the row itself."""
-    beat = getattr(req, "heartbeat_at", None)
-    if not lease_live(req, now) or beat is None:
-        return False
-    return now - beat > (req.lease_expires_at - beat) / 2
+    """A worker holds the lease but missed three heartbeats (`silent_since`): stuck, paused or
+    killed; the next worker takes over when the lease lapses."""
+    return silent_since(req, now) is not None
 
 
 OVERDUE_GRACE = timedelta(minutes=2)  # the dispatcher looks every minute
@@ -247,24 +275,65 @@ def waiting_on_receiver(req: Any, now: datetime, silent: str, unsettled: bool = 
     return f"{silent}: nothing runs until it answers, then the next run goes on from the saved stage"
 
 
-def panel(
-    req: Any, now: datetime, unsettled: bool = False, *, target: str | None = None, silent: str = ""
-) -> CasePanel:
-    """`target`: the target as the reader may see it (masked for support), else the stored one;
-    `silent`: the case's receiver noted as not answering, in words ("" when it answers)."""
+def status_words(req: Any, now: datetime, unsettled: bool = False, applied: int | None = None) -> str:
+    """The status as it reads now: "effect unknown", "running, worker not reporting since …",
+    "queued for a free worker"; a closed case its outcome ("cancelled: nothing deleted").
+    `applied`: how many of its stages' effects were applied (None: not read)."""
+    if req.status == "cancelled":
+        if applied is None:
+            return "cancelled"
+        if applied == 0:
+            return "cancelled: nothing deleted"
+        return f"cancelled after {present.count(applied, 'stage')} applied (their effects stand)"
+    if effect_unknown(req, now, unsettled):
+        return "effect unknown"
+    beat = silent_since(req, now)
+    if beat is not None:
+        return f"running, worker not reporting since {present.absolute(beat)}"
+    if queued(req, now, unsettled):
+        return "queued for a free worker"
+    return STATUS_WORDS.get(req.status, req.status)
+
+
+def story(req: Any, now: datetime, unsettled: bool = False, *, silent: str = "", applied: int | None = None) -> Story:
+    """The one account of a deletion case every face gives (`core.present.Story`): its status in
+    words, its open question, who acts next, its next check and its deadline, from the saved rows.
+    `unsettled`: its current stage's effect was submitted and not settled; `silent`: its receiver
+    noted as not answering, in words; `applied`: how many stages were applied."""
+    held = custodians(req, now, unsettled)
+    closed = req.status in ("completed", "cancelled")
+    return Story(
+        status=req.status,
+        status_words=status_words(req, now, unsettled, applied),
+        question=waiting_on_receiver(req, now, silent, unsettled),
+        owner=held.words() + (" (next check overdue)" if overdue(req, now, unsettled) else ""),
+        person=held.person,
+        backup=held.backup,
+        rota=rota_for(req, now, unsettled),
+        why_nobody=held.why,
+        next_check_at=next_check(req, now),
+        deadline=deadline_words(req, now),
+        deadline_at=None if closed else req.due_at,
+        closed=closed,
+    )
+
+
+def panel(told: Story, req: Any, *, target: str | None = None) -> CasePanel:
+    """The case page's first screen: the story (`story`), with what is changed and the attempt.
+    `target`: the target as the reader may see it (masked for support), else the stored one."""
     attempt = f"{present.worker(req.lease_owner)}, lease #{req.lease_generation}" if req.lease_owner else "none"
     communities = present.count(len(community_ids(req.inventory_json)), "community", "communities")
     return CasePanel(
         what=f"Delete the data of user {target or req.target} ({communities})",
         status=req.status,
-        status_label=req.get_status_display(),
-        open_question=waiting_on_receiver(req, now, silent, unsettled),
-        next_check_at=next_check(req, now),
-        owner=custodians(req, now, unsettled).words()
-        + (" (next check overdue)" if overdue(req, now, unsettled) else ""),
+        status_label=told.status_words,
+        open_question=told.question,
+        next_check_at=told.next_check_at,
+        owner=told.owner,
         last_action=req.last_action or "-",
         attempt=attempt,
-        deadline=deadline_words(req, now),
+        deadline=told.deadline,
+        closed=told.closed,
     )
 
 
@@ -277,6 +346,22 @@ def cannot_run_now(req: Any, now: datetime) -> str:
     if req.status == "retry_wait" and req.next_attempt_at is not None and req.next_attempt_at > now:
         return f"the retry is not due for {present.span(int((req.next_attempt_at - now).total_seconds()) + 1)}"
     return ""
+
+
+def settle_refusal(req: Any, *, effect_unknown: bool, by_hand: bool) -> str:
+    """Why "Confirm not applied" cannot act now ("" when it can), in the panel's own terms: an effect
+    handed to a person is recorded, not confirmed; an unknown effect is first looked up by the next
+    worker; only a lookup that could not settle it (the case waits to retry) is confirmed by a person."""
+    if effect_unknown and req.status == "retry_wait":
+        return ""
+    if by_hand and req.status == "needs_attention":
+        return "this effect is applied by a person in the vendor's console: record what they did instead"
+    if effect_unknown:
+        return (
+            "the effect is unknown and the next worker looks the operation up at the target first: confirm it "
+            "was not applied only if that lookup cannot settle it (the case then waits to retry)"
+        )
+    return "no stage's effect is in question: nothing to confirm"
 
 
 APPROVE, CANCEL, RUN = (
@@ -314,9 +399,7 @@ def actions(
     )
     if in_review and not approve_why:
         approve_why = custody.faults_refusal("approved", open_faults=open_faults, applied_after=applied_after)
-    settle_why = (
-        "" if effect_unknown and status == "retry_wait" else "no stage's effect is in question: nothing to confirm"
-    )
+    settle_why = settle_refusal(req, effect_unknown=effect_unknown, by_hand=by_hand)
     on_hold_why = "" if status == "needs_attention" else "only a request that needs attention is taken up again"
     if not on_hold_why:
         on_hold_why = custody.faults_refusal(
@@ -373,6 +456,28 @@ def actions(
             else []
         ),
     ]
+
+
+ASKED = {  # what a case waiting on a person asks of them: the action that answers it
+    "submitted": "approve",
+    "needs_review": "approve",
+    "retry_wait": "settle",
+    "needs_attention": "resume",
+}
+
+
+def cannot_act(req: Any, offers: list[Offer], *, by_hand: bool) -> str:
+    """Why the reader of `offers` (their own, from `actions`) could not do what the case asks of its
+    person, or "": Take is not offered then (`core.custody.offers`)."""
+    name = ASKED.get(req.status)
+    if req.status == "needs_attention" and by_hand:
+        name = "record"
+    if req.status == "retry_wait" and not req.open_question:
+        name = None  # a plain retry asks nobody
+    asked = next((o for o in offers if o.name == name), None)
+    if asked is None or asked.enabled:
+        return ""
+    return f"you could not then {asked.label[:1].lower()}{asked.label[1:]}: {asked.why_not}"
 
 
 EXTEND = "deletions.extend_deadline_deletionrequest"
@@ -474,10 +579,21 @@ EVENT_WORDS = {
 }
 
 
-def timeline(decisions: list[Any], events: list[Any], attempts: list[Any] | None = None) -> list[Moment]:
+def alarm_words(kind: str, *, by_hand: bool) -> str:
+    """An alarm's kind as the page says it: at a target a person applies effects in, the effect was
+    handed to that person, not lost in a lookup."""
+    if by_hand and kind == "effect_unknown":
+        return "effect handed to a person"
+    return present.humanize(kind)
+
+
+def timeline(
+    decisions: list[Any], events: list[Any], attempts: list[Any] | None = None, *, by_hand: bool = False
+) -> list[Moment]:
     """Decisions, lease events and the attempts that failed, in one list, oldest first. A run of
     plain claims and releases (the workers' routine) reads as one line; a takeover, a failure or
-    a decision always stands on its own."""
+    a decision always stands on its own. `by_hand`: a target a person applies effects in (an
+    attempt that handed its effect over reads so, not "effect unknown")."""
     out = [
         Moment(
             d.created_at,
@@ -490,7 +606,8 @@ def timeline(decisions: list[Any], events: list[Any], attempts: list[Any] | None
     ]
     for a in attempts or []:
         if a.outcome in ("failed", "effect_unknown"):
-            what = "stage failed" if a.outcome == "failed" else "stage effect unknown"
+            unknown = "stage handed to a person" if by_hand else "stage effect unknown"
+            what = "stage failed" if a.outcome == "failed" else unknown
             stage = present.humanize(getattr(getattr(a, "stage", None), "stage", ""))
             out.append(Moment(a.finished_at or a.started_at, present.worker(a.executor), f"{what}: {stage}",
                               a.error, "failure"))  # fmt: skip
@@ -509,6 +626,7 @@ _AT_ONE_INSTANT = {
     EVENT_WORDS["takeover"]: 1,
     "stage failed": 2,
     "stage effect unknown": 2,
+    "stage handed to a person": 2,
     EVENT_WORDS["release"]: 3,
 }
 

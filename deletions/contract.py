@@ -13,6 +13,8 @@ from typing import Any
 from uuid import UUID
 
 # Who a case's `owner` column names when no one person does: the group that must act, or the system.
+MANUAL_PREFIX = "manual:"  # targets a person deletes in by hand, in a vendor's console (`targets.manual`)
+
 APPROVERS = "approvers"
 OPERATORS_ON_CALL = "operators on call"
 SYSTEM = "system"

@@ -4,6 +4,7 @@ from core.errors import BadInput, DomainError, NotFound, Refused
 
 DeletionError = DomainError
 __all__ = [
+    "AlreadyOpen",
     "BadInput",
     "DeletionError",
     "Interrupted",
@@ -22,6 +23,14 @@ class UnknownRequest(NotFound):
 
 class LeaseHeld(Refused):
     pass
+
+
+class AlreadyOpen(Refused):
+    """A submission refused because the person has an open request: its words name the case (for
+    a caller who sees targets); `unnamed` says only that one exists (for one who may not: an answer
+    naming it would confirm the person has a case, `core.access`)."""
+
+    unnamed = "refused: this person already has an open deletion request; an operator can find it"
 
 
 class RetryNotDue(Refused):

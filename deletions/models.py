@@ -5,6 +5,7 @@ Table and column names are fixed by the operators' runbook SQL (SPEC 3.1).
 
 import re
 import uuid
+from urllib.parse import urlsplit
 
 import pgtrigger
 from django.conf import settings
@@ -18,7 +19,7 @@ from django_fsm import FSMField, FSMModelMixin, transition
 from core.custody import NamesWhoMayAct
 from core.decisions import DecisionRecord
 from core.lifecycle import AppendOnly, DeletedOnlyByRetention, EvidenceOnceFinal, FSMGuard, SetOnce, SettledOnce
-from deletions.contract import AFTER_WITHDRAWAL, FAULT_ALARMS, ROTA_PERMISSION, WAITING_ON_PEOPLE
+from deletions.contract import AFTER_WITHDRAWAL, FAULT_ALARMS, MANUAL_PREFIX, ROTA_PERMISSION, WAITING_ON_PEOPLE
 
 
 class Status(models.TextChoices):
@@ -669,7 +670,15 @@ class TargetSystem(models.Model):
         return f"{self.name} ({self.prefix})"
 
     def clean(self) -> None:
-        """Key id -> public key, at least one; each key 32 bytes of unpadded base64url."""
+        """Not the manual target system's prefix (its targets never reach a receiver); a URL without a user
+        name or password (calls are signed; a secret in it would be shown wherever the URL is); key id ->
+        public key, at least one, each key 32 bytes of unpadded base64url."""
+        if self.prefix == MANUAL_PREFIX:
+            said = f"{MANUAL_PREFIX} is the back-office's own, for systems a person deletes in by hand: use another"
+            raise ValidationError({"prefix": said})
+        if "@" in urlsplit(str(self.base_url or "")).netloc:
+            said = "the URL carries a user name or password: give it without (calls are signed; no secrets in URLs)"
+            raise ValidationError({"base_url": said})
         if not isinstance(self.keys, dict) or not self.keys:
             raise ValidationError({"keys": 'the receiver\'s keys: {"key id": "public key"}, at least one'})
         for kid, key in self.keys.items():

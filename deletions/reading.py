@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from core import access
+from core.present import Story
 from deletions import case, evidence, proposal, selectors, targets
 
 
@@ -20,23 +21,51 @@ def case_view(request_id: str | UUID, *, lens: access.Lens, now: datetime) -> di
     data = selectors.inspect(request_id)
     req = selectors.get_request(request_id)
     believed(data, req, now)
-    unsettled = selectors.unsettled(req.id)
-    held = case.custodians(req, now, unsettled)
-    silent = targets.silence(req.target)
-    data["request"]["open_question"] = case.waiting_on_receiver(req, now, silent, unsettled)  # the page's words
+    told = story_of(req, now)
+    # The page's words and times (`case.story`), never the saved columns they are read from: a saved
+    # next check a live worker's lease has overtaken, a question the state answers differently.
+    data["request"]["open_question"] = told.question
+    data["request"]["next_check_at"] = told.next_check_at.isoformat() if told.next_check_at else None
     return lens.data(
         {
-            "responsible": held.person,
-            "backup": held.backup,
-            "responsible_why": held.why or None,
+            "story": told.as_json(),
+            "responsible": told.person,
+            "backup": told.backup,
+            "responsible_why": told.why_nobody or None,
             "due_at": req.due_at.isoformat(),
             "received_at": req.received_at.isoformat(),
             "days_left": case.days_left(req, now),
             **data,
+            # Who decided what and why, in their own words (the page's timeline), masked like the rest.
+            "decisions": [
+                {"at": d.created_at.isoformat(), "by": d.actor_label, "action": d.action, "reason": d.reason}
+                for d in req.decisions.order_by("created_at", "id")
+            ],
             "proposal": proposal.of_request(req).as_json(),
         },
         target=req.target,
     )
+
+
+def story_of(
+    req: Any,
+    now: datetime,
+    *,
+    unsettled: bool | None = None,
+    silent: str | None = None,
+    applied: int | None = None,
+) -> Story:
+    """`case.story` from the saved rows: what it needs and was not given is read here (whether the
+    current stage's effect is unsettled, the receiver's silence, a cancelled case's applied stages),
+    so every face passes the same facts."""
+    if unsettled is None:
+        # annotated by a list's query (`selectors.UNSETTLED`), else read
+        unsettled = bool(req.unsettled) if hasattr(req, "unsettled") else selectors.unsettled(req.id)
+    if silent is None:
+        silent = targets.silence(req.target)
+    if applied is None and req.status == "cancelled":
+        applied = selectors.applied_stages(req.id)
+    return case.story(req, now, unsettled, silent=silent, applied=applied)
 
 
 def believed(data: dict[str, Any], req: Any, now: datetime) -> None:
@@ -60,3 +89,20 @@ def believed(data: dict[str, Any], req: Any, now: datetime) -> None:
         }
         for f in checked.faults
     ]
+
+
+WAITS = {"person": "you hold it", "backup": "you are its backup", "rota": "your rota: nobody named yet"}
+
+
+def waiting_for(user: Any, rotas: list[str], now: datetime, limit: int) -> list[tuple[Any, Story, str]]:
+    """The open cases waiting on `user` now, as their stories say (`Story.waits_on`), each with its
+    story and how it waits on them (`WAITS`), soonest due first; at most `limit`, read from up to
+    four times as many candidates (`selectors.waiting_for`)."""
+    silence = targets.silences()
+    out = []
+    for r in selectors.waiting_for(user, rotas).order_by("due_at", "id")[: limit * 4]:
+        told = story_of(r, now, silent=silence(r.target))
+        how = told.waits_on(user.get_username(), rotas)
+        if how:
+            out.append((r, told, WAITS[how]))
+    return out[:limit]

@@ -244,6 +244,11 @@ def unsettled(request_id: UUID) -> bool:
     return StageHistory.objects.filter(UNSETTLED, request_id=request_id).exists()
 
 
+def applied_stages(request_id: UUID) -> int:
+    """How many of a case's stages were applied (completed): what a cancelled case's outcome says."""
+    return StageHistory.objects.filter(request_id=request_id, status="completed").count()
+
+
 def unsettled_stages(limit: int) -> list[StageHistory]:
     """Current stages submitted and not settled (`UNSETTLED`), oldest submission first, with their
     requests: the candidates the overview asks `case.effect_unknown` about."""
@@ -261,15 +266,23 @@ def in_flight(limit: int) -> list[DeletionRequest]:
     )
 
 
+def _unsettled() -> Exists:
+    """Whether a case's current stage was submitted and not settled (`UNSETTLED`), for a list's rows."""
+    return Exists(StageHistory.objects.filter(UNSETTLED, request=OuterRef("pk")))
+
+
 def needing_attention(limit: int) -> list[DeletionRequest]:
     return list(
-        DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION).select_related("assignee", "backup")[:limit]
+        DeletionRequest.objects.filter(status=Status.NEEDS_ATTENTION)
+        .annotate(unsettled=_unsettled())
+        .select_related("assignee", "backup")[:limit]
     )
 
 
 def awaiting_approval(limit: int) -> list[DeletionRequest]:
     return list(
         DeletionRequest.objects.filter(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW])
+        .annotate(unsettled=_unsettled())
         .select_related("assignee", "backup")
         .order_by("created_at")[:limit]
     )
@@ -357,11 +370,20 @@ def open_load(user_ids: list[int]) -> dict[int, int]:
 
 
 def waiting_for(user: Any, rotas: list[str]) -> QuerySet[DeletionRequest]:
-    """Open cases whose person or backup is `user`, or waiting on a rota `user` is on and named to
-    nobody yet."""
-    mine = Q(assignee=user) | Q(backup=user)
-    unnamed = Q(owner__in=rotas) & ~NAMED_FOR_NOW
-    return DeletionRequest.objects.filter(status__in=OPEN_STATUSES).filter(mine | unnamed)
+    """The open cases that may wait on `user`, `unsettled` annotated: those naming them person or
+    backup, those whose saved owner is a rota they are on and named to nobody for the state they are
+    in, and, for the operators on call, those whose effect may be unknown whatever their saved owner.
+    Which of them do is the case's story's to say (`reading.waiting_for`)."""
+    unsettled = _unsettled()
+    may = Q(assignee=user) | Q(backup=user) | (Q(owner__in=rotas) & ~NAMED_FOR_NOW)
+    if contract.OPERATORS_ON_CALL in rotas:
+        may |= Q(status__in=[Status.APPROVED, Status.RUNNING]) & Q(unsettled=True)
+    return (
+        DeletionRequest.objects.filter(status__in=OPEN_STATUSES)
+        .annotate(unsettled=unsettled)
+        .filter(may)
+        .select_related("assignee", "backup")
+    )
 
 
 COUNT_CAP = 10_000  # counts of open work stop here: the lists say "10,000 or more"
@@ -384,7 +406,10 @@ def deadlines(now: datetime, soon: datetime, limit: int) -> dict[str, Any]:
     return {
         "soon": open_.filter(due_at__gt=now, due_at__lte=soon).order_by("due_at")[:COUNT_CAP].count(),
         "first": list(
-            open_.filter(due_at__lte=soon).select_related("assignee", "backup").order_by("due_at", "id")[:limit]
+            open_.filter(due_at__lte=soon)
+            .annotate(unsettled=_unsettled())
+            .select_related("assignee", "backup")
+            .order_by("due_at", "id")[:limit]
         ),
     }
 

@@ -16,13 +16,13 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from core import authority, clock, present
+from core import access, authority, clock, present
 from core import custody as rota_rules
 from core.authority import Actor
 from core.errors import optional_reason, required_reason, shown
 from deletions import case, contract, jobs, proposal, selectors, targets, withdrawals
 from deletions.case import cannot_run_now
-from deletions.errors import BadInput, Refused
+from deletions.errors import AlreadyOpen, BadInput, Refused
 from deletions.handlers import RunOptions
 from deletions.models import TERMINAL_STATUSES, DeletionApproval, DeletionRequest, Status
 from deletions.rules import custody, inventory, workflow
@@ -72,17 +72,22 @@ def deletion_submit(
         raise Refused(refused)
     inv = deletion_inventory(target, communities)
     with transaction.atomic():
-        req = insert_request(
-            entity_type="user",
-            target=target,
-            requested_by=actor.user,
-            inventory=inv,
-            version=inventory.INVENTORY_VERSION,
-            custody=custody.submitted(now),
-            received_at=received,
-            due_at=custody.due(received, settings.DELETION_DEADLINE_MONTHS),
-            now=now,
-        )
+        try:
+            req = insert_request(
+                entity_type="user",
+                target=target,
+                requested_by=actor.user,
+                inventory=inv,
+                version=inventory.INVENTORY_VERSION,
+                custody=custody.submitted(now),
+                received_at=received,
+                due_at=custody.due(received, settings.DELETION_DEADLINE_MONTHS),
+                now=now,
+            )
+        except AlreadyOpen:  # the existing case named only to a caller who may see targets
+            if access.Lens.of(actor.user).targets:
+                raise
+            raise AlreadyOpen(AlreadyOpen.unnamed) from None
         decisions.record(request_id=req.id, actor=actor, action="submit", reason=reason, now=now)
         if _name_by_rota(req, now, unsettled=False, rotas=_Rotas()):
             req.refresh_from_db()

@@ -110,6 +110,9 @@ def _seeded(handle: str, community: UUID) -> tuple[int, int]:
 def enroll(handle: str, communities: int = 2) -> Person:
     """The person, created with B (participant), C (former participant) and up to `communities`
     memberships in all, each with its rows and agents; an existing person gains only what is missing."""
+    longest = Person._meta.get_field("handle").max_length or 0
+    if len(handle) > longest:  # (refused before anything is written)
+        raise Refused(f"the demo target keeps handles of at most {longest} characters; this one has {len(handle)}")
     now = timezone.now()
     with transaction.atomic(using=ALIAS):
         person, _ = Person.objects.get_or_create(handle=handle, defaults={"created_at": now})

@@ -96,7 +96,9 @@ def worker_env(database_url: str, *, lagging: bool = False) -> dict[str, str]:
     """A worker reaches the receiver process over the network that chaos cuts; a lagging one mounts
     the receiver in its own process with a lookup source that lags behind (the same database, fences
     and key: one receiver, two transports)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
+    # The scratch server's own target database, whatever the caller's environment names.
+    dropped = ("TARGET_DATABASE_URL", "MIGRATION_DATABASE_URL")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG") and k not in dropped}
     env.update(
         RECEIVER_IN_PROCESS="receiver.http.application" if lagging else "",
         DJANGO_SETTINGS_MODULE="config.settings",
@@ -644,3 +646,15 @@ def statuses() -> dict[str, int]:
     from deletions.models import DeletionRequest
 
     return dict(DeletionRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
+
+
+def kept(folder: Path) -> list[str]:
+    """What `chaos --keep DIR` says it left, and the exact commands to query and stop it."""
+    env = f"env -u DATABASE_URL -u TARGET_DATABASE_URL EMBEDDED_PGDATA={folder / 'pg'}"
+    return [
+        f"kept in {folder}: the run's database (pg/, stopped cleanly), its output (output.txt), the workers' logs",
+        "query it (this starts it): the receiver's effects, then the cases (\\connect postgres);",
+        "the SQL that checks the JSON line below: docs/explanation/testing.md, saved as check.sql:",
+        f"  {env} .venv/bin/python manage.py dbshell --database target -- -f check.sql",
+        f"stop it: {env} .venv/bin/python manage.py embedded_db stop",
+    ]

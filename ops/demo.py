@@ -221,11 +221,13 @@ def _worker_killed_after_submit(req: DeletionRequest) -> None:
     """A real worker process, killed (SIGKILL) right after it saved "submitted" for its stage."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
     # Its lease (15 minutes) outlasts the demo's first look; then the cluster looks the operation up.
+    # It reports at the deployment's pace, so the faces' "not reporting since" is true of it too.
     env.update(
         DATABASE_URL=connection_url(),
         TARGET_DATABASE_URL=connection_url("target"),
         CRASH_AT="after-submit-mark",
         DELETION_LEASE_SECONDS="900",
+        DELETION_HEARTBEAT_SECONDS=str(settings.DELETION_HEARTBEAT_SECONDS),
         PYTHONUNBUFFERED="1",
     )
     manage = Path(settings.BASE_DIR) / "manage.py"

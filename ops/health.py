@@ -38,6 +38,34 @@ from retirements.selectors import FAILING_ALARM, count_stalls
 # are at most 90 s apart (tests/workers/test_saturation.py measures it under saturation). Red at
 # 110 s: stopped workers turn health red within two minutes of their last beat.
 CLUSTER_STALE = timedelta(seconds=110)
+# What fixes each check when it is red: the command or the page, named on every face that shows it
+# (`health`, the overview, /healthz's report, the docs' table). The one place for it.
+REMEDIES: dict[str, str] = {
+    "database": "start the database (`manage.py embedded_db start` on the embedded one) or fix DATABASE_URL",
+    "cluster": "start the workers: `manage.py run_workers` (or `systemctl start backoffice-workers`)",
+    "stage_workers": "give the stage cluster more workers (Q_WORKERS, then restart `run_workers`) or find the "
+    "stage that hangs: `manage.py show_deletion ID` of the oldest waiting case",
+    "stalled_watchers": "`manage.py resume_retirement ID --by USER --reason TEXT` for each stalled retirement",
+    "failing_watchers": "open the retirement's page (its watcher's last error) and fix the cause; the next step "
+    "that succeeds clears it",
+    "failed_notices": "`manage.py retry_notices ID --by USER --reason TEXT` once the mail server answers",
+    "refused_at_target": "open the case: approve it again (`manage.py approve_deletion ID --approved-by USER "
+    "--inventory-digest DIGEST`) or, for a constraint fixed at the receiver, "
+    "`manage.py resume_deletion ID --by USER --reason TEXT`",
+    "evidence": "open the named case and close its integrity alarm with what you found: "
+    "`manage.py close_alarm ID --by USER --reason TEXT`",
+    "integrity_faults": "open the case and close the alarm with what you found: "
+    "`manage.py close_alarm ID --by USER --reason TEXT`",
+    "withdrawals_unacknowledged": "make the receiver answer (`health` names it under receivers); the "
+    "dispatcher tells it again each tick",
+    "purges_refused": "`manage.py retry_purge ID --by USER --reason TEXT` once the authority is back, or "
+    "`close_retirement ID --by USER --reason TEXT`",
+    "notifications_failed": "fix the mail server (EMAIL_*) or the webhook's URL, then `manage.py send_notifications`",
+    "receivers": "start the named receiver (`python -m receiver serve`, `make receiver` for the demo) or register "
+    "its new key: `manage.py register_target`",
+    "unnamed_cases": "put a person on the rota (a staff member in the group that may hold the case) or "
+    "`manage.py hand_case ID --kind deletion --assign USER --by USER --reason TEXT` (or --kind retirement)",
+}
 UNNAMED_LATE = timedelta(minutes=3)  # three custody passes (each minute) without a person named
 WITHDRAWAL_LATE = timedelta(minutes=2)  # two dispatcher ticks: the target should have acknowledged by then
 
@@ -57,7 +85,7 @@ def report(now: datetime, full: saturation.Saturation | None = None) -> dict[str
         checks["database"] = {"ok": True, "detail": "reachable"}
     except Exception as exc:  # any driver error means unreachable here
         checks["database"] = {"ok": False, "detail": f"unreachable ({type(exc).__name__})"}
-        return {"status": "red", "at": now.isoformat(), "checks": checks, "work": {}}  # (unknown: unreadable)
+        return {"status": "red", "at": now.isoformat(), "checks": checks, "remedies": remedies(checks), "work": {}}
 
     last = ClusterHeartbeat.objects.aggregate(last=Max("seen_at"))["last"]
     fresh = last is not None and now - last <= CLUSTER_STALE
@@ -101,7 +129,12 @@ def report(now: datetime, full: saturation.Saturation | None = None) -> dict[str
     checks["notifications_failed"] = {"ok": undelivered == 0, "count": undelivered}  # every attempt failed
     checks["receivers"] = receivers(now)
     status = "green" if all(c["ok"] for c in checks.values()) else "red"
-    return {"status": status, "at": now.isoformat(), "checks": checks, "work": work(now)}
+    return {"status": status, "at": now.isoformat(), "checks": checks, "remedies": remedies(checks), "work": work(now)}
+
+
+def remedies(checks: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """What fixes each red check, by name (none for a green one)."""
+    return {name: REMEDIES[name] for name, check in checks.items() if not check["ok"]}
 
 
 def work(now: datetime) -> dict[str, dict[str, Any]]:

@@ -16,12 +16,10 @@ from django.urls import reverse
 
 from core import access, clock
 from core.admin import lens
-from deletions import case as deletion_case
-from deletions import selectors as deletion_selectors
+from deletions import reading as deletion_reading
 from deletions import services as deletion_services
 from ops import notify
 from ops.models import Delivery
-from retirements import case as retirement_case
 from retirements import selectors as retirement_selectors
 from retirements.models import RequestStatus
 
@@ -33,39 +31,31 @@ class Row:
     kind: str
     what: str
     url: str
-    status: str
-    role: str  # person | backup | rota
+    status: str  # the story's status words
+    role: str  # how it waits on the user: they hold it, back it up, or it waits on their rota
     question: str
-    due_at: datetime | None  # when it must be looked at: its next check, or its deadline if sooner
+    owner: str  # who acts next, as every face says it
+    next_check_at: datetime | None
     deadline: str
-
-
-def role(user: Any, person: str | None, backup: str | None) -> str:
-    if person == user.get_username():
-        return "you hold it"
-    if backup == user.get_username():
-        return "you are its backup"
-    return "your rota: nobody named yet"
+    due_at: datetime | None  # when it must be looked at: its next check, or its deadline if sooner
 
 
 def rows(user: Any, now: datetime, *, lens: access.Lens) -> list[Row]:
+    """Each case's words and times are its story's (`case.story`, the page's), never built here."""
     out: list[Row] = []
-    deletions = deletion_selectors.waiting_for(user, deletion_services.rotas_of(user))
-    for r in deletions.select_related("assignee", "backup").order_by("due_at", "id")[:LIMIT]:
-        due = min(d for d in (deletion_case.next_check(r, now), r.due_at) if d is not None)
-        held = deletion_case.custodians(r, now)  # the panel's rule: named for the case's state now
+    for r, told, how in deletion_reading.waiting_for(user, deletion_services.rotas_of(user), now, LIMIT):
         out.append(
             Row(
                 kind="deletion",
                 what=lens.target(r.target),
                 url=reverse("admin:deletions_deletionrequest_change", args=[r.pk]),
-                status=r.get_status_display(),
-                role=role(user, held.person, held.backup),
-                question=lens.data(
-                    deletion_case.open_question(r, now) or deletion_case.STATUS_WORDS[r.status], target=r.target
-                ),
-                due_at=due,
-                deadline=deletion_case.deadline_words(r, now),
+                status=told.status_words,
+                role=how,
+                question=lens.data(told.question or "-", target=r.target),
+                owner=lens.data(told.owner, target=r.target),
+                next_check_at=told.next_check_at,
+                deadline=told.deadline,
+                due_at=min((d for d in (told.next_check_at, told.deadline_at) if d is not None), default=None),
             )
         )
     # A retirement in its waiting period asks nothing of anyone (its watcher sends the notices):
@@ -76,18 +66,19 @@ def rows(user: Any, now: datetime, *, lens: access.Lens) -> list[Row]:
         .select_related("workspace", "watcher", "owner", "backup")
     )
     for w in retirements.order_by("next_wake_at", "id")[:LIMIT]:
+        told = retirement_selectors.story(w, now)
         out.append(
             Row(
                 kind="retirement",
                 what=w.workspace.slug,
                 url=reverse("admin:retirements_retirementrequest_change", args=[w.pk]),
-                status=w.get_status_display(),
-                role=role(
-                    user, w.owner.get_username() if w.owner else None, w.backup.get_username() if w.backup else None
-                ),
-                question=retirement_case.open_question(w, None) or "waiting period",
-                due_at=w.next_wake_at,
-                deadline="-",
+                status=told.status_words,
+                role=deletion_reading.WAITS.get(told.waits_on(user.get_username(), ()), "-"),
+                question=told.question or "-",
+                owner=told.owner,
+                next_check_at=told.next_check_at,
+                deadline=told.deadline or "-",
+                due_at=min((d for d in (told.next_check_at, told.deadline_at) if d is not None), default=None),
             )
         )
     far = datetime.max.replace(tzinfo=now.tzinfo)

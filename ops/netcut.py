@@ -53,7 +53,7 @@ def stop(proc: subprocess.Popen[str] | None) -> None:
         return
     if proc.poll() is None:
         proc.kill()
-    proc.wait(timeout=10)
+    proc.wait(timeout=60)
     if proc.stdout is not None:
         proc.stdout.close()
 
@@ -66,7 +66,7 @@ def register_started(*, name: str, prefix: str, base_url: str) -> None:
     from deletions import targets
     from deletions.targets.http import discover
 
-    with httpx.Client(timeout=5.0) as client:
+    with httpx.Client(timeout=30.0) as client:  # a loaded machine answers late, not never
         declared = discover(client, base_url, name)
     targets.register(name=name, prefix=prefix, base_url=base_url, keys=declared.keys)
 

@@ -105,7 +105,10 @@ def deletion_occurrences(now: datetime) -> list[Occurrence]:
     def add(req: DeletionRequest, event: str, key: str, detail: str, *, group: bool = False, rota: str = "") -> None:
         path = reverse("admin:deletions_deletionrequest_change", args=[req.pk])
         to = _deletion_people(req, now, rotas, group=group, rota=rota or None)
-        out.append(Occurrence(event, "deletion", req.id, key, _about(req), detail, path, to))
+        # The detail is the case's own words (an open question, an alarm): the person masked in them.
+        out.append(
+            Occurrence(event, "deletion", req.id, key, _about(req), access.mask_in(detail, req.target), path, to)
+        )
 
     for req in base.filter(status__in=[Status.SUBMITTED, Status.NEEDS_REVIEW]).order_by("created_at")[:LIMIT]:
         n = req.approvals.count()

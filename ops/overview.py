@@ -17,8 +17,11 @@ from django.template.response import TemplateResponse
 
 from core import clock
 from core.admin import sees
+from core.present import Story
 from deletions import case as deletion_case
+from deletions import reading as deletion_reading
 from deletions import selectors as deletion_selectors
+from deletions import targets as deletion_targets
 from deletions.models import Status
 from ops import saturation
 from ops.health import report
@@ -42,14 +45,15 @@ def overview(now: datetime) -> dict[str, Any]:
         "limit": LIMIT,
         "failing_checks": [(name, check) for name, check in health["checks"].items() if not check["ok"]],
         "checks_count": len(health["checks"]),
+        "remedies": health["remedies"],  # what fixes each failing check
         "work": health["work"],
         "saturation": full,
         "deletion_counts": [(s.label, by_state("deletion_requests", s.value), s.value) for s in Status],
         "retirement_counts": [(s.label, by_state("retirement_requests", s.value), s.value) for s in RequestStatus],
-        "needs_attention": with_responsible(deletion_selectors.needing_attention(LIMIT), now),
-        "awaiting_approval": with_responsible(deletion_selectors.awaiting_approval(LIMIT), now),
+        "needs_attention": told(deletion_selectors.needing_attention(LIMIT), now),
+        "awaiting_approval": told(deletion_selectors.awaiting_approval(LIMIT), now),
         "effect_unknown": effect_unknown(now),
-        "held": retirement_selectors.held(LIMIT),
+        "held": [(r, retirement_selectors.story(r, now)) for r in retirement_selectors.held(LIMIT)],
         "stalled": retirement_selectors.detect_stalls(now=now, limit=LIMIT),
         "failed_notices": retirement_selectors.failed_notices(LIMIT),
         "alarms": retirement_selectors.open_alarms(LIMIT),
@@ -60,18 +64,17 @@ def overview(now: datetime) -> dict[str, Any]:
                     now, now + timedelta(days=settings.DELETION_DEADLINE_WARNING_DAYS), 10
                 )
             ),
-            "first": [
-                (r, deletion_case.deadline_words(r, now), deletion_case.custodians(r, now).words()) for r in d["first"]
-            ],
+            "first": told(d["first"], now),
             "passed": health["work"]["deadlines_passed"]["count"],
             "days": settings.DELETION_DEADLINE_WARNING_DAYS,
         },
     }
 
 
-def with_responsible(rows: Any, now: datetime) -> list[tuple[Any, str]]:
-    """Each deletion case with who holds it (the same rule as its case page)."""
-    return [(r, deletion_case.custodians(r, now).words()) for r in rows]
+def told(rows: Any, now: datetime) -> list[tuple[Any, Story]]:
+    """Each deletion case with its story (`case.story`: the words and times of its page)."""
+    silence = deletion_targets.silences()
+    return [(r, deletion_reading.story_of(r, now, silent=silence(r.target))) for r in rows]
 
 
 def operations_view(request: HttpRequest) -> TemplateResponse:
@@ -84,9 +87,15 @@ def operations_view(request: HttpRequest) -> TemplateResponse:
     return TemplateResponse(request, "admin/operations.html", context)
 
 
-def effect_unknown(now: datetime) -> list[Any]:
-    """Stages whose effect is unknown by the case's one rule (`case.effect_unknown`): a worker that
-    beats on time while it waits for the target's answer is running, not listed. The candidates
-    are bounded; in-flight submissions last milliseconds, so they rarely take a place."""
+def effect_unknown(now: datetime) -> list[tuple[Any, Story]]:
+    """Stages whose effect is unknown by the case's one rule (`case.effect_unknown`), each with its
+    case's story: a worker that reports on time while it waits for the target's answer is running,
+    not listed. The candidates are bounded; in-flight submissions last milliseconds, so they rarely
+    take a place."""
     stages = deletion_selectors.unsettled_stages(LIMIT * 4)
-    return [s for s in stages if deletion_case.effect_unknown(s.request, now, True)][:LIMIT]
+    silence = deletion_targets.silences()
+    return [
+        (s, deletion_reading.story_of(s.request, now, unsettled=True, silent=silence(s.request.target)))
+        for s in stages
+        if deletion_case.effect_unknown(s.request, now, True)
+    ][:LIMIT]

@@ -11,6 +11,7 @@ python -m receiver demo show|add-rows|set-agents ...   read or change the demo d
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from socketserver import ThreadingMixIn
@@ -33,9 +34,43 @@ class _Answer(ServerHandler):
     http_version = "1.1"
 
 
+class _Body:
+    """A request's body as the application reads it: at most its Content-Length (`wsgi.input`), so a
+    read never waits on the next request's bytes; `left` says whether it was read whole."""
+
+    def __init__(self, rfile: Any, length: int | None) -> None:
+        self.rfile, self.left = rfile, length
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._take(self.rfile.read, size)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._take(self.rfile.readline, size)
+
+    def readlines(self, hint: int = -1) -> list[bytes]:
+        return list(iter(self.readline, b""))
+
+    def __iter__(self) -> Any:
+        return iter(self.readline, b"")
+
+    def _take(self, read: Any, size: int | None) -> bytes:
+        if not self.left or size == 0:  # read whole, or its length unknown (then nothing is read)
+            return b""
+        data = bytes(read(self.left if size is None or size < 0 else min(size, self.left)))
+        self.left = self.left - len(data) if data else None  # (the connection ended: no more is coming)
+        return data
+
+
 class _Quiet(WSGIRequestHandler):
     """One thread per connection, kept between calls (HTTP/1.1; every answer has a Content-Length),
-    so a caller's calls share a thread and its database connection."""
+    so a caller's calls share a thread and its database connection.
+
+    Only what never reaches the application is refused here, in the protocol's JSON (`send_error`):
+    bytes that are not an HTTP/1.x request (400, or 505 for HTTP/2), a request line over
+    `MAX_REQUEST_LINE` (414), headers over `MAX_HEADER_BYTES` or too many (431), a body framed other than
+    by one Content-Length (400: wsgiref reads no chunked body). A connection whose
+    request body was not read whole (refused before it was read, or its length unknown) is closed after
+    the answer, so its bytes are never read as the next request."""
 
     protocol_version = "HTTP/1.1"
 
@@ -51,15 +86,57 @@ class _Quiet(WSGIRequestHandler):
             connections.close_all()  # this thread's, as its connection ends
 
     def handle_one_request(self) -> None:
-        self.raw_requestline = self.rfile.readline(65537)
-        if not self.raw_requestline or len(self.raw_requestline) > 65536:
+        from receiver import protocol
+
+        # (read by send_error before a request line is parsed; parse_request sets them)
+        self.command, self.requestline, self.request_version = "", "", "HTTP/1.1"
+        self.raw_requestline = self.rfile.readline(protocol.MAX_REQUEST_LINE + 1)
+        if not self.raw_requestline:
             self.close_connection = True
+            return
+        if len(self.raw_requestline) > protocol.MAX_REQUEST_LINE:
+            self.send_error(414, f"the request line is over {protocol.MAX_REQUEST_LINE} bytes")
+            return
+        if not self.raw_requestline.strip():
+            self.send_error(400, "an HTTP/1.x request line was expected")
             return
         if not self.parse_request():
             return
-        answer = _Answer(self.rfile, self.wfile, self.get_stderr(), self.get_environ(), multithread=True)  # type: ignore[arg-type]
+        if self.request_version == "HTTP/0.9":
+            self.send_error(400, "this receiver speaks HTTP/1.x")
+            return
+        if sum(len(k) + len(v) + 4 for k, v in self.headers.items()) > protocol.MAX_HEADER_BYTES:
+            self.send_error(431, f"the request's headers are over {protocol.MAX_HEADER_BYTES} bytes")
+            return
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1 or "Transfer-Encoding" in self.headers:  # (framing this server would read wrong)
+            self.send_error(400, "a request gives one Content-Length and no Transfer-Encoding")
+            return
+        length = lengths[0] if lengths else "0"  # (none: no body)
+        readable = length.isascii() and length.isdigit() and len(length) <= 18
+        body = _Body(self.rfile, int(length) if readable else None)  # (else the application refuses it)
+        answer = _Answer(body, self.wfile, self.get_stderr(), self.get_environ(), multithread=True)  # type: ignore[arg-type]
         answer.request_handler = self  # type: ignore[attr-defined]
         answer.run(self.server.get_app())  # type: ignore[attr-defined]
+        if body.left != 0:
+            self.close_connection = True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Every refusal made here is the protocol's: one JSON line `{"error": ...}`, then the connection closes."""
+        import json
+
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":  # (not known yet: the answer still has its status line)
+            self.request_version = "HTTP/1.1"
+        short = self.responses.get(code, ("Error",))[0]
+        data = json.dumps({"error": message or short}, separators=(",", ":")).encode()
+        self.send_response(code, short)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:  # one line a call at debug, not on stderr
         import logging
@@ -67,25 +144,54 @@ class _Quiet(WSGIRequestHandler):
         logging.getLogger("receiver.access").debug(format, *args)
 
 
-def serve(bind: str) -> None:
+BIND = re.compile(r"(?P<host>[^\s:]*|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
+
+
+def bind_address(text: str) -> tuple[str, int] | None:
+    """HOST:PORT (the host may be empty: 127.0.0.1) with a port 0-65535 (0: any free one); else None."""
+    found = BIND.fullmatch(text)
+    if found is None or int(found["port"]) > 65535:
+        return None
+    return found["host"].strip("[]") or "127.0.0.1", int(found["port"])
+
+
+def serve(host: str, port: int) -> None:
     from receiver import protocol
     from receiver.http import served
 
-    host, _, port = bind.rpartition(":")
-    server = make_server(host or "127.0.0.1", int(port), served, server_class=_Server, handler_class=_Quiet)
-    print(f"Receiver: http://{host or '127.0.0.1'}:{server.server_port}{protocol.PREFIX}", flush=True)
+    server = make_server(host, port, served, server_class=_Server, handler_class=_Quiet)
+    print(f"Receiver: http://{host}:{server.server_port}{protocol.PREFIX}", flush=True)
     server.serve_forever()
 
 
+def _first_line(exc: BaseException) -> str:
+    said = str(exc).strip()
+    return f"{type(exc).__name__}: {said.splitlines()[0]}" if said else type(exc).__name__
+
+
 def main(argv: list[str]) -> int:
+    """Run one command; every refusal is one line on stderr and a non-zero exit: 2 for arguments this
+    program does not take, 3 for a database whose schema or installed dataset does not match, 1 for
+    the rest (settings, keys, the database, the address)."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "receiver.settings"  # its own, whatever the shell says
     import django
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        django.setup()
+    except ImproperlyConfigured as exc:  # (a malformed RECEIVER_DATABASE_URL, a number that is not, ...)
+        print(f"refused: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"refused: the receiver's settings do not read ({_first_line(exc)})", file=sys.stderr)
+        return 1
     from django.core.management import call_command
     from django.core.management.base import CommandError
+    from django.db import Error as DatabaseError
 
+    from receiver import signing
     from receiver.dataset.compile import Refused as DatasetRefused
 
-    django.setup()
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
@@ -101,14 +207,17 @@ def main(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return 2
-    if (
-        command == "serve"
-        and rest
-        and (rest[0] != "--bind" or len(rest) != 2 or not rest[1].rpartition(":")[2].isdigit())
-    ):
-        print("refused: serve takes --bind HOST:PORT only (default 127.0.0.1:8100)", file=sys.stderr)
+    given = rest[1] if len(rest) == 2 and rest[0] == "--bind" else "" if rest else "127.0.0.1:8100"
+    bind = bind_address(given)
+    if command == "serve" and bind is None:
+        print("refused: serve takes --bind HOST:PORT only, a port 0-65535 (default 127.0.0.1:8100)", file=sys.stderr)
+        return 2
+    if command not in ("serve", "migrate", "check", "install", "key", "demo"):
+        print(f"refused: unknown command {command!r} (python -m receiver --help lists them)", file=sys.stderr)
         return 2
     try:
+        if command in ("serve", "key"):
+            signing.check_keys()
         if command == "serve":
             from core import rollout
             from receiver import http
@@ -122,12 +231,16 @@ def main(argv: list[str]) -> int:
             except (rollout.NewerSchema, NotInstalled) as refused:
                 print(refused, file=sys.stderr)
                 return 3
-            bind = rest[1] if rest else "127.0.0.1:8100"
+            assert bind is not None
             try:
-                serve(bind)
-            except OSError as exc:
-                print(f"refused: cannot listen on {bind} ({exc.strerror or exc})", file=sys.stderr)
+                serve(*bind)
+            except (OSError, OverflowError) as exc:
+                said = getattr(exc, "strerror", None) or exc
+                print(f"refused: cannot listen on {given} ({said})", file=sys.stderr)
                 return 1
+            except KeyboardInterrupt:
+                print("Receiver stopped", file=sys.stderr)
+                return 0
         elif command == "migrate":
             call_command("migrate", database="target", interactive=False, verbosity=0)
             print("receiver database up to date")
@@ -136,16 +249,18 @@ def main(argv: list[str]) -> int:
 
             print(install.run(rest[0], write=command == "install", rehearse=rehearse))
         elif command == "key":
-            from receiver import signing
-
             print(f"{signing.key_id()}={signing.public_key()}")
-        elif command == "demo":
-            call_command("demo_target", *rest)
         else:
-            print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
-            return 2
-    except (CommandError, DatasetRefused) as exc:
+            call_command("demo_target", *rest)
+    except (CommandError, DatasetRefused, signing.BadKey) as exc:
         print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    except DatabaseError as exc:
+        print(
+            f"refused: the receiver's database cannot be used ({_first_line(exc)}); check RECEIVER_DATABASE_URL "
+            "and that the database is up",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -1,9 +1,13 @@
 """The receiver's HTTP face: a WSGI application for `/receiver/v1/` (`protocol.py`).
 
-Each call: check its signature and nonce (`signing.check_call`), parse the JSON body, call the
-backend (`demo_target.system`) once, answer JSON; the evidence of `apply` and `lookup` is signed by
-this receiver (`signing.evidence`). Nothing else happens here: every check on the effect itself runs
-in the backend's transaction.
+Each call is checked whole before anything is written (`_handle`): its path and method, its body's
+length and type, its signature (`signing.check_call`), its JSON body and every field; only then is its
+nonce taken (`signing.take_nonce`) and the backend (`demo_target.system`, or a dataset's) called once.
+Every refusal is one JSON line. The evidence of `apply` and `lookup` is signed by this receiver
+(`signing.evidence`). Every check on the effect itself runs in the backend's transaction.
+
+What never reaches this application (bytes that are not HTTP, a request line or headers over the
+protocol's limits) is refused, in the same JSON, by the server that runs it (`__main__._Quiet`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ class BadBody(Exception):
     pass
 
 
+Answer = tuple[int, dict[str, Any]]
+Run = Callable[[], Answer]  # what a call does, once its input is validated
+
+
 def _field(body: dict[str, Any], name: str, kind: type) -> Any:
     value = body.get(name)
     if not isinstance(value, kind) or isinstance(value, bool):
@@ -62,69 +70,87 @@ def _uuid(body: dict[str, Any], name: str) -> UUID:
         raise BadBody(f"{name!r} must be a UUID") from None
 
 
-def _refused(exc: system.Refused) -> tuple[int, dict[str, Any]]:
-    return 422, {"refused": {"kind": exc.kind, "message": exc.message}}
-
-
-def inventory(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    communities = _field(body, "communities", int)
-    if not 1 <= communities <= 10_000:
-        raise BadBody("'communities' must be 1 to 10000")
-    try:
-        return 200, {"communities": backend().memberships(_field(body, "target", str), communities)}
-    except system.Refused as exc:
-        return _refused(exc)
-
-
-def preview(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    ids = _field(body, "community_ids", list)
-    if not all(isinstance(i, str) for i in ids):
-        raise BadBody("'community_ids' must be a list of strings")
+def _target(body: dict[str, Any]) -> str:
     target = _field(body, "target", str)
-    backend().enroll(target)
-    return 200, {"communities": backend().preview(target, ids)}
+    if not 1 <= len(target) <= protocol.MAX_TARGET_CHARS or not target.isprintable():
+        raise BadBody(f"'target' must be 1 to {protocol.MAX_TARGET_CHARS} printable characters")
+    return target
 
 
-def fence(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    return 200, {"generation": backend().fence(_uuid(body, "request_id"))}
-
-
-def apply(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+def _community_ids(body: dict[str, Any]) -> list[str]:
+    ids = _field(body, "community_ids", list)
     try:
-        evidence = backend().apply(_field(body, "grant", str))
-    except system.Refused as exc:
-        return _refused(exc)
-    except system.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
-        return 409, {"retry": {"kind": exc.kind, "message": f"nothing changed: {exc.message}; retry"}}
-    crash_point("receiver-after-commit")  # applied and committed; the answer is not sent yet
-    return 200, {"evidence": signing.evidence(evidence)}
+        return [str(UUID(i)) for i in ids]
+    except (TypeError, ValueError, AttributeError):
+        raise BadBody("'community_ids' must be a list of UUIDs") from None
 
 
-def lookup(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    try:
-        answer = backend().lookup(_uuid(body, "operation_id"))
-    except system.Unreadable as exc:
-        return 200, {"unreadable": str(exc)}
-    except system.Refused as exc:
-        return _refused(exc)
-    if isinstance(answer, system.Found):
-        return 200, {"found": signing.evidence(answer.evidence)}
-    # Signed too: "not applied as of this watermark" lets the back-office send the operation again.
-    return 200, {
-        "not_found": signing.evidence({"operation_id": body["operation_id"], "watermark": answer.watermark.isoformat()})
-    }
+def inventory(body: dict[str, Any]) -> Run:
+    target, communities = _target(body), _field(body, "communities", int)
+    if not 1 <= communities <= protocol.MAX_COMMUNITIES:
+        raise BadBody(f"'communities' must be 1 to {protocol.MAX_COMMUNITIES}")
+    return lambda: (200, {"communities": backend().memberships(target, communities)})
 
 
-def withdraw(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    try:
-        epoch = backend().withdraw(_field(body, "withdrawal", str))
+def preview(body: dict[str, Any]) -> Run:
+    target, ids = _target(body), _community_ids(body)
+
+    def run() -> Answer:
+        backend().enroll(target)  # (a write: only once every field above is checked)
+        return 200, {"communities": backend().preview(target, ids)}
+
+    return run
+
+
+def fence(body: dict[str, Any]) -> Run:
+    request_id = _uuid(body, "request_id")
+    return lambda: (200, {"generation": backend().fence(request_id)})
+
+
+def apply(body: dict[str, Any]) -> Run:
+    grant = _field(body, "grant", str)
+
+    def run() -> Answer:
+        try:
+            evidence = backend().apply(grant)
+        except system.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
+            return 409, {"retry": {"kind": exc.kind, "message": f"nothing changed: {exc.message}; retry"}}
+        crash_point("receiver-after-commit")  # applied and committed; the answer is not sent yet
+        return 200, {"evidence": signing.evidence(evidence)}
+
+    return run
+
+
+def lookup(body: dict[str, Any]) -> Run:
+    operation_id = _uuid(body, "operation_id")
+
+    def run() -> Answer:
+        try:
+            answer = backend().lookup(operation_id)
+        except system.Unreadable as exc:
+            return 200, {"unreadable": str(exc)}
+        if isinstance(answer, system.Found):
+            return 200, {"found": signing.evidence(answer.evidence)}
+        # Signed too: "not applied as of this watermark" lets the back-office send the operation again.
+        said = {"operation_id": body["operation_id"], "watermark": answer.watermark.isoformat()}
+        return 200, {"not_found": signing.evidence(said)}
+
+    return run
+
+
+def withdraw(body: dict[str, Any]) -> Run:
+    withdrawal = _field(body, "withdrawal", str)
+
+    def run() -> Answer:
+        epoch = backend().withdraw(withdrawal)
         # Signed: an acknowledged withdrawal is no longer pushed, so only the receiver may say it enforces it.
-        return 200, {"acknowledged": signing.evidence({"withdrawal": body["withdrawal"], "epoch": epoch})}
-    except system.Refused as exc:
-        return _refused(exc)
+        return 200, {"acknowledged": signing.evidence({"withdrawal": withdrawal, "epoch": epoch})}
+
+    return run
 
 
-CALLS: dict[str, Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]] = {
+# Each call checks its whole input and returns what it does; that runs only after the nonce is taken.
+CALLS: dict[str, Callable[[dict[str, Any]], Run]] = {
     "inventory": inventory,
     "preview": preview,
     "fence": fence,
@@ -132,6 +158,15 @@ CALLS: dict[str, Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]] = {
     "lookup": lookup,
     "withdraw": withdraw,
 }
+# The fields each call takes, as the protocol's document declares them (no other field is taken).
+TAKES = {
+    path.removeprefix(protocol.PREFIX): frozenset(body["schema"]["properties"])
+    for path, op in protocol.openapi()["paths"].items()
+    if (body := op.get("post", {}).get("requestBody", {}).get("content", {}).get(protocol.CONTENT_TYPE))
+}
+# Path -> the one method it answers.
+ROUTES = {protocol.PREFIX: "GET", protocol.PREFIX + "openapi.json": "GET"}
+ROUTES |= {protocol.PREFIX + name: "POST" for name in CALLS}
 
 
 def discovery() -> dict[str, Any]:
@@ -159,19 +194,25 @@ def _headers(environ: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def _answer(start_response: StartResponse, status: int, body: dict[str, Any]) -> Iterable[bytes]:
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
+REASONS |= {409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content"}
+REASONS |= {500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def _answer(start_response: StartResponse, status: int, body: dict[str, Any], allow: str = "") -> Iterable[bytes]:
     data = json.dumps(body, separators=(",", ":")).encode()
-    reasons = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
-    reasons |= {409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 503: "Service Unavailable"}
-    start_response(
-        f"{status} {reasons[status]}", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
-    )
+    headers = [("Content-Type", protocol.CONTENT_TYPE), ("Content-Length", str(len(data)))]
+    start_response(f"{status} {REASONS[status]}", headers + ([("Allow", allow)] if status == 405 else []))
     return [data]
 
 
 def application(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-    status, body = _handle(environ)
-    return _answer(start_response, status, body)
+    try:
+        status, body = _handle(environ)
+    except Exception as exc:  # a fault of this receiver, not of the call: one JSON line, the traceback logged
+        logger.exception("call failed")
+        status, body = 500, {"error": f"the receiver failed on this call ({type(exc).__name__}); see its log"}
+    return _answer(start_response, status, body, ROUTES.get(environ.get("PATH_INFO", ""), ""))
 
 
 def served(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -184,35 +225,64 @@ def served(environ: dict[str, Any], start_response: StartResponse) -> Iterable[b
         close_old_connections()
 
 
-def _handle(environ: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+class BadLength(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        self.status, self.message = status, message
+
+
+def _length(text: str) -> int:
+    """The body's length a call gives (`Content-Length`, digits only); else BadLength with its status."""
+    if not text.isascii() or not text.isdigit():
+        raise BadLength(400, f"Content-Length {text[:20]!r} is not a number of bytes: a call gives its body's length")
+    if len(text) > len(str(protocol.MAX_BODY)) or int(text) > protocol.MAX_BODY:
+        raise BadLength(413, f"a call's body is at most {protocol.MAX_BODY} bytes")
+    return int(text)
+
+
+def _handle(environ: dict[str, Any]) -> Answer:
+    """One call, checked in this order, each refusal before anything is read further or written: the
+    path and method, the body's length and type, the signature (verified, its nonce not yet taken),
+    the JSON body and every field; then the nonce is taken and the call runs."""
     path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
-    if path == protocol.PREFIX and method == "GET":
+    allowed = ROUTES.get(path)
+    if allowed is None:
+        return 404, {"error": f"no call {path[:100]!r} (this receiver speaks {protocol.PREFIX})"}
+    if method != allowed:
+        return 405, {"error": f"{path} takes {allowed} only"}
+    if path == protocol.PREFIX:
         return 200, discovery()
-    if path == protocol.PREFIX + "openapi.json" and method == "GET":
+    if allowed == "GET":
         return 200, protocol.openapi()
     name = path.removeprefix(protocol.PREFIX)
-    if not path.startswith(protocol.PREFIX) or name not in CALLS:
-        return 404, {"error": f"no call {path!r} (this receiver speaks {protocol.PREFIX})"}
-    if method != "POST":
-        return 405, {"error": f"{name} is a POST"}
     try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return 400, {"error": "Content-Length is not a number"}
-    if length > protocol.MAX_BODY:
-        return 413, {"error": f"a call's body is at most {protocol.MAX_BODY} bytes"}
+        length = _length(environ.get("CONTENT_LENGTH") or "")
+    except BadLength as exc:
+        return exc.status, {"error": f"{name}: {exc.message}"}
+    media = (environ.get("CONTENT_TYPE") or "").partition(";")[0].strip().lower()
+    if media != protocol.CONTENT_TYPE:
+        return 415, {"error": f"{name}: a call's body is {protocol.CONTENT_TYPE}, not {media[:60] or 'untyped'!r}"}
     raw = environ["wsgi.input"].read(length) if length else b""
+    if len(raw) != length:
+        return 400, {"error": f"{name}: the body ended after {len(raw)} of its {length} bytes"}
     try:
-        signing.check_call(method, _url(environ), _headers(environ), raw)
+        nonce = signing.check_call(method, _url(environ), _headers(environ), raw)
         body = json.loads(raw)
         if not isinstance(body, dict):
             raise BadBody("the body is a JSON object")
-        return CALLS[name](body)
+        unknown = sorted(set(body) - TAKES[name])
+        if unknown:
+            takes = ", ".join(sorted(TAKES[name]))
+            raise BadBody(f"{unknown[0][:40]!r} is not a field of this call (it takes {takes})")
+        run = CALLS[name](body)
+        signing.take_nonce(nonce)
+        return run()
     except signing.BadCall as exc:
         logger.warning("call refused: %s", exc)
         return 401, {"error": str(exc)}
-    except (BadBody, ValueError) as exc:
+    except (BadBody, ValueError, RecursionError) as exc:
         return 400, {"error": f"{name}: {exc}"}
+    except system.Refused as exc:
+        return 422, {"refused": {"kind": exc.kind, "message": exc.message}}
     except DatabaseError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if not connections[ALIAS].in_atomic_block:

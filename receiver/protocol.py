@@ -2,13 +2,19 @@
 OpenAPI document the receiver serves. The back-office's adapter (`deletions.targets.http`) speaks the
 same wire from this document, never by importing this module.
 
-Every call but discovery and this document is a POST of a JSON object, signed by the back-office
-(RFC 9421: `@method`, `@target-uri` and `content-digest`, with `created`, `expires`, `nonce` and
-`keyid`; Ed25519). Refusals of the call itself are 401 (its signature) or 400 (its body); a refusal of
-the effect is 422 with `refused: {kind, message}` (nothing was applied: a rule, a changed source, changed
-rules, a constraint of the application's database, data that would remain); 409 with `retry: {kind,
-message}` says nothing changed and the same operation may be sent again (a lock or statement timeout);
-503 means the receiver could not reach its own database (nothing can be concluded).
+Every call but discovery and this document is a POST of a JSON object (`Content-Type:
+application/json`, its `Content-Length` given), signed by the back-office (RFC 9421; the signature
+covers `@method`, `@target-uri` and `content-digest`, with `created`, `expires`, `nonce` and `keyid`;
+Ed25519). Every refusal of the call itself is one JSON line `{"error": "..."}` and nothing was
+written: 400 a request or body this call does not take (a malformed Content-Length or JSON, a field
+missing, of the wrong type or unknown), 401 its signature (missing, not covering the components above,
+stale, replayed, another key's), 404 / 405 no such call or method, 413 a body over `MAX_BODY`, 414 a
+request line over `MAX_REQUEST_LINE`, 415 a body that is not JSON, 431 headers over
+`MAX_HEADER_BYTES`. A refusal of the effect is 422 with `refused: {kind, message}` (nothing was
+applied: a rule, a changed source, changed rules, a constraint of the application's database, data
+that would remain); 409 with `retry: {kind, message}` says nothing changed and the same operation may
+be sent again (a lock or statement timeout); 503 means the receiver could not reach its own database
+(nothing can be concluded).
 """
 
 from __future__ import annotations
@@ -19,11 +25,18 @@ VERSION = 1
 PREFIX = f"/receiver/v{VERSION}/"
 CALLS = ("inventory", "preview", "fence", "apply", "lookup", "withdraw")
 MAX_BODY = 64 * 1024  # a grant and its envelope are a few kB
+MAX_REQUEST_LINE = 8 * 1024  # bytes: "POST /receiver/v1/apply HTTP/1.1" is 32
+MAX_HEADER_BYTES = 16 * 1024  # all header fields together; a signed call's are under 1 kB
+MAX_TARGET_CHARS = 240  # a prefix of up to 40 characters and a name of up to 200 (the back-office's bound)
+MAX_COMMUNITIES = 10_000  # per inventory
+CONTENT_TYPE = "application/json"
 SIGNATURE_MAX_AGE_SECONDS = 60  # a call signed longer ago than this is refused, as is one signed twice
 EVIDENCE_ALGORITHM = "Ed25519"  # RFC 9864's name for EdDSA over Ed25519 (JWS)
 
 _OBJ = {"type": "object"}
 _UUID = {"type": "string", "format": "uuid"}
+_TARGET = {"type": "string", "minLength": 1, "maxLength": MAX_TARGET_CHARS}
+_COUNT = {"type": "integer", "minimum": 1, "maximum": MAX_COMMUNITIES}
 _REFUSED = {
     "description": "refused: nothing was applied",
     "content": {
@@ -67,14 +80,25 @@ _JWS = {
 }
 
 
+def _error(description: str) -> dict[str, Any]:
+    """A refusal of the call itself: one JSON line saying why."""
+    schema = {**_OBJ, "required": ["error"], "properties": {"error": {"type": "string"}}}
+    return {"description": description, "content": {CONTENT_TYPE: {"schema": schema}}}
+
+
 def _call(
     summary: str, body: dict[str, Any], answer: dict[str, Any], *, refusable: bool = False, retryable: bool = False
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {
         "200": {"description": "the answer", "content": {"application/json": {"schema": answer}}},
-        "400": {"description": "a body this call does not take"},
-        "401": {"description": "the call's signature is missing, stale, replayed or not the back-office's"},
-        "503": {"description": "the receiver could not read its own database: nothing can be concluded"},
+        "400": _error("a request or body this call does not take (Content-Length, JSON, a field): nothing written"),
+        "401": _error(
+            "the call's signature is missing, does not cover @method, @target-uri and content-digest, is stale, "
+            "replayed or not the back-office's: nothing written"
+        ),
+        "413": _error(f"a body over {MAX_BODY} bytes: nothing read or written"),
+        "415": _error(f"a body that is not {CONTENT_TYPE}: nothing read or written"),
+        "503": _error("the receiver could not read its own database: nothing can be concluded"),
     }
     if refusable:
         responses["422"] = _REFUSED
@@ -83,7 +107,7 @@ def _call(
     return {
         "post": {
             "summary": summary,
-            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "requestBody": {"required": True, "content": {CONTENT_TYPE: {"schema": body}}},
             "responses": responses,
             "security": [{"httpMessageSignature": []}],
         }
@@ -119,12 +143,16 @@ def openapi() -> dict[str, Any]:
             },
             PREFIX + "inventory": _call(
                 "the person's communities and roles",
-                _obj(["target", "communities"], target={"type": "string"}, communities={"type": "integer"}),
+                _obj(["target", "communities"], target=_TARGET, communities=_COUNT),
                 _obj(["communities"], communities={"type": "array"}),
             ),
             PREFIX + "preview": _call(
                 "per community: name, rows, agents and data version, read now",
-                _obj(["target", "community_ids"], target={"type": "string"}, community_ids={"type": "array"}),
+                _obj(
+                    ["target", "community_ids"],
+                    target=_TARGET,
+                    community_ids={"type": "array", "items": _UUID},
+                ),
                 _obj(["communities"], communities=_OBJ),
             ),
             PREFIX + "fence": _call(

@@ -19,6 +19,15 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    if value and not (value.isascii() and value.isdigit()):
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {value[:20]!r}")
+    return int(value or default)
+
+
 PRODUCTION = os.environ.get("DEPLOYMENT_ENV") == "production"
 # In development the back-office and this receiver derive their keys from the same development secret,
 # so a fresh clone needs no key exchange; in production each side is given the other's public key.
@@ -41,14 +50,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _url = os.environ.get("RECEIVER_DATABASE_URL") or os.environ.get("TARGET_DATABASE_URL")
 _options: dict[str, Any] = {
-    "options": f"-c statement_timeout={int(os.environ.get('TARGET_STATEMENT_TIMEOUT_MS', '60000'))} "
-    "-c lock_timeout=30000",
+    "options": f"-c statement_timeout={_int('TARGET_STATEMENT_TIMEOUT_MS', 60000)} -c lock_timeout=30000",
     "server_side_binding": True,
     "prepare_threshold": 5,
 }
 _target: dict[str, Any]
 if _url:
-    _target = dict(dj_database_url.parse(_url, conn_max_age=60, conn_health_checks=True))
+    try:
+        _target = dict(dj_database_url.parse(_url, conn_max_age=60, conn_health_checks=True))
+    except ValueError:  # (its text not repeated: it may carry a password)
+        raise ImproperlyConfigured("RECEIVER_DATABASE_URL is not a database URL: postgres://USER@HOST/NAME") from None
     if "host" in _target.get("OPTIONS", {}):
         _target["HOST"] = _target["OPTIONS"].pop("host")
 else:  # development: the embedded server the back-office's `make run` starts, its `_target` database
@@ -64,11 +75,11 @@ else:  # development: the embedded server the back-office's `make run` starts, i
 # A dataset file (RECEIVER_DATASET): the receiver serves the application database RECEIVER_DATABASE_URL
 # names, through the objects `python -m receiver install` put in its schema `receiver`.
 RECEIVER_DATASET = os.environ.get("RECEIVER_DATASET", "")
-RECEIVER_MAX_ROWS = int(os.environ.get("RECEIVER_MAX_ROWS", "100000"))  # one effect changes at most this many rows
+RECEIVER_MAX_ROWS = _int("RECEIVER_MAX_ROWS", 100000)  # one effect changes at most this many rows
 # Every dataset apply is bounded (SET LOCAL): past either, it rolls back and answers "nothing changed, retry".
 # The back-office's read timeout for a receiver must be longer than the statement timeout.
-RECEIVER_LOCK_TIMEOUT_MS = int(os.environ.get("RECEIVER_LOCK_TIMEOUT_MS", "5000"))
-RECEIVER_STATEMENT_TIMEOUT_MS = int(os.environ.get("RECEIVER_STATEMENT_TIMEOUT_MS", "20000"))
+RECEIVER_LOCK_TIMEOUT_MS = _int("RECEIVER_LOCK_TIMEOUT_MS", 5000)
+RECEIVER_STATEMENT_TIMEOUT_MS = _int("RECEIVER_STATEMENT_TIMEOUT_MS", 20000)
 if RECEIVER_DATASET:
     _options["options"] += " -c search_path=receiver,public"
 _target["OPTIONS"] = {**_target.get("OPTIONS", {}), **_options}
@@ -81,7 +92,7 @@ TARGET_GRANT_PUBLIC_KEY = os.environ.get("RECEIVER_BACKOFFICE_KEY", "")  # the g
 RECEIVER_CALLER_KEYS: dict[str, str] = {}  # key id -> key; empty: {"backoffice": TARGET_GRANT_PUBLIC_KEY}
 DELETION_GRANT_SIGNING_KEY = ""  # (development: the back-office's key is derived from SECRET_KEY, as it does)
 DEMO_TARGET_UNREADABLE_UNTIL = os.environ.get("DEMO_TARGET_UNREADABLE_UNTIL", "")
-DEMO_TARGET_LOOKUP_LAG_SECONDS = int(os.environ.get("DEMO_TARGET_LOOKUP_LAG_SECONDS", "0"))
+DEMO_TARGET_LOOKUP_LAG_SECONDS = _int("DEMO_TARGET_LOOKUP_LAG_SECONDS", 0)
 
 LOGGING = {
     "version": 1,

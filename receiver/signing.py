@@ -88,8 +88,9 @@ class _Keys(hms.HTTPSignatureKeyResolver):
 
 
 def check_call(method: str, url: str, headers: dict[str, str], body: bytes) -> str:
-    """The key id of a call signed by a known caller, over this method, URL and body, made within the
-    last minute and never seen before (its nonce is taken now, in the receiver's database); else BadCall."""
+    """The nonce of a call signed by a known caller, over this method, URL and body (its signature covers
+    `CALL_COMPONENTS`), made within the last minute; else BadCall. Nothing is written: the nonce is taken
+    (`take_nonce`) once the call's input is checked."""
     verifier = hms.HTTPMessageVerifier(signature_algorithm=hms.algorithms.ED25519, key_resolver=_Keys(caller_keys()))
     try:
         results = verifier.verify(
@@ -104,7 +105,12 @@ def check_call(method: str, url: str, headers: dict[str, str], body: bytes) -> s
     nonce = params.get("nonce")
     if not isinstance(nonce, str) or not 16 <= len(nonce) <= 64 or not isinstance(params.get("expires"), int):
         raise BadCall("call refused: a signed call carries a nonce (16 to 64 characters) and an expiry")
-    # Kept past the age at which the signature itself is refused: a replay is refused by one or the other.
+    return nonce
+
+
+def take_nonce(nonce: str) -> None:
+    """Take a call's nonce, in the receiver's database; BadCall if it was taken before (a replay). Kept past
+    the age at which the signature itself is refused: a replay is refused by one or the other."""
     with connections[ALIAS].cursor() as cur:
         cur.execute(
             "WITH gone AS (DELETE FROM receiver_call_nonces WHERE kept_until < now()) "
@@ -114,4 +120,25 @@ def check_call(method: str, url: str, headers: dict[str, str], body: bytes) -> s
         )
         if cur.fetchone() is None:
             raise BadCall("call refused: replayed (this nonce was used before)")
-    return str(params.get("keyid", ""))
+
+
+class BadKey(Exception):
+    """A key in the receiver's settings that is not an Ed25519 key."""
+
+
+def check_keys() -> None:
+    """Every key this receiver signs or checks with reads as an Ed25519 key; else BadKey naming the setting."""
+    try:
+        public_key()
+    except ValueError:
+        raise BadKey(
+            "RECEIVER_SIGNING_KEY is not an Ed25519 private key: 32 random bytes as unpadded base64url (43 characters)"
+        ) from None
+    for kid, text in caller_keys().items():
+        try:
+            keys.public(text)
+        except (ValueError, TypeError):
+            said = "RECEIVER_BACKOFFICE_KEY" if not settings.RECEIVER_CALLER_KEYS else f"caller key {kid!r}"
+            raise BadKey(
+                f"{said} is not an Ed25519 public key: the back-office's public key, 43 characters of base64url"
+            ) from None

@@ -5,7 +5,6 @@ Thin: each view parses a form, calls one service and reports.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from django import forms
@@ -34,7 +33,7 @@ from core.errors import DomainError
 from core.templatetags.present import when
 from retirements import case, policy, selectors, services
 from retirements import proof as retirement_proof
-from retirements.models import OPEN_REQUEST_STATUSES, RequestStatus, RetirementRequest, Workspace
+from retirements.models import RequestStatus, RetirementRequest, Workspace
 
 
 class RequestRetirementForm(forms.Form):
@@ -318,7 +317,8 @@ class RetirementRequestAdmin(CaseAdmin):
 
     @admin.display(description="next check", ordering="next_wake_at")
     def next_check(self, req: RetirementRequest) -> str:
-        return "-" if req.status in ("completed", "cancelled", "closed") else when(req.next_wake_at)
+        due, _ = selectors.custody_times(req)  # the story's next check (`selectors.story`)
+        return "-" if due is None else when(due)
 
     @admin.display(description="requested", ordering="requested_at")
     def requested(self, req: RetirementRequest) -> str:
@@ -339,8 +339,8 @@ class RetirementRequestAdmin(CaseAdmin):
         notices = list(req.notices.order_by("due_at", "id"))
         decisions = list(req.decisions.order_by("created_at", "id"))
         stalled = selectors.stall_reason(req, now)
-        job = getattr(req, "purge_job", None)
-        refused = job.refusal if job is not None and job.status == "refused" and req.status == "executing" else ""
+        refused = selectors.purge_refusal(req)
+        told = selectors.story(req, now)
         perms = request.user.get_all_permissions()
         offers = [
             *case.actions(
@@ -367,10 +367,7 @@ class RetirementRequestAdmin(CaseAdmin):
             "title": f"Retirement of {req.workspace.slug}",
             "original": req,
             "req": req,
-            "panel": replace(
-                case.panel(req, stalled, refused, times=selectors.custody_times(req)),
-                closed=req.status not in OPEN_REQUEST_STATUSES,
-            ),
+            "panel": case.panel(told, req),
             "timeline": case.timeline(req, notices, decisions, now),
             "timeline_narrow": case.timeline(req, notices, decisions, now, width=360),
             "notices": notices,

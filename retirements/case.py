@@ -8,7 +8,7 @@ from typing import Any
 
 from core import custody as rota_rules
 from core import present
-from core.present import CasePanel, Offer, offer
+from core.present import CasePanel, Offer, Story, offer
 from retirements import policy
 
 
@@ -45,7 +45,7 @@ def custody_offers(req: Any, perms: set[str], *, me: str, on_rota: bool, rota: s
 def custody_words(req: Any) -> str:
     """The owner and backup of an open case; who held it last once it ended."""
     if req.owner_id is None:
-        return "operators on call (group): nobody named yet"
+        return "operators on call (group): nobody named yet" if req.status in OPEN else "nobody (the case has ended)"
     owner = req.owner.get_username()
     if req.status not in OPEN:
         return f"nobody now (the case has ended; {owner} held it)"
@@ -53,11 +53,34 @@ def custody_words(req: Any) -> str:
     return f"{owner} (backup: {backup})"
 
 
-def panel(
-    req: Any, stalled: str | None, purge_refused: str = "", *, times: tuple[datetime | None, datetime | None]
-) -> CasePanel:
-    """`times`: the request's next check and deadline (`policy.custody_times`)."""
-    watcher, ws = req.watcher, req.workspace
+OUTCOMES = {
+    "completed": "completed: the workspace was deleted",
+    "cancelled": "cancelled: nothing deleted",
+    "closed": "closed without purge: nothing deleted",
+}
+
+
+def status_words(req: Any, stalled: str | None, purge_refused: str = "") -> str:
+    """The status as it reads now; a closed case its outcome."""
+    if req.status in OUTCOMES:
+        return OUTCOMES[req.status]
+    if purge_refused:
+        return "purge refused"
+    if stalled:
+        return "watcher stalled"
+    return STATUS_WORDS.get(req.status, req.status)
+
+
+def story(
+    req: Any,
+    stalled: str | None,
+    purge_refused: str = "",
+    *,
+    times: tuple[datetime | None, datetime | None],
+    rota: str,
+) -> Story:
+    """The one account of a retirement every face gives (`core.present.Story`). `times`: its next
+    check and deadline (`policy.custody_times`); `rota`: the rota that holds open retirements."""
     next_check, deadline = times
     if deadline is None:
         due = ""
@@ -65,16 +88,43 @@ def panel(
         due = f"hold review by {present.absolute(deadline)} (a hold is looked at again by then)"
     else:
         due = f"eligible for deletion at {present.absolute(deadline)}"
+    open_ = req.status in OPEN
+    person = req.owner.get_username() if open_ and req.owner_id is not None else None
+    backup = req.backup.get_username() if open_ and req.backup_id is not None else None
+    if not open_:
+        why = f"the request is {STATUS_WORDS.get(req.status, req.status)}"
+    else:
+        why = "" if person else f"{rota} (group): nobody named yet"
+    return Story(
+        status=req.status,
+        status_words=status_words(req, stalled, purge_refused),
+        question=open_question(req, stalled, purge_refused),
+        owner=custody_words(req),
+        person=person,
+        backup=backup,
+        rota=rota if open_ else None,
+        why_nobody=why,
+        next_check_at=next_check,
+        deadline=due,
+        deadline_at=deadline,
+        closed=not open_,
+    )
+
+
+def panel(told: Story, req: Any) -> CasePanel:
+    """The case page's first screen: the story (`story`), with what is changed and the watcher."""
+    watcher, ws = req.watcher, req.workspace
     return CasePanel(
         what=f"Retire workspace {ws.slug} ({ws.name}); now {ws.get_lifecycle_display().lower()}",
         status=req.status,
-        status_label=req.get_status_display(),
-        open_question=open_question(req, stalled, purge_refused),
-        next_check_at=next_check,
-        owner=custody_words(req),
+        status_label=told.status_words,
+        open_question=told.question,
+        next_check_at=told.next_check_at,
+        owner=told.owner,
         last_action=req.last_action or "-",
         attempt=f"watcher {str(watcher.id)[:8]} ({watcher.status})" if watcher else "no watcher",
-        deadline=due,
+        deadline=told.deadline,
+        closed=told.closed,
     )
 
 
@@ -270,7 +320,8 @@ def timeline(req: Any, notices: list[Any], decisions: list[Any], now: datetime, 
     raw: list[tuple[float, str, str, str, bool, str]] = [(x(start), "requested", "requested", "", False, _abs(start))]
     for n in notices:
         at = n.delivered_at or n.due_at
-        raw.append((x(at), f"{n.kind.replace('_', ' ')}: {n.status}", "notice", n.status, False, _abs(at)))
+        why = f" · {n.moved_because}" if n.moved_because else ""  # a re-planned or suppressed slot says why
+        raw.append((x(at), f"{n.kind.replace('_', ' ')}: {n.status}", "notice", n.status, False, _abs(at) + why))
     if "point_of_no_return" not in happened and not closed:
         raw.append(
             (x(req.eligible_at), "eligible · point of no return (planned)", "eligible", "", True, _abs(req.eligible_at))

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+ROTA = "operators on call"  # who may own or cover a retirement: the operators allowed to hold one
+
 REQUEST_RECEIVED = "request_received"
 REMINDER_7_DAYS = "reminder_7_days"
 FINAL_WARNING = "final_warning"
@@ -33,6 +35,7 @@ class PlannedNotice:
     kind: str
     due_at: datetime
     gating: bool
+    why: str = ""  # why a re-plan adds it (saved as the slot's `moved_because`); "" in the first plan
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Replan:
     suppressed: list[int]
     next_wake_at: datetime  # when the watcher has something to do, with the notices as re-planned
     why_suppressed: dict[int, str] = field(default_factory=dict)  # slot id: why it is no longer sent
+    why_moved: str = ""  # why the moved slots moved (saved with each move as its `moved_because`)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Workspaces and their retirement: requests, notice slots, watchers, purge jobs, decisions."""
 
 import uuid
+from typing import Any
 
+import pgtrigger
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
@@ -228,6 +230,34 @@ class NoticeStatus(models.TextChoices):
     FAILED = "failed"
 
 
+class MoveCarriesItsReason(pgtrigger.Trigger):
+    """A notice slot re-planned (its due time changes) or suppressed writes why in the same update,
+    a reason of its own (not the one an earlier move left); `moved_because` changes with a move only."""
+
+    when = pgtrigger.Before
+    operation = pgtrigger.Update
+
+    def __init__(self, *, name: str) -> None:
+        super().__init__(
+            name=name,
+            condition=pgtrigger.Condition(
+                "OLD.due_at IS DISTINCT FROM NEW.due_at OR OLD.moved_because IS DISTINCT FROM NEW.moved_because"
+                " OR (NEW.status = 'suppressed' AND OLD.status IS DISTINCT FROM 'suppressed')"
+            ),
+        )
+
+    def get_func(self, model: Any) -> str:
+        moved = "OLD.due_at IS DISTINCT FROM NEW.due_at OR (NEW.status = 'suppressed' AND OLD.status <> 'suppressed')"
+        return (
+            f"IF ({moved}) AND NEW.moved_because <> '' AND NEW.moved_because IS DISTINCT FROM OLD.moved_because "
+            "THEN RETURN NEW; END IF; "
+            f"IF {moved} THEN RAISE EXCEPTION '%: a notice re-planned or suppressed says why, in the same update "
+            "(moved_because, a reason of its own)', TG_TABLE_NAME USING ERRCODE = '23514'; END IF; "
+            "RAISE EXCEPTION '%: moved_because is written with a move only, never afterwards', TG_TABLE_NAME "
+            "USING ERRCODE = '23514';"
+        )
+
+
 class NoticeSlot(FSMModelMixin, models.Model):
     request = models.ForeignKey(  # indexed by one_notice_slot_per_kind_and_time (request, kind, due_at)
         RetirementRequest, on_delete=models.PROTECT, related_name="notices", db_index=False
@@ -246,12 +276,17 @@ class NoticeSlot(FSMModelMixin, models.Model):
     claimed_by = models.CharField(max_length=200, blank=True, default="")
     claim_expires_at = models.DateTimeField(null=True, blank=True)
     claim_generation = models.IntegerField(default=0)
+    # Why the slot is not as first planned: re-planned (a new due time), added by a re-plan, or
+    # suppressed. Written with the move, by the one writer that moves slots (`store.notices.replan`);
+    # the database refuses a move without its own reason, and a reason changed without a move.
+    moved_because = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["due_at", "id"]
         triggers = [
             FSMGuard(name="status_moves_as_declared", field="status"),
             ClaimFence(name="claims_take_the_next_generation"),
+            MoveCarriesItsReason(name="a_move_carries_its_reason"),
             # Delivered or suppressed, a notice is a record of what the workspace was told: never rewritten.
             EvidenceOnceFinal(
                 name="settled_notice_is_evidence",

@@ -164,7 +164,8 @@ def deliver(slot_id: int, *, now: datetime) -> str:
         if slot.status not in (NoticeStatus.PENDING, NoticeStatus.SENDING):
             return "skipped"
         if not deliverable(slot.kind, slot.request.status):
-            store_notices.suppress_slot(slot)
+            why = f"suppressed: not sent once the request is {slot.request.status}"
+            store_notices.replan([(slot.id, None, why)], sources=[NoticeStatus.PENDING, NoticeStatus.SENDING])
             return "suppressed"
         until = now + timedelta(seconds=settings.RETIREMENT_NOTICE_CLAIM_SECONDS)
         claimed = store_notices.claim_due([slot.request_id], claimer=claimer, until=until, now=now, slot_id=slot_id)

@@ -6,6 +6,7 @@ argument.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from core import backoff, present
@@ -129,8 +130,15 @@ def replan_on_release(
     warned = [s.delivered_at for s in slots if s.kind == FINAL_WARNING and s.delivered_at is not None]
     still = any(s.kind == FINAL_WARNING and s.status in ("pending", "sending") for s in slots)
     lead = min(FINAL_WARNING_LEAD, new_eligible - requested_at)
+    moved_to = f"eligibility moved from {present.absolute(eligible_at)} to {present.absolute(new_eligible)}"
+    why = f"re-planned on release after {present.span(held_for.total_seconds())} on hold: {moved_to}"
+    added = [replace(p, why=why) for p in added]
     if warned and not still and max(warned) + lead + WARNING_ON_TIME < new_eligible:
-        added.append(PlannedNotice(FINAL_WARNING, max(new_eligible - lead, now), gating=True))
+        again = (
+            f"planned again on release: the final warning sent {present.absolute(max(warned))} named "
+            f"{present.absolute(eligible_at)}; {moved_to}"
+        )
+        added.append(PlannedNotice(FINAL_WARNING, max(new_eligible - lead, now), gating=True, why=again))
     due = dict(moved)
     pending = [
         SlotView(s.id, s.kind, due.get(s.id, s.due_at), s.status, s.next_attempt_at if s.id not in due else None,
@@ -139,7 +147,7 @@ def replan_on_release(
         if s.status in ("pending", "sending") and s.id not in suppressed
     ] + [SlotView(0, p.kind, p.due_at, "pending") for p in added]  # fmt: skip
     wake = next_wake(eligible_at=new_eligible, pending=pending, blocked_until=None)
-    return Replan(new_eligible, moved, added, list(suppressed), wake, suppressed)
+    return Replan(new_eligible, moved, added, list(suppressed), wake, suppressed, why)
 
 
 def _lead_gone(eligible_at: datetime, now: datetime) -> str:

@@ -4,7 +4,8 @@ The executor takes the job's lease (owner + a new generation), then applies
 through one transaction that locks workspace, request and job and rechecks, with
 the effect: the fencing token, the operation id, the request still executing,
 and the requester's current authority (`policy.purge_verdict`). A late original
-executor is rejected; a repeated operation returns the first outcome.
+executor is rejected (logged, and an alarm raised); a repeated operation returns
+the first outcome.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def apply(job_id: int, *, owner: str, generation: int, now: datetime) -> str:
         if verdict.action == policy.ALREADY_DONE:
             return f"purge {operation_id} already done"
         if verdict.action == policy.STALE:
-            store_purge.log_stale_purge(request, workspace, rule=verdict.reason, generation=generation, now=now)
+            store_purge.reject_stale_purge(request, workspace, rule=verdict.reason, generation=generation, now=now)
             return f"purge {operation_id} rejected: {verdict.reason}"
         if verdict.action == policy.REFUSE:
             store_purge.refuse_purge(request, workspace, job, rule=verdict.reason, generation=generation, now=now)

@@ -12,11 +12,13 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count, F, Max, Q, QuerySet
 
+from core import clock
 from core.errors import NotFound, shown
+from core.present import Story
 from core.sql import Statements
 from core.store import get_or_not_found, parse_id
-from retirements import policy
-from retirements.contract import DECISION_NOTICES, SlotView
+from retirements import case, policy
+from retirements.contract import DECISION_NOTICES, ROTA, SlotView
 from retirements.models import (
     OPEN_REQUEST_STATUSES,
     Alarm,
@@ -111,14 +113,31 @@ def custody_times(request: RetirementRequest) -> tuple[datetime | None, datetime
     )
 
 
-def describe(request: RetirementRequest) -> dict[str, Any]:
+def purge_refusal(request: RetirementRequest) -> str:
+    """Why the purge was refused, while the request waits on it ("" otherwise)."""
+    if request.status != RequestStatus.EXECUTING:
+        return ""
+    job = getattr(request, "purge_job", None)
+    return job.refusal if job is not None and job.status == "refused" else ""
+
+
+def story(request: RetirementRequest, now: datetime) -> Story:
+    """`case.story` from the saved rows: the watcher's stall, a refused purge, the next check and
+    deadline (`custody_times`), read once here for every face."""
+    return case.story(
+        request, stall_reason(request, now), purge_refusal(request), times=custody_times(request), rota=ROTA
+    )
+
+
+def describe(request: RetirementRequest, now: datetime | None = None) -> dict[str, Any]:
     ws = request.workspace
     job = getattr(request, "purge_job", None)
-    ended = request.status not in OPEN_REQUEST_STATUSES
+    told = story(request, now or clock.now())
     return {
-        "responsible": None if ended or request.owner is None else request.owner.get_username(),
-        "backup": None if ended or request.backup is None else request.backup.get_username(),
-        "responsible_why": "the case has ended" if ended else (None if request.owner else "not named yet"),
+        "story": told.as_json(),
+        "responsible": told.person,
+        "backup": told.backup,
+        "responsible_why": told.why_nobody or None,
         "id": str(request.id),
         "status": request.status,
         "workspace": {"slug": ws.slug, "lifecycle": ws.lifecycle, "legal_hold": ws.legal_hold},
@@ -142,6 +161,7 @@ def describe(request: RetirementRequest) -> dict[str, Any]:
                 "status": n.status,
                 "attempts": n.attempts,
                 "last_error": n.last_error or None,
+                "moved_because": n.moved_because or None,
             }
             for n in request.notices.order_by("due_at", "id")
         ],
@@ -275,7 +295,9 @@ def aged(*, now: datetime, lifetime: Any, hold_limit: Any, limit: int) -> list[R
 
 def held(limit: int) -> list[RetirementRequest]:
     return list(
-        RetirementRequest.objects.filter(status=RequestStatus.HELD).select_related("workspace", "owner")[:limit]
+        RetirementRequest.objects.filter(status=RequestStatus.HELD).select_related(
+            "workspace", "owner", "backup", "watcher"
+        )[:limit]
     )
 
 

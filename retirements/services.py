@@ -21,6 +21,7 @@ from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
 from retirements import jobs, policy, selectors
+from retirements.contract import ROTA
 from retirements.models import Lifecycle, PurgeJob, PurgeStatus, RequestStatus, RetirementRequest, Workspace
 from retirements.store import decisions as store_decisions
 from retirements.store import locks
@@ -37,7 +38,6 @@ RETRY_NOTICES = "retirements.retry_notices_retirementrequest"
 PROTECT = "retirements.protect_workspace"
 ASSIGN = "retirements.assign_retirementrequest"
 VIEW = "retirements.view_retirementrequest"
-ROTA = "operators on call"  # who may own or cover a retirement: the operators allowed to hold one
 
 
 def _closed_refusal(request: RetirementRequest) -> Refused:
@@ -112,7 +112,7 @@ def retirement_hold(*, actor: Actor, request_id: UUID | str, reason: str) -> Ret
     reason = _reason(reason, "hold a retirement")
     now = clock.now()
     with transaction.atomic():
-        request, workspace = locks.lock_request(request_id)
+        request, workspace = locks.for_decision(request_id)
         if request.status == RequestStatus.HELD:
             raise Refused(
                 f"already held by {request.held_by or 'the watcher'} since {present.absolute(request.held_at)}: "
@@ -136,7 +136,7 @@ def retirement_release(*, actor: Actor, request_id: UUID | str, reason: str) -> 
     reason = _reason(reason, "release a hold")
     now = clock.now()
     with transaction.atomic():
-        request, workspace = locks.lock_request(request_id)
+        request, workspace = locks.for_decision(request_id)
         if request.status == RequestStatus.WAITING:
             raise Refused(f"not held: request {request.id} is waiting")
         if request.status != RequestStatus.HELD:
@@ -160,15 +160,12 @@ def retirement_cancel(*, actor: Actor, request_id: UUID | str, reason: str) -> R
     reason = _reason(reason, "cancel a retirement")
     now = clock.now()
     with transaction.atomic():
-        request, workspace = locks.lock_request(request_id)
+        request, workspace = locks.for_decision(request_id)
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD):
             raise _closed_refusal(request)
         store_requests.cancel(request, workspace, actor=actor, reason=reason, now=now)
         request.refresh_from_db()
         return request
-
-
-RESUME_LOCK_WAIT_MS = 2000
 
 
 def retirement_resume(*, actor: Actor, request_id: UUID | str, reason: str) -> RetirementRequest:
@@ -177,16 +174,9 @@ def retirement_resume(*, actor: Actor, request_id: UUID | str, reason: str) -> R
     reason = _reason(reason, "resume a watcher")
     now = clock.now()
     with transaction.atomic():
-        # Never wait long behind a watcher mid-step (it holds the request's lock): at most
-        # RESUME_LOCK_WAIT, then a one-line refusal. Concurrent resumes wait for each other and
-        # the later ones meet the new watcher, so one wins.
-        try:
-            request, workspace = locks.lock_request(request_id, wait_ms=RESUME_LOCK_WAIT_MS)
-        except locks.LockBusy:
-            raise Refused(
-                "the watcher (or another decision) holds this request right now, so it is running; "
-                "look again in a minute"
-            ) from None
+        # Concurrent resumes wait for each other (briefly: `for_decision`) and the later ones meet
+        # the new watcher, so one wins.
+        request, workspace = locks.for_decision(request_id)
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD):
             raise _closed_refusal(request)
         old = locks.lock_current_watcher(request)
@@ -211,7 +201,7 @@ def retirement_retry_notices(*, actor: Actor, request_id: UUID | str, reason: st
     reason = _reason(reason, "retry failed notices")
     now = clock.now()
     with transaction.atomic():
-        request, workspace = locks.lock_request(request_id)
+        request, workspace = locks.for_decision(request_id)
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD, RequestStatus.EXECUTING):
             raise _closed_refusal(request)
         if not request.notices.filter(status="failed").exists():
@@ -225,7 +215,7 @@ def retirement_retry_notices(*, actor: Actor, request_id: UUID | str, reason: st
 
 def _refused_purge(request_id: UUID | str) -> tuple[RetirementRequest, Workspace, Any]:
     """The locked request, workspace and purge job of a request whose purge the boundary refused."""
-    request, workspace = locks.lock_request(request_id)
+    request, workspace = locks.for_decision(request_id)
     job = PurgeJob.objects.select_for_update().filter(request=request).first()
     if request.status != RequestStatus.EXECUTING or job is None or job.status != PurgeStatus.REFUSED:
         raise Refused(f"request {request.id} has no refused purge (it is {request.status})")
@@ -368,7 +358,7 @@ def retirement_custody(
     reason = _reason(reason, f"{how} a case")
     now = clock.now()
     with transaction.atomic():
-        request, workspace = locks.lock_request(request_id)
+        request, workspace = locks.for_decision(request_id)
         if request.status not in (RequestStatus.WAITING, RequestStatus.HELD, RequestStatus.EXECUTING):
             raise Refused(f"request {request.id} is {request.status}: an ended case is held by nobody")
         users = rota_rules.rota(ROTA, HOLD)

@@ -23,6 +23,7 @@ from django.db import transaction
 from core import authority, clock, present
 from core.crashpoints import crash_point
 from retirements import jobs, notices, policy, selectors
+from retirements.contract import NoticeClaim
 from retirements.models import (
     RetirementRequest,
     RetirementWatcher,
@@ -94,9 +95,7 @@ def step_batch(batch: list[tuple[UUID, UUID]], *, now: datetime, skip_locked: bo
         crash_point("notice-claimed")  # claimed and committed, nothing sent: a pause here can outlive the claims
     post = get_connection() if claimed else None  # one mail backend for the batch's sends, not one per notice
     sent = {
-        one.request_id: [
-            notices.send(one, claim, claimer, now=now, connection=post) for claim in claimed[one.request_id]
-        ]
+        one.request_id: _send_case(one, claimed[one.request_id], claimer, now=now, connection=post)
         for one, _, _ in stepping
         if one.request_id in claimed
     }
@@ -108,6 +107,26 @@ def step_batch(batch: list[tuple[UUID, UUID]], *, now: datetime, skip_locked: bo
     if sent:
         said.update(_boundaries({one.request_id: w for one, w, _ in stepping}, sent, now=now))
     return said
+
+
+def _send_case(
+    one: locks.Woken, claims: list[NoticeClaim], claimer: str, *, now: datetime, connection: Any
+) -> list[notices.Sent]:
+    """A case's claimed notices, in due order, but a final warning that goes out late first: its
+    send moves eligibility (`_warned` saves the move with the outcomes), so every other notice
+    sent with it names the eligibility in force once it went out, never the one the move replaces."""
+    late = _eligible_after_warning(one, now) != one.eligible_at
+    sent = []
+    for claim in sorted(claims, key=lambda c: not (late and c.kind == policy.FINAL_WARNING)):
+        outcome = notices.send(one, claim, claimer, now=now, connection=connection)
+        if outcome.delivered and outcome.kind == policy.FINAL_WARNING:
+            one = replace(one, eligible_at=_eligible_after_warning(one, now))
+        sent.append(outcome)
+    return sent
+
+
+def _eligible_after_warning(woken: locks.Woken, now: datetime) -> datetime:
+    return policy.eligible_after_warning(eligible_at=woken.eligible_at, warned_at=now, requested_at=woken.requested_at)
 
 
 def _first(woken: locks.Woken, watcher_id: UUID, now: datetime) -> policy.Verdict | None:
@@ -178,9 +197,7 @@ def _alone(request_id: UUID, watcher_id: UUID, *, now: datetime, beat: bool = Fa
 
 def _warned(woken: locks.Woken, now: datetime) -> locks.Woken:
     """The final warning just went out: eligibility moves if it went out late (its lead holds)."""
-    eligible = policy.eligible_after_warning(
-        eligible_at=woken.eligible_at, warned_at=now, requested_at=woken.requested_at
-    )
+    eligible = _eligible_after_warning(woken, now)
     if eligible == woken.eligible_at:
         return woken
     reason = (

@@ -10,8 +10,9 @@ from typing import Any
 from django.db import connection, connections
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """Poll a condition another process or thread brings about; fail (never hang) after `timeout`."""
+def wait_for(predicate: Callable[[], Any], timeout: float = 120.0, what: str = "condition") -> Any:
+    """Poll a condition another process or thread brings about; return as soon as it holds, fail
+    (never hang) after `timeout`: generous, so a loaded machine (load 15 on 2 cores) still passes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -28,7 +29,7 @@ def race(n: int, fn: Callable[[int], Any], timeout: float = 60) -> list[Any]:
 
     def body(i: int) -> None:
         try:
-            barrier.wait(timeout=10)
+            barrier.wait(timeout=60)
             results[i] = fn(i)
         except Exception as exc:
             results[i] = exc

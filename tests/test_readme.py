@@ -150,3 +150,37 @@ def test_shop_walkthrough_runs_as_written(tmp_path) -> None:
     assert "request completed (5 stages)" in out
     assert "remains   invoices: " in out and "kept: Invoices are kept for 10 years" in out
     assert ": intact; user deletion" in out
+
+
+def test_grant_key_rotation_as_written() -> None:
+    """The rotation how-to's block prints the new public key alone (`$(…)` takes it); a receiver
+    given it accepts the calls of a back-office process under the new key (a submission reads the
+    inventory there, as the web server does) and refuses one still under the old key."""
+    from core import keys
+    from tests.receiver.conftest import Receiver, free_port
+
+    proc = run(section("grant-key-rotation") + '\necho "NEW=$NEW"  # (the test reads the new key too)')
+    said = proc.stdout.splitlines()
+    assert len(said) == 2 and said[0].startswith("RECEIVER_BACKOFFICE_KEY=") and not proc.stderr, proc
+    public, new = said[0].split("=", 1)[1], said[1].split("=", 1)[1]
+    assert public == keys.public_text(keys.signing_key(new, "grant"))
+
+    rotated = Receiver(port=free_port()).start(RECEIVER_BACKOFFICE_KEY=public)
+    rotated.register()
+    submit = (
+        ".venv/bin/python manage.py demo_setup --no-data --keep-password >/dev/null\n"
+        '.venv/bin/python manage.py submit_deletion --target "demo:rotated-$(date +%s%N)" '
+        "--requested-by operator-1 --token-file .demo-tokens/operator-1"
+    )
+    try:
+        assert '"status": "submitted"' in run(submit, DELETION_GRANT_SIGNING_KEY=new).stdout
+        shell = subprocess_env(RECEIVER_IN_PROCESS="")
+        shell.pop("DEMO_TOKEN_DIR", None)
+        old = subprocess.run(
+            ["bash", "-c", submit], cwd=ROOT, env=shell,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert old.returncode != 0 and "does not verify" in old.stderr, old
+    finally:
+        rotated.stop()
+        rotated.log.close()

@@ -13,7 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from core.sql import Statements
 from core.store import lock_or_not_found
 from deletions.contract import CancelPlan, Custody
-from deletions.errors import Refused
+from deletions.errors import AlreadyOpen, Refused
 from deletions.models import OPEN_STATUSES, DeletionRequest, Status
 
 SQL = Statements.beside(__file__, "requests.sql")
@@ -72,7 +72,7 @@ def insert_request(
             entity_type=entity_type, target=target, status__in=OPEN_STATUSES
         ).first()
         where = f" ({existing.id}, {existing.status})" if existing else ""
-        raise Refused(f"an open deletion request already exists for {target}{where}") from None
+        raise AlreadyOpen(f"an open deletion request already exists for {target}{where}") from None
 
 
 def record_cancel(request_id: UUID, plan: CancelPlan, *, by: str, reason: str, now: datetime) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -44,12 +45,19 @@ def registered() -> list[Registration]:
     ]
 
 
-def register(*, name: str, prefix: str, base_url: str, keys: dict[str, str]) -> TargetSystem:
-    """Register a receiver (or update the one under this prefix): its URL and its public keys by id.
-    A key that saved evidence cites is never rewritten or retired (the database refuses it, in words)."""
+def checked(*, name: str, prefix: str, base_url: str, keys: dict[str, str]) -> TargetSystem:
+    """The registration under this prefix, new or updated, checked (`TargetSystem.clean`) and not saved;
+    else ValidationError."""
     system = TargetSystem.objects.filter(prefix=prefix).first() or TargetSystem(prefix=prefix)
     system.name, system.base_url, system.keys = name, base_url, keys
     system.full_clean()
+    return system
+
+
+def register(*, name: str, prefix: str, base_url: str, keys: dict[str, str]) -> TargetSystem:
+    """Register a receiver (or update the one under this prefix): its URL and its public keys by id.
+    A key that saved evidence cites is never rewritten or retired (the database refuses it, in words)."""
+    system = checked(name=name, prefix=prefix, base_url=base_url, keys=keys)
     try:
         with transaction.atomic():
             system.save()
@@ -73,7 +81,9 @@ def register_answering(
     *, name: str, prefix: str, base_url: str, keys: dict[str, str], wait_seconds: float = 15.0
 ) -> TargetSystem:
     """Register a receiver that answers at its URL (waited for up to `wait_seconds`) and signs, now,
-    with one of the keys given; else ValidationError saying which (nothing registered)."""
+    with one of the keys given; else ValidationError saying which (nothing registered). The registration
+    is checked before the receiver is reached."""
+    checked(name=name, prefix=prefix, base_url=base_url, keys=keys)
     deadline = time.monotonic() + wait_seconds
     with httpx.Client(timeout=2.0) as client:
         while True:
@@ -132,6 +142,12 @@ def silence(target: str) -> str:
         if target.startswith(r.prefix):
             return silent_since(r)
     return ""
+
+
+def silences() -> Callable[[str], str]:
+    """`silence` for the rows of a list, from one read of the registrations."""
+    systems = registered()
+    return lambda target: next((silent_since(r) for r in systems if target.startswith(r.prefix)), "")
 
 
 def unanswered(adapter: Adapter, reason: str, *, now: datetime) -> str:

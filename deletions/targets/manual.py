@@ -14,15 +14,24 @@ import uuid
 from typing import Any
 from uuid import UUID
 
+from deletions.contract import MANUAL_PREFIX
 from deletions.models import OperatorRecord
 from deletions.targets.base import Capabilities, Found, Lookup, NotFound, Unreadable
 
-PREFIX = "manual:"
+PREFIX = MANUAL_PREFIX
 ACCOUNT = uuid.UUID("6d616e75-616c-4000-8000-000000000000")  # uuid5 namespace of the account ids
 
 
 def account_id(target: str) -> str:
-    """The one 'community' of a manual target: the person's account in that system."""
+    """The one 'community' of a manual target: the person's account in that system, named by the
+    system alone (`manual:crm/…` → the same id for everyone in crm), so the id a reader sees
+    says nothing of whose account it is (a function of the target would confirm a guess)."""
+    return str(uuid.uuid5(ACCOUNT, target[len(PREFIX) :].split("/", 1)[0]))
+
+
+def _listed_before(target: str) -> str:
+    """The id inventories listed before it was the system's (a function of the whole target):
+    a case submitted then still previews its one community."""
     return str(uuid.uuid5(ACCOUNT, target))
 
 
@@ -46,7 +55,7 @@ class ManualTarget:
                 "version": 0,  # nothing to check: this system keeps no data version we can read
             }
             for cid in community_ids
-            if cid == account_id(target)
+            if cid in (account_id(target), _listed_before(target))
         }
 
     def fence(self, request_id: UUID) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import overload
@@ -9,13 +11,23 @@ from uuid import UUID
 
 from django.db import OperationalError, connection
 
-from core.errors import NotFound, shown
+from core.errors import NotFound, Refused, shown
 from core.store import lock_or_not_found
 from retirements.models import NoticeSlot, RetirementRequest, RetirementWatcher, Workspace
 
+DECISION_WAIT_MS = 2000  # how long a staff decision waits behind a watcher mid-step before it is refused
+BUSY = (
+    "the watcher is working on this workspace right now (or another decision is); nothing was recorded: "
+    "try again in a moment"
+)
 
-class LockBusy(Exception):
-    """Another transaction held the lock past the wait allowed."""
+
+class LockBusy(Refused):
+    """Another transaction (a watcher mid-step, another decision) held the lock past the wait
+    allowed: a one-line refusal, nothing written (its transaction is spent)."""
+
+    def __init__(self, message: str = BUSY) -> None:
+        super().__init__(message)
 
 
 @overload
@@ -29,15 +41,34 @@ def lock_request(
     None at once when another transaction holds either (a watcher tick leaves it to that one).
     `wait_ms`: wait at most that long for them, then LockBusy (the transaction is then spent)."""
     if wait_ms is not None:
-        with connection.cursor() as cur:
-            cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{int(wait_ms)}ms"])
-        try:
+        with _at_most(wait_ms):
             return _lock_request(request_id, skip_locked=False)
-        except OperationalError as exc:
-            if getattr(exc.__cause__, "sqlstate", "") == "55P03":  # lock_not_available
-                raise LockBusy(str(exc)) from None
-            raise
     return _lock_request(request_id, skip_locked=skip_locked)
+
+
+def for_decision(request_id: UUID | str) -> tuple[RetirementRequest, Workspace]:
+    """A staff decision's locks (workspace, then request), waited for at most DECISION_WAIT_MS: a
+    decision behind a watcher mid-step is refused at once in one line (LockBusy), never left to
+    the database's 30-second lock timeout and its traceback."""
+    return lock_request(request_id, wait_ms=DECISION_WAIT_MS)
+
+
+@contextmanager
+def _at_most(wait_ms: int) -> Iterator[None]:
+    """The lock waits inside it last at most `wait_ms`, then LockBusy; after it, the transaction
+    waits as it did before."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT current_setting('lock_timeout')")
+        before = cur.fetchone()[0]
+        cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{int(wait_ms)}ms"])
+    try:
+        yield
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", "") == "55P03":  # lock_not_available
+            raise LockBusy() from None
+        raise
+    with connection.cursor() as cur:
+        cur.execute("SELECT set_config('lock_timeout', %s, true)", [before])
 
 
 def _lock_request(request_id: UUID | str, *, skip_locked: bool) -> tuple[RetirementRequest, Workspace] | None:
@@ -64,7 +95,9 @@ def _lock_request(request_id: UUID | str, *, skip_locked: bool) -> tuple[Retirem
 
 
 def lock_workspace(slug: str) -> Workspace:
-    workspace = Workspace.objects.select_for_update().filter(slug=slug).first()
+    """A staff decision's lock of a workspace, waited for as `for_decision` waits."""
+    with _at_most(DECISION_WAIT_MS):
+        workspace = Workspace.objects.select_for_update().filter(slug=slug).first()
     if workspace is None:
         raise NotFound(f"no workspace with slug {shown(slug)}")
     return workspace

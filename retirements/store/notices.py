@@ -4,7 +4,7 @@ it, their outcome recorded by the holder of the current claim only."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -111,10 +111,31 @@ def record_notice_failure(
             )
 
 
-def suppress_slot(slot: NoticeSlot) -> None:
-    slot.suppress()
-    slot.next_attempt_at = None
-    slot.save(update_fields=["status", "next_attempt_at"])
+def replan(
+    moves: list[tuple[int, datetime | None, str]], *, sources: Sequence[str] = (NoticeStatus.PENDING,)
+) -> set[int]:
+    """Move notice slots (slot, new due time or None to suppress it, why), each with its reason in
+    the same update: the one writer of a slot's re-plan or suppression. Only slots still in one
+    of `sources`; returns those moved."""
+    if not moves:
+        return set()
+    with connection.cursor() as cur:
+        cur.execute(
+            SQL.sql("replan"),
+            {
+                "ids": [slot for slot, _, _ in moves],
+                "due_ats": [due for _, due, _ in moves],
+                "whys": [why for _, _, why in moves],
+                "sources": [str(s) for s in sources],
+            },
+        )
+        return {row[0] for row in cur.fetchall()}
+
+
+def suppress_pending(request_id: UUID, *, why: str) -> set[int]:
+    """The pending notices of a request that ended are suppressed, with why (`replan`)."""
+    ids = NoticeSlot.objects.filter(request_id=request_id, status=NoticeStatus.PENDING).values_list("id", flat=True)
+    return replan([(slot, None, why) for slot in ids])
 
 
 def rearm_failed_notices(
@@ -145,6 +166,7 @@ def rearm_failed_notices(
 
 
 def add_slots(request: RetirementRequest, plan: Iterable[PlannedNotice]) -> None:
+    """New slots, as planned (one a re-plan adds says why: `moved_because`)."""
     NoticeSlot.objects.bulk_create(
-        NoticeSlot(request=request, kind=p.kind, due_at=p.due_at, gating=p.gating) for p in plan
+        NoticeSlot(request=request, kind=p.kind, due_at=p.due_at, gating=p.gating, moved_because=p.why) for p in plan
     )

@@ -56,3 +56,15 @@ RETURNING id
 SELECT request_id, id, kind, due_at, status, next_attempt_at, claim_expires_at FROM retirements_noticeslot
 WHERE request_id = ANY(%(request_ids)s::uuid[]) AND status IN ('pending', 'sending')
 ORDER BY request_id, due_at, id
+
+-- name: replan
+-- The one write that moves notice slots: each to its new due time (re-planned), or suppressed
+-- (no due time), with why, in the same update (the database refuses a move without its reason).
+-- A slot only while it is still `from` (pending; the past-the-point sender also an expired claim).
+-- Returned: the slots moved.
+UPDATE retirements_noticeslot s
+SET due_at = COALESCE(m.due_at, s.due_at), status = CASE WHEN m.due_at IS NULL THEN 'suppressed' ELSE s.status END,
+    next_attempt_at = NULL, moved_because = m.why
+FROM unnest(%(ids)s::bigint[], %(due_ats)s::timestamptz[], %(whys)s::text[]) AS m(id, due_at, why)
+WHERE s.id = m.id AND s.status = ANY(%(sources)s::text[])
+RETURNING s.id

@@ -115,10 +115,25 @@ def close_refused(request: RetirementRequest, workspace: Workspace, job: PurgeJo
     log_decision(request=request, workspace=workspace, actor=actor, action="close_refused", reason=reason, now=now)
 
 
-def log_stale_purge(
+STALE_EXECUTOR_ALARM = "purge_stale_executor"  # a late executor was rejected: why was it paused past its lease?
+
+
+def reject_stale_purge(
     request: RetirementRequest, workspace: Workspace, *, rule: str, generation: int, now: datetime
 ) -> None:
+    """A late executor (its lease taken over, or the job no longer its to apply) was rejected at the
+    receiving boundary: nothing purged by it, logged, and an alarm tells a person (one open per
+    case), since an executor paused past its lease is a worker that stopped or starved."""
     _log_purge(request, workspace, "purge_rejected", rule, generation, now)
+    raise_alarm(
+        kind=STALE_EXECUTOR_ALARM,
+        request=request,
+        message=(
+            f"a late purge executor was rejected at the receiving boundary, nothing purged by it: {rule}; "
+            "find why it paused past its lease (a stopped, suspended or starved worker)"
+        ),
+        now=now,
+    )
 
 
 def _log_purge(

@@ -14,10 +14,10 @@ from core import present
 from core.authority import Actor
 from core.sql import Statements
 from retirements.contract import Eligibility, PlannedNotice, Replan
-from retirements.models import NoticeSlot, RetirementRequest, RetirementWatcher, Workspace
+from retirements.models import RetirementRequest, RetirementWatcher, Workspace
 from retirements.store import ACTIVE_WATCHER
 from retirements.store.decisions import BOUNDARY_HOLD_ALARM, log_decision, resolve_alarms
-from retirements.store.notices import add_slots
+from retirements.store.notices import add_slots, replan, suppress_pending
 
 SQL = Statements.beside(__file__, "requests.sql")
 
@@ -126,12 +126,10 @@ def release(
     request: RetirementRequest, workspace: Workspace, *, actor: Actor, plan: Replan, reason: str, now: datetime
 ) -> None:
     held_for = now - (request.held_at or now)
-    for slot_id, due in plan.moved:
-        NoticeSlot.objects.filter(id=slot_id).update(due_at=due, next_attempt_at=None)
-    for slot in NoticeSlot.objects.select_for_update().filter(id__in=plan.suppressed):
-        slot.suppress()
-        slot.last_error = plan.why_suppressed.get(slot.id, "")
-        slot.save(update_fields=["status", "last_error"])
+    replan(
+        [(slot, due, plan.why_moved) for slot, due in plan.moved]
+        + [(slot, None, plan.why_suppressed.get(slot, "suppressed on release")) for slot in plan.suppressed]
+    )
     add_slots(request, plan.added)
     resolve_alarms(kind=BOUNDARY_HOLD_ALARM, request=request, now=now)
     request.release()
@@ -197,7 +195,8 @@ def end_without_purge(
     cancelled_by: int | None = None,
     reason: str = "",
 ) -> None:
-    """The request ends without purge (cancelled, or closed at the boundary), in one statement."""
+    """The request ends without purge (cancelled, or closed at the boundary), in one statement; its
+    pending notices are then suppressed, with the conclusion as why."""
     with connection.cursor() as cur:
         ended = SQL.one(
             cur,
@@ -213,6 +212,7 @@ def end_without_purge(
         )
     if ended is None:
         raise ValueError(f"request {request.id} is {request.status}: it cannot end as {status}")
+    suppress_pending(request.id, why=f"suppressed: {conclusion}")
 
 
 def replace_watcher(

@@ -20,8 +20,8 @@ RETURNING id
 
 -- name: end_without_purge
 -- A request ends without purge: cancelled by a person (until the point of no return), or closed
--- by the boundary's verdict. The workspace returns to disabled, the pending notices are
--- suppressed and the active watchers settle, together.
+-- by the boundary's verdict. The workspace returns to disabled and the active watchers settle,
+-- together (its caller then suppresses the pending notices, with why: `store.notices.replan`).
 WITH ended AS (
     UPDATE retirements_retirementrequest
     SET status = %(status)s, next_wake_at = NULL, concluded_at = %(now)s, conclusion = %(conclusion)s,
@@ -34,9 +34,6 @@ WITH ended AS (
 ), restored AS (
     UPDATE retirements_workspace w SET lifecycle = 'disabled'
     FROM ended WHERE w.id = ended.workspace_id AND w.lifecycle = 'deletion_pending'
-), suppressed AS (
-    UPDATE retirements_noticeslot s SET status = 'suppressed', next_attempt_at = NULL
-    FROM ended WHERE s.request_id = ended.id AND s.status = 'pending'
 ), settled AS (
     UPDATE retirements_retirementwatcher t SET status = 'settled', concluded_at = %(now)s, conclusion = %(settled)s
     FROM ended WHERE t.request_id = ended.id AND t.status IN ('pending', 'running')

@@ -294,7 +294,8 @@ def case_row(status: str, lease=None, **facts) -> SimpleNamespace:
         (
             case_row("running", GONE, next_check_at=NOW - timedelta(minutes=5)),
             True,
-            "worker stopped after submitting; its effect is unknown until the next worker looks it up at the target",
+            "not reporting since 2026-11-30 11:59:56 UTC: the worker stopped after submitting the current stage's "
+            "operation; its effect is unknown until the next worker looks it up at the target",
             True,
         ),
         # A saved question (effect unknown in retry_wait, needs review) is shown as saved.
@@ -318,8 +319,8 @@ def test_the_state_words_follow_one_rule(row, unsettled, question, overdue) -> N
     assert deletion_case.open_question(row, NOW, unsettled) == question
     assert deletion_case.overdue(row, NOW, unsettled) is overdue
     assert deletion_case.queued(row, NOW, unsettled) is question.startswith("queued")
-    panel = deletion_case.panel(SimpleNamespace(**vars(row), inventory_json={}, last_action="", target="u",
-                                                get_status_display=lambda: row.status), NOW, unsettled)  # fmt: skip
+    req = SimpleNamespace(**vars(row), inventory_json={}, last_action="", target="u")
+    panel = deletion_case.panel(deletion_case.story(req, NOW, unsettled), req)
     assert panel.open_question == question and panel.owner.endswith("(next check overdue)") is overdue
 
 
@@ -431,22 +432,24 @@ def test_the_same_failure_on_every_retry_is_said_once() -> None:
     ]
 
 
-def test_a_live_lease_whose_heartbeat_is_late_says_so() -> None:
+def test_a_live_lease_whose_heartbeat_is_late_says_so(settings) -> None:
     """A 60 s lease beats every 10 s; 40 s without a beat (a paused or stuck worker) reads late."""
+    settings.DELETION_HEARTBEAT_SECONDS = 10
     beat = NOW - timedelta(seconds=40)
     late = case_row("running", beat + timedelta(seconds=60), heartbeat_at=beat)
     assert deletion_case.heartbeat_late(late, NOW) is True
     assert deletion_case.responsible(late, NOW) == (
-        "the system (worker on host vm (process 14628), heartbeat 11:59:20: late (the open question says until when))"
+        "the system (worker on host vm (process 14628), not reporting since 11:59:20)"
     )
     asked = deletion_case.open_question(late, NOW)  # where the lateness and the lease's end are said, once
-    assert "has not reported for 40 s" in asked and "12:00:20" in asked
+    assert asked.startswith("not reporting since 2026-11-30 11:59:20 UTC") and "12:00:20" in asked
     fresh = case_row("running", NOW + timedelta(seconds=55), heartbeat_at=NOW - timedelta(seconds=5))
     assert deletion_case.heartbeat_late(fresh, NOW) is False and "late" not in deletion_case.responsible(fresh, NOW)
 
 
-def test_a_worker_late_with_its_heartbeat_is_an_open_question_saying_who_acts_if_it_never_reports() -> None:
-    """Half its lease without a beat, nothing submitted: the case asks, and says another worker takes over."""
+def test_a_worker_late_with_its_heartbeat_is_an_open_question_saying_who_acts_if_it_never_reports(settings) -> None:
+    """Three heartbeats without a beat, nothing submitted: the case asks, and says another worker takes over."""
+    settings.DELETION_HEARTBEAT_SECONDS = 10
     lease_end = NOW + timedelta(minutes=10)
     late = SimpleNamespace(
         status="running",
@@ -457,7 +460,61 @@ def test_a_worker_late_with_its_heartbeat_is_an_open_question_saying_who_acts_if
         cancel_requested_at=None,
     )
     asked = deletion_case.open_question(late, NOW)
-    assert asked.startswith("the worker on host vm (process 14628) has not reported for 14 min")
+    assert asked.startswith("not reporting since 2026-11-30 11:46:00 UTC: the worker on host vm (process 14628)")
     assert "another worker takes over and goes on from the saved stage" in asked
     on_time = SimpleNamespace(**{**vars(late), "heartbeat_at": NOW - timedelta(seconds=10)})
     assert deletion_case.open_question(on_time, NOW) == ""
+
+
+@pytest.mark.parametrize(("silent_for", "reporting"), [(29, True), (30, False), (180, False)])
+def test_a_worker_silent_for_three_heartbeats_is_not_reporting_and_its_submitted_effect_unknown(
+    settings, silent_for, reporting
+) -> None:
+    """Heartbeats every 10 s: a worker silent for 30 s is "not reporting since" its last beat, its
+    submitted effect unknown and the operators on call's, though its lease (15 min, as the demo's
+    grace) runs for minutes more; at 29 s it is still the system's, running."""
+    settings.DELETION_HEARTBEAT_SECONDS = 10
+    beat = NOW - timedelta(seconds=silent_for)
+    row = case_row("running", beat + timedelta(minutes=15), heartbeat_at=beat, next_check_at=NOW - timedelta(hours=1))
+    req = SimpleNamespace(**vars(row), inventory_json={}, last_action="", target="u")
+    told = deletion_case.story(req, NOW, True)
+    if reporting:
+        assert told.status_words == "running" and told.question == "" and told.owner.startswith("the system (")
+        assert deletion_case.effect_unknown(req, NOW, True) is False
+        return
+    since = present.absolute(beat)
+    assert told.status_words == "effect unknown" and deletion_case.effect_unknown(req, NOW, True) is True
+    assert told.question.startswith(f"not reporting since {since}: ") and "looks the operation up" in told.question
+    assert told.owner == "operators on call (group): nobody named yet" and told.rota == "operators on call"
+    assert told.next_check_at == beat + timedelta(minutes=15)  # the lease's lapse, not the saved past check
+    # Nothing submitted: still not reporting, the system's, and another worker takes over at the lapse.
+    quiet = deletion_case.story(req, NOW, False)
+    assert quiet.status_words == f"running, worker not reporting since {since}"
+    assert quiet.question.startswith(f"not reporting since {since}: ") and quiet.rota is None
+
+
+def test_actions_never_contradict_an_unknown_effect() -> None:
+    """Under "effect unknown" Confirm not applied is never "no stage's effect is in question"."""
+    req = case_row("running", GONE, heartbeat_at=NOW - timedelta(minutes=2))
+    settle = shown(deletion_case.actions(req, ALL_DELETION, now=NOW, submitter=False, effect_unknown=True))["settle"]
+    assert settle.startswith("the effect is unknown and the next worker looks the operation up") and (
+        "no stage's effect is in question" not in settle
+    )
+    by_hand = case_row("needs_attention", open_question="apply gate_user by hand in a vendor's console")
+    offers = deletion_case.actions(by_hand, ALL_DELETION, now=NOW, submitter=False, effect_unknown=False, by_hand=True)
+    assert shown(offers)["settle"].startswith("this effect is applied by a person in the vendor's console")
+
+
+@pytest.mark.parametrize(
+    ("status", "applied", "words", "deadline"),
+    [
+        ("cancelled", 0, "cancelled: nothing deleted", "no longer runs: the request was cancelled (it was due "),
+        ("cancelled", 2, "cancelled after 2 stages applied (their effects stand)", "no longer runs"),
+        ("completed", 5, "completed", "completed before it (due "),
+    ],
+)
+def test_a_closed_case_reads_its_outcome(status, applied, words, deadline) -> None:
+    row = case_row(status, completed_at=NOW - timedelta(days=1), cancel_requested_at=None)
+    told = deletion_case.story(row, NOW, False, applied=applied)
+    assert told.status_words == words and told.deadline.startswith(deadline) and "met" not in told.deadline
+    assert told.closed and told.next_check_at is None and told.question == ""

@@ -217,8 +217,8 @@ def test_the_overview_shows_up_to_its_limit_of_each_kind_and_links_them_all(logi
     deletions(2, status="submitted")
     page = login("support").get(reverse("operations")).content.decode()
     waiting = page.split('id="waiting-on-human"')[1].split("</table>")[0]
-    assert waiting.count(">needs attention</td>") == LIMIT  # not the 5 past the limit
-    assert waiting.count(">waiting for approval</td>") == 2
+    assert waiting.count(">needing attention</td>") == LIMIT  # not the 5 past the limit (the story's words)
+    assert waiting.count(">waiting for an approver (not the submitter) to approve the inventory</td>") == 2
     lists = page.split('id="waiting-lists"')[1].split("</p>")[0]
     assert f"Up to {LIMIT} of each kind" in lists and "?status__exact=needs_attention" in lists, lists
 
@@ -232,6 +232,8 @@ def test_the_overview_says_the_systems_health_apart_from_the_work_waiting(login,
     page = login("support").get(reverse("operations")).content.decode()
     system = page.split('id="system-health"')[1].split("</p>")[0]
     assert "Unhealthy:</strong> 1 of 14 checks fail:" in system and "cluster (no cluster heartbeat yet)" in system
+    remedies = page.split('id="system-health-remedies"')[1].split("</ul>")[0]
+    assert "start the workers: `manage.py run_workers`" in remedies  # ops.health.REMEDIES
     work = page.split('id="work-waiting"')[1].split("</p>")[0]
     assert "needs attention: 3, the oldest since " in work and "deadlines passed: none" in work, work
     beat(clock.now())

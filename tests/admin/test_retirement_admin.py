@@ -8,7 +8,7 @@ import pytest
 import time_machine
 from django.urls import reverse
 
-from core import clock
+from core import clock, present
 from core.authority import Actor, named
 from retirements.models import Lifecycle, RetirementRequest, Workspace
 from retirements.services import retirement_request
@@ -155,3 +155,44 @@ def test_a_workspace_name_with_control_characters_is_refused_in_the_admin(client
     )
     assert page.status_code == 200 and "printable characters" in page.content.decode()
     assert Workspace.objects.get(pk=ws.pk).name == "Plain"
+
+
+def test_the_case_page_says_why_each_notice_moved(login, staff, waiting, cmd) -> None:
+    """Held past the reminder's time and released: the reminder is suppressed and the final warning
+    re-planned, each slot keeping why (written with the move); the notice list, the timeline and
+    show_retirement say it, and a cancellation's suppressions say theirs."""
+    from retirements.services import retirement_cancel, retirement_hold, retirement_release
+    from retirements.watcher import run_due
+
+    start = waiting.requested_at
+    operator = Actor.of(staff["operator"])
+    with time_machine.travel(start, tick=False):
+        run_due(now=clock.now())
+    with time_machine.travel(start + timedelta(days=23, hours=1), tick=False):
+        retirement_hold(actor=operator, request_id=waiting.id, reason="legal review")
+    with time_machine.travel(start + timedelta(days=30), tick=False):
+        retirement_release(actor=operator, request_id=waiting.id, reason="review done")
+    why = dict(waiting.notices.values_list("kind", "moved_because"))
+    moved = (
+        f"re-planned on release after 6 d 23 h on hold: eligibility moved from "
+        f"{present.absolute(start + timedelta(days=30))} to {present.absolute(start + timedelta(days=37, hours=-1))}"
+    )
+    assert why == {
+        "request_received": "",
+        "reminder_7_days": "suppressed on release: eligibility is 6 d 23 h away, less than the reminder's 7-day lead",
+        "final_warning": moved,
+        "held": "",
+        "released": "",
+    }
+    page = login("operator").get(url("change", waiting)).content.decode()
+    notices = page.split('id="notices"')[1].split("</table>")[0]
+    assert '<th scope="col">Why it moved</th>' in notices
+    assert f"<td>{moved}</td>" in notices and "less than the reminder&#x27;s 7-day lead</td>" in notices
+    assert f"· {moved}</title>" in page  # the timeline's notice mark says it too
+    shown = cmd("show_retirement", str(waiting.id))
+    assert shown.code == 0 and f"moved: {moved}" in shown.out
+
+    with time_machine.travel(start + timedelta(days=31), tick=False):
+        retirement_cancel(actor=operator, request_id=waiting.id, reason="sold instead")
+    final = waiting.notices.get(kind="final_warning")
+    assert (final.status, final.moved_because) == ("suppressed", "suppressed: cancelled by operator-1: sold instead")

@@ -100,3 +100,19 @@ def test_a_term_matching_more_than_the_limit_says_to_type_more(login, monkeypatc
     assert all(f"/{c.id}/change/" in page.content.decode() for c in cases) and not messages_of(page)
     page = client.get(reverse("admin:deletions_deletionrequest_changelist"), {"q": "capped-1"})
     assert [c for c in cases if f"/{c.id}/change/" in page.content.decode()] == [cases[1]] and not messages_of(page)
+
+
+def test_a_masked_readers_search_reads_the_targets_trigram_index(login) -> None:
+    """Support's search by the masked form (`core.access.mask_pattern`) is a regular expression over
+    the upper-cased target, planned for its term (`planned_for_its_values`): the same trigram index
+    the others' search of the target reads."""
+    deletion_submit(target="demo:plan-masked", actor=named("operator-1"), reason="ticket DSR-11")
+    ways = [(sql, params) for sql, params in _ways(login("support"), "demo:pl…ed") if "~" in sql]
+    assert len(ways) == 1, ways
+    sql, params = ways[0]
+    with connection.cursor() as cur:
+        cur.execute("SET LOCAL enable_seqscan = off")  # the tiny table's statistics aside: an index that serves it
+        cur.execute(connection.ops.compose_sql("EXPLAIN " + sql, list(params)))  # type: ignore[attr-defined]
+        plan = "\n".join(row[0] for row in cur.fetchall())
+        cur.execute("SET LOCAL enable_seqscan = on")
+    assert "deletion_target_trgm" in plan and "Disabled" not in plan, plan

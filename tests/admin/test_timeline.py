@@ -27,7 +27,7 @@ def request(status: str = "waiting", eligible_days: float = 30) -> SimpleNamespa
 
 
 def notice(kind: str, due: timedelta, status: str = "pending") -> SimpleNamespace:
-    return SimpleNamespace(kind=kind, due_at=START + due, delivered_at=None, status=status)
+    return SimpleNamespace(kind=kind, due_at=START + due, delivered_at=None, status=status, moved_because="")
 
 
 def decision(action: str, at: timedelta) -> SimpleNamespace:

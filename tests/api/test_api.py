@@ -226,7 +226,7 @@ def test_two_requests_at_once_with_one_key_make_one_request(api, staff, token) -
 
     def send(i: int) -> None:
         try:
-            go.wait(timeout=10)
+            go.wait(timeout=60)
             response = Client().post(
                 "/api/v1/deletions",
                 body,

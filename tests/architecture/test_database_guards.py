@@ -101,6 +101,7 @@ def test_raw_updates_move_a_lifecycle_only_as_declared(model: type[Model], name:
     states = [str(v) for v, _ in fsm_field(model, name).flatchoices]
     declared = set(declared_moves(model, name))
     claims = any(f.name == "claim_generation" for f in model._meta.fields)  # a claim takes the next generation
+    says_why = any(f.name == "moved_because" for f in model._meta.fields)  # a suppression says why (its own)
     refused, accepted = [], []
     for source in states:
         for target in states:
@@ -108,6 +109,7 @@ def test_raw_updates_move_a_lifecycle_only_as_declared(model: type[Model], name:
                 continue
             _force(table, column, pk, source)
             claim = ", claim_generation = claim_generation + 1" if claims and target == "sending" else ""
+            claim += f", moved_because = 'from {source}'" if says_why and target == "suppressed" else ""
             try:
                 with transaction.atomic():
                     _raw(f'UPDATE "{table}" SET "{column}" = %s{claim} WHERE id = %s', [target, pk])

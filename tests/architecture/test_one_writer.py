@@ -55,6 +55,7 @@ WATCHER_MOVES = {
     "re-check a notice's claim just before its send": ("notices.sql", "still_held"),
     "record what was sent": ("notices.sql", "record_delivered"),
     "record a failed send (retry or give up)": ("notices.sql", "record_failed"),
+    "re-plan or suppress notices, each with why": ("notices.sql", "replan"),
     "wait": ("steps.sql", "wait"),
     "settle or supersede a watcher": ("requests.sql", "settle_watcher"),
     "hold (a person, or the verdict at the point of no return)": ("requests.sql", "hold"),

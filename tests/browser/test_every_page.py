@@ -359,9 +359,12 @@ def test_a_running_case_updates_itself_without_a_reload(browser, live_server, se
 # copied there by `make screenshots`): what each must say on its first screen, without scrolling.
 FIRST_SCREENS = {
     "running": ("demo:bob", ["Running", "nothing: the system is working"]),
-    "late-heartbeat": ("demo:grace", ["has not reported for 9 min", "another worker takes over"]),
+    "late-heartbeat": (
+        "demo:grace",
+        ["effect unknown", "not reporting since", "the next worker looks the operation up"],
+    ),
     "waiting-for-approval": ("demo:alice", ["waiting for an approver (not the submitter)"]),
-    "needing-attention": ("demo:frank", ["Needs attention", "failed 10 times"]),
+    "needing-attention": ("demo:frank", ["needing attention", "failed 10 times"]),
     "manual-target": ("manual:vendor-crm/judy@example.com", ["apply", "by hand"]),
 }
 

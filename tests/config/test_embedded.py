@@ -87,7 +87,7 @@ def _get(url: str) -> int:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(url, timeout=3) as r:
+        with urllib.request.urlopen(url, timeout=10) as r:
             return int(r.status)
     except urllib.error.HTTPError as e:
         return int(e.code)
@@ -98,8 +98,8 @@ def _get(url: str) -> int:
 @pytest.mark.slow
 def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Path, observe) -> None:
     """`make run`'s shape (a web server and a cluster on the embedded server), the postmaster
-    killed with SIGKILL: /healthz is back to 200 within 15 s with no command started by hand,
-    and the cluster goes on to complete a deletion approved afterwards."""
+    killed with SIGKILL: /healthz is back to 200 (within 60 s; a few on an idle machine) with no
+    command started by hand, and the cluster goes on to complete a deletion approved afterwards."""
     import signal
     import time
 
@@ -179,8 +179,8 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
 
         postmaster = int((datadir / "postmaster.pid").read_text().splitlines()[0])
         os.kill(postmaster, signal.SIGKILL)
-        until(lambda: not embedded._is_our_postmaster(postmaster, datadir.resolve()), 10)  # really gone
-        back = until(lambda: _get(healthz) == 200, 15)
+        until(lambda: not embedded._is_our_postmaster(postmaster, datadir.resolve()), 60)  # really gone
+        back = until(lambda: _get(healthz) == 200, 60)
         assert int((datadir / "postmaster.pid").read_text().splitlines()[0]) != postmaster
 
         submitted = manage(

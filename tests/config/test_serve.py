@@ -48,7 +48,7 @@ def fetch(url: str, headers: dict[str, str], data: bytes | None = None) -> tuple
     opener = urllib.request.build_opener(NoRedirect)
     request = urllib.request.Request(url, data=data, headers=headers)
     try:
-        with opener.open(request, timeout=10) as r:
+        with opener.open(request, timeout=60) as r:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
     except urllib.error.HTTPError as e:
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
@@ -105,7 +105,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     finally:
         if proc is not None:
             os.killpg(proc.pid, signal.SIGTERM)
-            out = proc.communicate(timeout=30)[0].decode(errors="replace")
+            out = proc.communicate(timeout=120)[0].decode(errors="replace")
             print(out[-3000:])
         with psycopg.connect(PG, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

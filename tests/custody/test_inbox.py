@@ -98,3 +98,36 @@ def test_the_retirement_list_has_waiting_for_me_too(client, cmd) -> None:
 
     retirement_hold(actor=Actor.of(User.objects.get(username="operator-a")), request_id=mine.id, reason="asked")
     assert "mine-ws" in inbox(client, "operator-a")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unknown_effect_waits_on_the_operators_on_call_never_on_the_approvers(client, settings) -> None:
+    """A real worker SIGKILLed right after it submitted: once it missed three heartbeats, and after its
+    lease lapsed, the case is in the inbox of the operators on call (nobody named yet) in the page's
+    words, and not in that of the approver named for its approval before."""
+    from datetime import timedelta
+
+    import time_machine
+
+    from core import present
+    from tests.deletions.helpers import crash_at
+
+    settings.DELETION_HEARTBEAT_SECONDS = 10
+    approver = User.objects.create_user("approver-8", is_staff=True)  # approvers only: named for the approval
+    approver.groups.add(Group.objects.get(name="approvers"))
+    on_call = User.objects.create_user("oncall-9", is_staff=True)  # operators only
+    on_call.groups.add(Group.objects.get(name="operators"))
+    req = deletion_submit(target="demo:lost-worker", actor=named("operator-a"))
+    deletion_name_by_rota()
+    assert fresh(req.id).assignee.username == "approver-8"
+    deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
+    crashed = crash_at("after-submit-mark", req.id)
+    assert crashed.heartbeat_at is not None and crashed.lease_expires_at is not None
+    for moment in (crashed.heartbeat_at + timedelta(seconds=40), crashed.lease_expires_at + timedelta(seconds=1)):
+        with time_machine.travel(moment, tick=False):
+            assert "lost-worker" not in inbox(client, "approver-8")
+            page = inbox(client, "oncall-9")
+            row = page.split("lost-worker")[1].split("</tr>")[0]
+            assert "your rota: nobody named yet" in row and ">effect unknown<" in row, row
+            assert "queued" not in row and f"not reporting since {present.absolute(crashed.heartbeat_at)}" in row
+            assert "operators on call (group): nobody named yet" in row

@@ -276,22 +276,25 @@ def test_only_a_submitted_unsettled_stage_reads_as_effect_unknown(cmd) -> None:
     worker.communicate(timeout=60)
     loud = crash_at("after-submit-mark", submit_and_approve("demo:killed-after-submitting").id)
     later = (loud.lease_expires_at or timezone.now()) + timedelta(seconds=5)
-    listed = {s.request_id for s in overview.effect_unknown(later)}
+    listed = {s.request_id for s, _ in overview.effect_unknown(later)}
     assert listed == {loud.id}
     for req, unknown in ((DeletionRequest.objects.get(id=quiet.id), False), (loud, True)):
         assert selectors.unsettled(req.id) is unknown
-        shown = case.panel(req, later, selectors.unsettled(req.id))
+        shown = case.story(req, later, selectors.unsettled(req.id))
         if unknown:
-            assert "effect is unknown" in shown.open_question and shown.owner.startswith("operators on call")
+            assert "effect is unknown" in shown.question and shown.owner.startswith("operators on call")
         else:
-            assert shown.open_question.startswith("queued, waiting for a free worker (for ")
+            assert shown.question.startswith("queued, waiting for a free worker (for ")
             assert shown.owner.startswith("system: the next free worker")
 
 
-def test_a_dead_workers_submitted_effect_reads_the_same_on_every_face_while_its_lease_runs(cmd, client) -> None:
+def test_a_dead_workers_submitted_effect_reads_the_same_on_every_face_while_its_lease_runs(
+    cmd, client, settings
+) -> None:
     """One truth per case: while a worker that submitted an effect is dead but its lease still
-    runs, the overview, the case page, the command's JSON and the API all read "effect unknown
-    until" the lease's end; just after the kill (its heartbeat still on time) none does."""
+    runs, the overview, the case page, the command's JSON and the API all read "not reporting
+    since" its last beat once it missed three heartbeats; just after the kill (its heartbeat still
+    on time) none does."""
     from django.contrib.auth.models import User
     from django.urls import reverse
 
@@ -301,14 +304,15 @@ def test_a_dead_workers_submitted_effect_reads_the_same_on_every_face_while_its_
     dead = crash_at("after-submit-mark", submit_and_approve("demo:late-worker").id)
     assert dead.lease_expires_at is not None and dead.heartbeat_at is not None
     fresh = dead.heartbeat_at + timedelta(seconds=1)
-    late = dead.heartbeat_at + (dead.lease_expires_at - dead.heartbeat_at) * 3 / 4  # late, lease still live
+    late = dead.heartbeat_at + timedelta(seconds=3 * settings.DELETION_HEARTBEAT_SECONDS)  # lease still live
+    assert late < dead.lease_expires_at
     root = User.objects.create_superuser("root-5", "root-5@hq.example", "pw")
     client.force_login(root)
     token = tokens.issue(root, name="faces", scope="read")
-    words = f"effect unknown until {present.absolute(dead.lease_expires_at)}"
+    words = f"not reporting since {present.absolute(dead.heartbeat_at)}"
     for at, unknown in ((fresh, False), (late, True)):
         with time_machine.travel(at, tick=False):
-            listed = dead.id in {s.request_id for s in overview.effect_unknown(at)}
+            listed = dead.id in {s.request_id for s, _ in overview.effect_unknown(at)}
             page = client.get(reverse("admin:deletions_deletionrequest_change", args=[dead.id])).content.decode()
             shown = cmd("show_deletion", str(dead.id), "--json")
             api = client.get(f"/api/v1/deletions/{dead.id}", HTTP_AUTHORIZATION=f"Bearer {token}").json()
@@ -316,7 +320,7 @@ def test_a_dead_workers_submitted_effect_reads_the_same_on_every_face_while_its_
         assert listed is unknown
         assert (words in page) is unknown and all((words in q) is unknown for q in said), (at, said)
         if unknown:
-            assert "has not reported for" in said[0] and "another worker takes over" in said[0]
+            assert f"when its lease lapses at {present.absolute(dead.lease_expires_at)}" in said[0]
             assert "Open question: none" not in page
 
 

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 from django.db import connection, connections
@@ -158,3 +166,60 @@ def test_a_worker_that_ends_by_itself_is_counted_with_its_last_line_and_replaced
     orchestrator.replace_ended()
     assert orchestrator.tally.worker_exits == ["exit 3: OperationalError: server closed the connection"]
     assert replacements == [1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_kept_chaos_run_is_checked_by_the_docs_sql_as_written() -> None:
+    """`chaos --keep DIR` leaves its database stopped in DIR and prints how to query it; the SQL
+    of docs/explanation/testing.md, run through that printed command on the kept data, gives what
+    the run's JSON line says, column for column."""
+    # Not under pytest's tmp_path: each pytest session makes /tmp/pytest-of-USER 0700 again, and the
+    # embedded server runs as its own user when root (it opens the folders above its data on start).
+    folder = Path(tempfile.mkdtemp(prefix="chaos-keep-"))
+    try:
+        kept_run_checked(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def kept_run_checked(folder: Path) -> None:
+    from tests.conftest import ROOT
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("EMBEDDED_PG") and k not in ("DATABASE_URL", "TARGET_DATABASE_URL")
+    }
+    env["EMBEDDED_PGDATA"] = str(folder / "unused")  # the run's own settings: never the repository's .pgdata
+    kept = folder / "kept"
+    argv = [sys.executable, "manage.py", "chaos", "--seconds", "3", "--workers", "2", "--requests", "4"]
+    proc = subprocess.run(
+        [*argv, "--settle-seconds", "300", "--keep", str(kept)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not (kept / "pg" / "postmaster.pid").exists()  # stopped cleanly
+    assert (kept / "pg" / "PG_VERSION").exists() and "effects" in (kept / "output.txt").read_text()
+    (query,) = [line.strip() for line in proc.stdout.splitlines() if "dbshell" in line]
+    (stop,) = [line.split("stop it: ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("stop it: ")]
+
+    page = (ROOT / "docs" / "explanation" / "testing.md").read_text()
+    body = page.split("<!-- chaos-check:start -->")[1].split("<!-- chaos-check:end -->")[0]
+    (sql,) = re.findall(r"```sql\n(.*?)```", body, flags=re.S)
+    shell = {**env, "DATABASE_URL": "postgresql://nobody@/elsewhere", "TARGET_DATABASE_URL": "postgresql://x@/y"}
+    (folder / "check.sql").write_text(sql)
+    try:
+        checked = subprocess.run(  # the printed command, as printed, with psql told to stop on an error
+            ["bash", "-c", query.replace("-f check.sql", f"-v ON_ERROR_STOP=1 --csv -f {folder / 'check.sql'}")],
+            cwd=ROOT, env=shell, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        subprocess.run(["bash", "-c", stop], cwd=ROOT, env=shell, capture_output=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    header, row = [line for line in checked.stdout.splitlines() if "," in line][-2:]
+    found = dict(zip(header.split(","), (int(v) for v in row.split(",")), strict=True))
+    assert found.pop("completed_without_effect") == 0
+    assert found == {k: said[k] for k in found}, (found, said)
+    assert said["effects"] > 0 and found["duplicate_effects"] == found["lost"] == 0

@@ -88,7 +88,7 @@ def test_cluster_killed_mid_stage_is_finished_by_the_dispatcher_and_another_clus
             what="a stage",
         )
         os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=30)
+        first.wait(timeout=120)
     killed = DeletionRequest.objects.get(id=req.id)
     assert killed.lease_owner is not None and killed.status == "running"
     expires = killed.lease_expires_at

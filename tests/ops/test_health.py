@@ -173,6 +173,7 @@ def test_red_when_the_database_is_unreachable_and_green_when_it_is_back() -> Non
     down = run("postgresql://postgres@127.0.0.1:1/nowhere")
     assert down.returncode == 1
     assert "FAIL database: unreachable" in down.stdout and "Traceback" not in down.stderr
+    assert "; to fix: start the database (`manage.py embedded_db start`" in down.stdout
     back = run(None)
     assert back.returncode == 0, back.stdout + back.stderr
     assert "health: GREEN" in back.stdout
@@ -220,3 +221,18 @@ def test_red_when_a_case_waits_on_a_rota_that_names_nobody(settings) -> None:
     row = DeletionRequest.objects.get(id=req.id)
     # Nobody is named rather than a person without a backup: the naming stays the old state's.
     assert row.assigned_for == "submitted:approvers" and row.assignee_id is None
+
+
+def test_every_check_names_its_remedy_when_red_and_only_then(cmd) -> None:
+    """Each check has one remedy (ops.health.REMEDIES); a red check carries it on every face, a
+    green one does not: `health` ends the FAIL line with it, the JSON report gives it."""
+    from ops.health import REMEDIES
+
+    code, data = health(cmd)  # no cluster heartbeat yet: red on `cluster` alone
+    assert code == 1 and set(data["checks"]) == set(REMEDIES)
+    red = {name for name, check in data["checks"].items() if not check["ok"]}
+    assert red == {"cluster"}
+    assert data["remedies"] == {"cluster": REMEDIES["cluster"]}
+    line = [x for x in cmd("health").out.splitlines() if "FAIL" in x]
+    assert line == [f"  FAIL cluster: no cluster heartbeat yet; to fix: {REMEDIES['cluster']}"]
+    assert "run_workers" in REMEDIES["cluster"]

@@ -232,7 +232,7 @@ def test_register_target_registers_a_receiver_that_answers_with_one_of_the_keys_
         (["install", "a.yaml", "b.yaml"], "refused: install takes one dataset file"),
         (["serve", "--bind", "127.0.0.1:x"], "refused: serve takes --bind HOST:PORT only"),
         (["serve", "--port", "8100"], "refused: serve takes --bind HOST:PORT only"),
-        (["nonsense"], "unknown command 'nonsense'"),
+        (["nonsense"], "refused: unknown command 'nonsense'"),
     ],
 )
 def test_the_receiver_command_refuses_bad_arguments_in_one_line(argv: list[str], said: str) -> None:

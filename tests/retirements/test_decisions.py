@@ -18,6 +18,7 @@ from tests.retirements.helpers import fresh, notice_states, request_at, run_at
 pytestmark = pytest.mark.django_db
 T = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
+HOUR, MINUTE = timedelta(hours=1), timedelta(minutes=1)
 
 
 def at(when, fn, **kw):
@@ -172,3 +173,61 @@ def test_a_watcher_woken_while_its_request_is_held_sleeps_until_the_release(hq, 
     after = fresh(req)
     assert said == "sleep" and after.status == "held" and after.next_wake_at is None
     assert after.watcher is not None and after.watcher.status == "running"  # it beat, and waits for the release
+
+
+def test_a_never_activated_release_mails_the_eligibility_its_final_warning_makes_true(hq, make_workspace) -> None:
+    """Held and released, a never-activated workspace's final warning goes out again late, which
+    moves eligibility so its 24 h hold; the released mail sent in that same step names the moved
+    date, the one the final warning names, not the one the move replaced."""
+    make_workspace(activated=False)
+    req = request_at(T, hq)
+    run_at(T)  # request received and the final warning (its lead is the whole day), both at once
+    at(T + 6 * HOUR, retirement_hold, actor=Actor.of(hq), request_id=req.id, reason="owner asked")
+    run_at(T + 6 * HOUR)
+    at(T + 8 * HOUR, retirement_release, actor=Actor.of(hq), request_id=req.id, reason="owner confirmed")
+    assert fresh(req).eligible_at == T + DAY + 2 * HOUR  # moved by the 2 h on hold
+    mail.outbox.clear()
+    run_at(T + 8 * HOUR + MINUTE)
+
+    after = fresh(req)
+    assert after.eligible_at == T + 8 * HOUR + MINUTE + DAY  # the late final warning keeps its 24 h
+    # Both went out in that one step (the rows say so), and both mails name the moved date.
+    assert set(
+        after.notices.filter(status="delivered", delivered_at=T + 8 * HOUR + MINUTE).values_list("kind", flat=True)
+    ) == {"released", "final_warning"}
+    named = "2026-12-02 17:01:00 UTC"
+    assert [str(m.subject) for m in mail.outbox] == [
+        f"Final warning: workspace acme-old is deleted after {named}",
+        f"Retirement of workspace acme-old is released; eligible after {named}",
+    ]
+    for m in mail.outbox:
+        assert f"Eligible for deletion at: {named}\n" in str(m.body)
+
+
+def test_the_database_refuses_a_notice_move_without_its_reason_and_a_reason_without_a_move(hq, make_workspace) -> None:
+    from django.db import IntegrityError, connection, transaction
+
+    from retirements.models import NoticeSlot
+
+    make_workspace()
+    req = request_at(T, hq)
+    slot = NoticeSlot.objects.get(request=req, kind="final_warning")
+    without = "a notice re-planned or suppressed says why, in the same update"
+    with connection.cursor() as cur:
+        for move, refusal in (
+            ("due_at = due_at + interval '1 day'", without),  # re-planned, no reason
+            ("status = 'suppressed'", without),  # suppressed, no reason
+            ("moved_because = 'tidying up'", "moved_because is written with a move only, never afterwards"),
+        ):
+            with pytest.raises(IntegrityError, match=refusal), transaction.atomic():
+                cur.execute(f"UPDATE retirements_noticeslot SET {move} WHERE id = %s", [slot.id])
+        cur.execute(
+            "UPDATE retirements_noticeslot SET due_at = due_at + interval '1 day', moved_because = 'first'"
+            " WHERE id = %s",
+            [slot.id],
+        )
+        with pytest.raises(IntegrityError, match=without), transaction.atomic():  # a second move, the old reason
+            cur.execute("UPDATE retirements_noticeslot SET due_at = due_at + interval '1 day' WHERE id = %s", [slot.id])
+    assert NoticeSlot.objects.values_list("due_at", "status", "moved_because").get(id=slot.id) == (
+        T + 30 * DAY, "pending", "first"
+    )  # fmt: skip

@@ -151,7 +151,7 @@ def test_a_reminder_held_past_its_lead_is_suppressed_not_sent_late(hq, make_work
     after = fresh(req)
     assert after.eligible_at == T + 37 * DAY - HOUR
     reminder = after.notices.get(kind="reminder_7_days")
-    assert reminder.status == "suppressed" and "less than the reminder's 7-day lead" in reminder.last_error
+    assert reminder.status == "suppressed" and "less than the reminder's 7-day lead" in reminder.moved_because
     run_at(T + 30 * DAY)
     assert not any("becomes eligible" in s for s in subjects())
     assert notice_states(req)["final_warning"] == "pending"

@@ -195,6 +195,8 @@ def test_a_purge_executor_paused_past_its_lease_is_rejected_when_it_resumes(hq, 
     assert Decision.objects.filter(request=req, action="purged").count() == 1
     rejected = Decision.objects.get(request=req, action="purge_rejected")
     assert rejected.generation == 1
+    alarm = Alarm.objects.get(request=req, kind="purge_stale_executor", resolved_at__isnull=True)
+    assert "stale executor purge:" in alarm.message and "generation 1: the job is at generation 2" in alarm.message
     purged = Decision.objects.get(request=req, action="purged")
     said = next(line for line in out.splitlines() if "rejected" in line).strip()[:90]
     observe(
@@ -202,6 +204,59 @@ def test_a_purge_executor_paused_past_its_lease_is_rejected_when_it_resumes(hq, 
         f"generation {purged.generation} and purged; the original, resumed with SIGCONT, said '{said}'; "
         f"purged {Decision.objects.filter(request=req, action='purged').count()} time(s), workspace "
         f"{fresh(req).workspace.lifecycle}"
+    )
+
+
+def test_a_stale_executor_in_another_thread_is_rejected_and_raises_the_alarm(hq, make_workspace) -> None:
+    """Executor A (its own thread and connection) claims the purge and stalls; time passes its
+    lease; B claims the next generation and purges; A, let go, applies with its old token: it
+    is rejected, purges nothing, the rejection is logged and an open alarm names it."""
+    import threading
+
+    from django.conf import settings
+
+    from retirements.store import purge as store_purge
+
+    req, job = executing(hq, make_workspace)
+    start = timezone.now()
+    claimed, go = threading.Event(), threading.Event()
+    said: dict[str, str] = {}
+
+    def executor_a() -> None:
+        from django.db import connection
+
+        try:
+            generation = store_purge.claim_purge(
+                job.id, owner="executor-a", now=start, lease_seconds=settings.RETIREMENT_PURGE_LEASE_SECONDS
+            )
+            assert generation is not None
+            claimed.set()
+            assert go.wait(timeout=120)
+            said["a"] = purge.apply(job.id, owner="executor-a", generation=generation, now=clock.now())
+        finally:
+            connection.close()
+
+    a = threading.Thread(target=executor_a)
+    a.start()
+    assert claimed.wait(timeout=120), "executor A never claimed"
+    job.refresh_from_db()
+    assert (job.lease_owner, job.lease_generation) == ("executor-a", 1) and job.lease_expires_at is not None
+    assert not Alarm.objects.filter(request=req, kind="purge_stale_executor").exists()
+    with time_machine.travel(job.lease_expires_at + timedelta(seconds=1), tick=False):
+        assert purge.run_purge(job.id, now=clock.now(), owner="executor-b").endswith("done")
+        go.set()
+        a.join(timeout=120)
+    assert not a.is_alive()
+    assert said["a"].endswith("rejected: stale executor executor-a generation 1: the job is at generation 2"), said
+    job.refresh_from_db()
+    assert (job.status, job.lease_generation) == ("done", 2) and fresh(req).workspace.lifecycle == "deleted"
+    assert Decision.objects.filter(request=req, action="purged").count() == 1
+    assert Decision.objects.get(request=req, action="purge_rejected").generation == 1
+    alarm = Alarm.objects.get(request=req, kind="purge_stale_executor")
+    assert alarm.resolved_at is None and alarm.message == (
+        "a late purge executor was rejected at the receiving boundary, nothing purged by it: stale executor "
+        "executor-a generation 1: the job is at generation 2; find why it paused past its lease (a stopped, "
+        "suspended or starved worker)"
     )
 
 

@@ -139,7 +139,7 @@ def test_due_notices_are_sent_in_due_order_whatever_their_ids(hq, make_workspace
     pending = list(NoticeSlot.objects.filter(request=request, status=NoticeStatus.PENDING).order_by("id"))
     assert len(pending) >= 2, pending
     for n, slot in enumerate(reversed(pending)):  # the highest id is due first
-        NoticeSlot.objects.filter(id=slot.id).update(due_at=start + timedelta(hours=1 + n))
+        NoticeSlot.objects.filter(id=slot.id).update(due_at=start + timedelta(hours=1 + n), moved_because=f"test {n}")
     request.__class__.objects.filter(id=request.id).update(next_wake_at=start + timedelta(hours=1))
     mail.outbox.clear()
     with time_machine.travel(start + timedelta(hours=len(pending) + 1), tick=False):

@@ -106,7 +106,7 @@ def test_a_resume_while_the_watcher_is_mid_step_is_refused_at_once(hq, make_work
         wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, what="the watcher paused mid-step, holding its lock")
         before = watchers(req)
         started = time.monotonic()
-        with pytest.raises(Refused, match="holds this request right now, so it is running"):
+        with pytest.raises(Refused, match="the watcher is working on this workspace right now"):
             retirement_resume(actor=Actor.of(hq), request_id=req.id, reason="watcher stalled")
         assert time.monotonic() - started < 5
         assert watchers(req) == before
@@ -115,6 +115,56 @@ def test_a_resume_while_the_watcher_is_mid_step_is_refused_at_once(hq, make_work
         stepping.communicate(timeout=120)
     assert stepping.returncode == 0
     assert RetirementWatcher.objects.get(request=req).status == "running"  # the step went on
+
+
+def test_a_hold_behind_a_watcher_mid_step_is_one_line_at_once_and_writes_nothing(hq, make_workspace, cmd) -> None:
+    """Another connection (a thread standing in for a watcher stopped mid-step) holds the
+    workspace and request rows FOR UPDATE: `hold_retirement` is refused at once in one line,
+    exit 1, nothing written, never a 30-second lock timeout and its traceback; once the lock is
+    let go, the same command holds the retirement."""
+    from tests.retirements.conftest import retirement_rows
+
+    make_workspace()
+    req = request_at(clock.now(), hq)
+    locked, release = threading.Event(), threading.Event()
+
+    def watcher_mid_step() -> None:
+        from django.db import transaction
+
+        try:
+            with transaction.atomic(), connection.cursor() as cur:
+                cur.execute(
+                    "SELECT 1 FROM retirements_retirementrequest r JOIN retirements_workspace w"
+                    " ON w.id = r.workspace_id WHERE r.id = %s FOR UPDATE OF w, r",
+                    [req.id],
+                )
+                locked.set()
+                assert release.wait(timeout=120)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=watcher_mid_step)
+    holder.start()
+    try:
+        assert locked.wait(timeout=60), "the other connection never took the locks"
+        before = retirement_rows()
+        started = time.monotonic()
+        ran = cmd("hold_retirement", str(req.id), "--by", "hq-alice", "--reason", "customer disputes")
+        took = time.monotonic() - started
+    finally:
+        release.set()
+        holder.join(timeout=60)
+    assert ran.code == 1, (ran.out, ran.err)
+    assert ran.err.strip().splitlines() == [
+        "the watcher is working on this workspace right now (or another decision is); nothing was recorded: "
+        "try again in a moment"
+    ], ran.err
+    assert "Traceback" not in ran.err and ran.out == ""
+    assert took < 15, took  # the decision's own short wait, not the database's 30-second lock timeout
+    assert retirement_rows() == before
+    again = cmd("hold_retirement", str(req.id), "--by", "hq-alice", "--reason", "customer disputes")
+    assert again.code == 0, again.err
+    assert fresh(req).status == "held"
 
 
 def test_a_current_watcher_that_settled_while_the_request_waits_counts_as_stalled(hq, make_workspace) -> None:

@@ -1,12 +1,17 @@
+import dataclasses
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandParser
 
 from core import access, clock, present
 from core.commands import ServiceCommand, acting, add_token_argument
-from deletions import case, proposal
+from deletions import proposal
 from deletions.reading import case_view
-from deletions.selectors import get_request, unsettled
+from deletions.selectors import get_request
+
+# The digest where the reader's lens withholds it (`core.access.DIGEST_KEYS`).
+NOT_SHOWN = "(not shown to you: computed over the full target)"
 
 
 class Command(ServiceCommand):
@@ -27,7 +32,7 @@ class Command(ServiceCommand):
             self.print_json(data)
             return
         req = get_request(options["request_id"])
-        held = case.custodians(req, now, unsettled(req.id))
+        told = data["story"]  # `case.story`, through the reader's lens
         r = data["request"]
 
         def w(line: str) -> None:
@@ -36,13 +41,15 @@ class Command(ServiceCommand):
         w(f"request   {r['id']}  {r['target']}  status={r['status']}")
         for fault in data["evidence_faults"]:  # what differs: the values for a reader who may see evidence
             w(f"INTEGRITY FAULT: the saved evidence does not match its receipt: {fault['evidence'] or fault['fault']}")
-        w(f"requested {r['requested_by']} at {r['created_at']}; digest {r['inventory_digest']}")
-        w(f"custody   {held.words()}")
-        w(f"deadline  {case.deadline_words(req, now)} (received {present.absolute(req.received_at)})")
-        w(f"case      rota={r['owner'] or '-'} next_check={r['next_check_at'] or '-'}")
-        w(f"          last action: {r['last_action'] or '-'}")
-        if r["open_question"]:
-            w(f"          open question: {r['open_question']}")
+        w(f"requested {r['requested_by']} at {r['created_at']}; digest {r['inventory_digest'] or NOT_SHOWN}")
+        w(f"status    {told['status_words']}")
+        if told["open_question"]:
+            w(f"question  {told['open_question']}")
+        w(f"owner     {told['owner']}")
+        next_check = told["next_check_at"]
+        w(f"next check {present.absolute(datetime.fromisoformat(next_check)) if next_check else '-'}")
+        w(f"deadline  {told['deadline']} (received {present.absolute(req.received_at)})")
+        w(f"case      last action: {r['last_action'] or '-'}")
         w(
             f"lease     owner={r['lease_owner'] or '-'} generation={r['lease_generation']} "
             f"expires={r['lease_expires_at'] or '-'} heartbeat={r['heartbeat_at'] or '-'}"
@@ -53,11 +60,15 @@ class Command(ServiceCommand):
         )
         if r["cancel_requested_at"]:
             w(f"cancel    by {r['cancel_requested_by']} at {r['cancel_requested_at']}: {r['cancel_reason']}")
-        for line in lens.data(proposal.lines(proposal.of_request(req)), target=req.target):
+        proposed = dataclasses.replace(proposal.of_request(req), digest=data["proposal"]["digest"] or NOT_SHOWN)
+        for line in lens.data(proposal.lines(proposed), target=req.target):
             w(f"proposal  {line}")
         w(f"approvals ({len(data['approvals'])})")
         for a in data["approvals"]:
-            w(f"  {a['approved_by']} at {a['approved_at']} digest {a['inventory_digest']}")
+            w(f"  {a['approved_by']} at {a['approved_at']} digest {a['inventory_digest'] or NOT_SHOWN}")
+        w(f"decisions ({len(data['decisions'])})")
+        for d in data["decisions"]:
+            w(f"  {d['at']} {d['by']} {d['action']}" + (f": {d['reason']}" if d["reason"] else ""))
         for x in data["withdrawals"]:
             told = (
                 f"acknowledged at {x['acknowledged_at']} by {x['acknowledged_where']}"

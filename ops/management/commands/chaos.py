@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import random
@@ -33,6 +34,12 @@ class Command(ServiceCommand):
         parser.add_argument("--db-restarts", action="store_true")
         parser.add_argument("--seed", type=int, default=None, help="random seed (printed, for a rerun)")
         parser.add_argument("--settle-seconds", type=float, default=180)
+        parser.add_argument(
+            "--keep",
+            metavar="DIR",
+            default="",
+            help="keep the run's database in DIR (a new or empty folder), stopped cleanly, and print how to query it",
+        )
         # Internal: the same command in its other roles.
         parser.add_argument("--role", choices=["outer", "inner", "worker"], default="outer", help="internal")
         parser.add_argument("--executor", default="chaos-worker", help="internal")
@@ -64,7 +71,12 @@ class Command(ServiceCommand):
             if not low <= value <= high:  # also refuses nan and inf
                 flag = "--" + name.replace("_", "-")
                 raise CommandError(f"{flag} {shown(value)} is out of range ({low}-{high})", returncode=2)
-        with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
+        keep = Path(options["keep"]).resolve() if options["keep"] else None
+        if keep is not None and keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+            raise CommandError(f"--keep {keep}: not a new or empty folder; name another", returncode=2)
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+        with contextlib.nullcontext(str(keep)) if keep else tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
             datadir = Path(tmp) / "pg"
             socket_dir = embedded.ensure_running(datadir, cleanup_mode=None)
             url = f"postgresql://postgres@/postgres?host={socket_dir}"
@@ -88,6 +100,10 @@ class Command(ServiceCommand):
                 kept = self.keep_evidence(url, seed, argv, proc) if proc.returncode else None
             finally:
                 embedded.stop(datadir)
+        if keep is not None:  # before the run's own lines: the JSON line stays the last
+            (keep / "output.txt").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+            for line in chaos.kept(keep):
+                self.stdout.write(line)
         for line in proc.stderr.splitlines()[-60:]:
             self.stderr.write(line)
         lines = proc.stdout.strip().splitlines()

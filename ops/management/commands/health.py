@@ -24,7 +24,8 @@ class Command(BaseCommand):
             self.stdout.write(f"health: {data['status'].upper()}")
             for name, check in data["checks"].items():
                 detail = check.get("detail", f"count {check.get('count')}")
-                self.stdout.write(f"  {'ok  ' if check['ok'] else 'FAIL'} {name}: {detail}")
+                fix = f"; to fix: {data['remedies'][name]}" if name in data["remedies"] else ""
+                self.stdout.write(f"  {'ok  ' if check['ok'] else 'FAIL'} {name}: {detail}{fix}")
             self.stdout.write("work waiting for people (not a fault of the system):")
             for name, waiting in data["work"].items():
                 self.stdout.write(f"  {name}: {waiting['detail']}")
