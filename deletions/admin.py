@@ -740,12 +740,7 @@ class DeletionRequestAdmin(CaseAdmin):
                 (
                     a,
                     case.alarm_words(a.kind, by_hand=by_hand),
-                    lens(request).data(
-                        a.message.replace(req.open_question, "the open question above")
-                        if req.open_question
-                        else a.message,
-                        target=req.target,
-                    ),
+                    lens(request).data(case.alarm_said(a.message, req.open_question), target=req.target),
                 )
                 for a in open_alarms
             ],

@@ -40,6 +40,14 @@ def lease_live(req: Any, now: datetime) -> bool:
     return req.lease_owner is not None and req.lease_expires_at is not None and req.lease_expires_at > now
 
 
+def may_hold(req: Any, user: Any) -> bool:
+    """A deletion's submitter never holds it, as person or backup, whatever it waits for: its
+    approval is four eyes, and so is its one action at a supervised target (recording the effect),
+    so a cover who could not act is no cover (the database refuses it too). Nor does a case wait on
+    them through a rota they are on: the inbox and the notifications read this too."""
+    return req.requested_by_user_id is None or user.pk != req.requested_by_user_id
+
+
 SILENT_BEATS = 3  # heartbeats a worker may miss before it reads "not reporting"
 
 
@@ -577,6 +585,12 @@ EVENT_WORDS = {
     "takeover": "took over an expired lease",
     "release": "released the lease",
 }
+
+
+def alarm_said(message: str, question: str) -> str:
+    """An open alarm's saved words as a face shows them under the case's open question (`question`,
+    as saved): what they repeat of it is said once, as "the open question above"."""
+    return message.replace(question, "the open question above") if question else message
 
 
 def alarm_words(kind: str, *, by_hand: bool) -> str:

@@ -103,6 +103,6 @@ def waiting_for(user: Any, rotas: list[str], now: datetime, limit: int) -> list[
     for r in selectors.waiting_for(user, rotas).order_by("due_at", "id")[: limit * 4]:
         told = story_of(r, now, silent=silence(r.target))
         how = told.waits_on(user.get_username(), rotas)
-        if how:
+        if how and case.may_hold(r, user):
             out.append((r, told, WAITS[how]))
     return out[:limit]

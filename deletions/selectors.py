@@ -4,6 +4,7 @@ run's first read in SQL)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -269,6 +270,16 @@ def in_flight(limit: int) -> list[DeletionRequest]:
 def _unsettled() -> Exists:
     """Whether a case's current stage was submitted and not settled (`UNSETTLED`), for a list's rows."""
     return Exists(StageHistory.objects.filter(UNSETTLED, request=OuterRef("pk")))
+
+
+def for_stories(ids: Collection[UUID]) -> list[DeletionRequest]:
+    """The cases `ids`, each read with what its story needs (`reading.story_of`): `unsettled`, its
+    person and backup; one query for them all."""
+    return list(
+        DeletionRequest.objects.filter(id__in=list(ids))
+        .annotate(unsettled=_unsettled())
+        .select_related("assignee", "backup")
+    )
 
 
 def needing_attention(limit: int) -> list[DeletionRequest]:

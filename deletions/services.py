@@ -557,17 +557,12 @@ class _Rotas:
         return self._members[rota]
 
     def eligible(self, rota: str, req: DeletionRequest) -> list[rota_rules.Member]:
-        """The rota's members who may hold this case: never its submitter (`may_hold`)."""
+        """The rota's members who may hold this case: never its submitter (`case.may_hold`)."""
         return [
-            rota_rules.Member(m.pk, m.get_username(), self.load[m.pk]) for m in self.members(rota) if may_hold(req, m)
+            rota_rules.Member(m.pk, m.get_username(), self.load[m.pk])
+            for m in self.members(rota)
+            if case.may_hold(req, m)
         ]
-
-
-def may_hold(req: DeletionRequest, user: Any) -> bool:
-    """A deletion's submitter never holds it, as person or backup, whatever it waits for: its
-    approval is four eyes, and so is its one action at a supervised target (recording the effect),
-    so a cover who could not act is no cover (the database refuses it too)."""
-    return req.requested_by_user_id is None or user.pk != req.requested_by_user_id
 
 
 def rotas_of(user: Any) -> list[str]:
@@ -658,7 +653,7 @@ def deletion_custody(
                 how,
                 rota_name=rota,
                 actor=actor.user,
-                users=[m for m in rotas.members(rota) if may_hold(req, m)],
+                users=[m for m in rotas.members(rota) if case.may_hold(req, m)],
                 load=rotas.load,
                 person_id=req.assignee_id if current else None,
                 backup_id=req.backup_id if current else None,

@@ -29,10 +29,11 @@ from deletions.store.alarms import AFTER_WITHDRAWAL, BOUNDARY_REFUSED, INTEGRITY
 from ops import saturation
 from ops.models import ClusterHeartbeat, Notification
 from retirements import selectors as retirement_selectors
+from retirements.contract import FAILING_ALARM
 from retirements.models import Alarm as RetirementAlarm
 from retirements.models import NoticeSlot, NoticeStatus, PurgeJob, PurgeStatus, RequestStatus
 from retirements.policy import HOLD_AGE, WATCHER_AGE
-from retirements.selectors import FAILING_ALARM, count_stalls
+from retirements.selectors import count_stalls
 
 # The control cluster beats each minute and its scheduler looks every 30 s: a live cluster's beats
 # are at most 90 s apart (tests/workers/test_saturation.py measures it under saturation). Red at

@@ -25,6 +25,7 @@ from core.admin import (
     EstimatedCountPaginator,
     IndexedSearch,
     IndexedSorts,
+    ReasonForm,
     custody_actions,
     date_filter,
     humanized_filter,
@@ -33,6 +34,7 @@ from core.errors import DomainError
 from core.templatetags.present import when
 from retirements import case, policy, selectors, services
 from retirements import proof as retirement_proof
+from retirements.contract import CLOSED_BY_A_PERSON
 from retirements.models import RequestStatus, RetirementRequest, Workspace
 
 
@@ -45,6 +47,13 @@ class ProtectForm(forms.Form):
     legal_hold = forms.BooleanField(required=False, label="Legal hold")
     protected_reason = forms.CharField(required=False, max_length=200, label="Protected because (empty: not protected)")
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), max_length=2000)
+
+
+class CloseAlarmForm(ReasonForm):
+    kind = forms.ChoiceField(
+        choices=[(k, k.replace("_", " ")) for k in CLOSED_BY_A_PERSON],
+        help_text="the alarm you looked into; the reason says what you found",
+    )
 
 
 class WorkspaceForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -294,6 +303,20 @@ class RetirementRequestAdmin(CaseAdmin):
             ),
         ),
         CaseAction(
+            name="close-alarm",
+            perm=services.RESUME,
+            title="Close the alarm of a late purge executor",
+            explanation="A late purge executor was rejected at the receiving boundary (nothing was purged twice); "
+            "close its alarm once you have found why that worker paused past its lease, and say what you found. "
+            "It is a decision on the case, which the alarm names; it changes nothing else. Alarms a move answers "
+            "close with that move (a refused purge, a stalled watcher, a failed notice, a hold).",
+            form_class=CloseAlarmForm,
+            call=lambda actor, req, data: services.retirement_close_alarm(
+                actor=actor, request_id=req.id, kind=data["kind"], reason=data["reason"]
+            ),
+            success="Alarm closed; your decision is on the case.",
+        ),
+        CaseAction(
             name="resume",
             perm=services.RESUME,
             title="Resume the watcher",
@@ -340,6 +363,7 @@ class RetirementRequestAdmin(CaseAdmin):
         decisions = list(req.decisions.order_by("created_at", "id"))
         stalled = selectors.stall_reason(req, now)
         refused = selectors.purge_refusal(req)
+        alarms = list(req.alarms.all())
         told = selectors.story(req, now)
         perms = request.user.get_all_permissions()
         offers = [
@@ -351,6 +375,7 @@ class RetirementRequestAdmin(CaseAdmin):
                 stalled=stalled,
                 alive_until=selectors.alive_until(req),
                 purge_refused=bool(refused),
+                open_alarms=[a.kind for a in alarms if a.resolved_at is None],
             ),
             *case.custody_offers(
                 req,
@@ -374,7 +399,7 @@ class RetirementRequestAdmin(CaseAdmin):
             "decisions": decisions,
             "watchers": list(req.watchers.order_by("created_at")),
             "purge_job": getattr(req, "purge_job", None),
-            "alarms": list(req.alarms.all()),
+            "alarms": alarms,
             "offers": self.offers(offers, req.pk),
         }
         return TemplateResponse(request, "admin/retirements/case.html", context)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -137,10 +138,12 @@ def actions(
     stalled: str | None = None,
     alive_until: datetime | None = None,
     purge_refused: bool = False,
+    open_alarms: Iterable[str] = (),
 ) -> list[Offer]:
     """Every action of a retirement case, each a link when it can act now, otherwise disabled with
     the reason: none is hidden. Resume watcher is disabled unless the watcher missed its wake-up or
-    settled without concluding the request (`policy.resume_refusal`, the service's own rule)."""
+    settled without concluding the request (`policy.resume_refusal`, the service's own rule);
+    Close alarm unless an alarm no move answers is open (`open_alarms`: the kinds the page shows)."""
     status = req.status
     open_ = status in ("waiting", "held")
     label = STATUS_WORDS.get(status, status)
@@ -173,6 +176,13 @@ def actions(
         offer("close-refused", "Close without purge", perm=CANCEL, perms=perms, why_not=refused_why),
         offer("resume", "Resume watcher", perm=RESUME, perms=perms, why_not=resume_why),
         offer("cancel", "Cancel", perm=CANCEL, perms=perms, why_not="" if open_ else past),
+        offer(
+            "close-alarm",
+            "Close alarm",
+            perm=RESUME,
+            perms=perms,
+            why_not="" if policy.closable_alarms(open_alarms) else policy.NOTHING_TO_CLOSE,
+        ),
     ]
 
 

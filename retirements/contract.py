@@ -23,6 +23,28 @@ DECISION_NOTICES = {
     "boundary_close": "closed_at_point_of_no_return",
 }
 
+# A retirement's alarms. Each but one is closed by the state move that answers it (its writer
+# resolves it in the same transaction); what a refusal names for it:
+NOTICE_FAILED_ALARM = "notice_failed"
+STALLED_ALARM = "watcher_stalled"
+FAILING_ALARM = "watcher_failing"  # alive (it beats), but each step fails: `policy.failing`
+WATCHER_AGE, HOLD_AGE = "watcher_lifetime", "hold_too_long"
+BOUNDARY_HOLD_ALARM = "held_at_point_of_no_return"  # open until the hold is released or the case cancelled
+PURGE_REFUSED_ALARM = "purge_refused"
+STALE_EXECUTOR_ALARM = "purge_stale_executor"  # a late executor was rejected: why was it paused past its lease?
+ANSWERED_BY_A_MOVE = {
+    NOTICE_FAILED_ALARM: "retry_notices (the failed notice sent again)",
+    STALLED_ALARM: "resume_retirement (a new watcher)",
+    FAILING_ALARM: "the watcher's next step that succeeds",
+    WATCHER_AGE: "the request leaving its wait (cancel_retirement, or its point of no return)",
+    HOLD_AGE: "release_retirement or cancel_retirement",
+    BOUNDARY_HOLD_ALARM: "release_retirement or cancel_retirement",
+    PURGE_REFUSED_ALARM: "retry_purge or close_retirement",
+}
+# The alarms no state move answers: a named person closes one with what they found
+# (`close_retirement_alarm`, a decision on the case that the alarm row names).
+CLOSED_BY_A_PERSON = (STALE_EXECUTOR_ALARM,)
+
 
 @dataclass(frozen=True)
 class Eligibility:

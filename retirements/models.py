@@ -12,6 +12,7 @@ from django_fsm import FSMField, FSMModelMixin, transition
 from core.custody import NamesWhoMayAct
 from core.decisions import DecisionRecord
 from core.lifecycle import ClaimFence, DeletedOnlyByRetention, EvidenceOnceFinal, FSMGuard, SettledOnce
+from retirements.contract import CLOSED_BY_A_PERSON
 
 
 class Lifecycle(models.TextChoices):
@@ -425,8 +426,13 @@ class Decision(DecisionRecord):
         pass
 
 
+_BY_A_PERSON_SQL = ", ".join(f"'{kind}'" for kind in CLOSED_BY_A_PERSON)
+
+
 class Alarm(models.Model):
-    """An alarm an operator must see: failed notices, stalled watchers."""
+    """An alarm an operator must see: failed notices, stalled watchers, a refused purge, a late
+    purge executor. Resolved by the move that answers it; one no move answers
+    (`contract.CLOSED_BY_A_PERSON`) only by a person's decision with a reason, which it then names."""
 
     kind = models.CharField(max_length=32)
     request = models.ForeignKey(RetirementRequest, on_delete=models.PROTECT, related_name="alarms")
@@ -434,6 +440,15 @@ class Alarm(models.Model):
     message = models.TextField()
     created_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
+    decision = models.ForeignKey(  # read from the alarm only (a decision closes one alarm)
+        Decision,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        help_text="the person's decision that closed it (who, when and why)",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -447,7 +462,23 @@ class Alarm(models.Model):
         ]
         # A record of what happened: resolved once (with who and why, when a person closes it), never rewritten.
         triggers = [
-            SettledOnce(name="resolved_once", what="an alarm", column="resolved_at", prefixes=("resolved", "decision"))
+            SettledOnce(name="resolved_once", what="an alarm", column="resolved_at", prefixes=("resolved", "decision")),
+            # An alarm no move answers closes only with a person's close_alarm decision on its case, with a reason.
+            pgtrigger.Trigger(
+                name="closed_by_a_named_decision",
+                when=pgtrigger.Before,
+                operation=pgtrigger.Update,
+                condition=pgtrigger.Condition(
+                    f"OLD.resolved_at IS NULL AND NEW.resolved_at IS NOT NULL AND OLD.kind IN ({_BY_A_PERSON_SQL})"
+                ),
+                func=(
+                    "IF NOT EXISTS (SELECT 1 FROM retirements_decision d WHERE d.id = NEW.decision_id "
+                    "AND d.request_id = NEW.request_id AND d.action = 'close_alarm' AND d.actor_id IS NOT NULL "
+                    "AND btrim(d.reason) <> '') THEN RAISE EXCEPTION "
+                    "'%: a % alarm is closed only by a person''s close_alarm decision on its case, with a reason', "
+                    "TG_TABLE_NAME, OLD.kind USING ERRCODE = '23514'; END IF; RETURN NEW;"
+                ),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -13,12 +13,15 @@ from core import backoff, present
 from core.errors import Refused
 from retirements.contract import (  # noqa: F401  (the policy's vocabulary, also read as policy.X)
     ALREADY_DONE,
+    ANSWERED_BY_A_MOVE,
     APPLY,
     CLOSE,
+    CLOSED_BY_A_PERSON,
     CONCLUDE,
     DESTRUCTION_STARTED,
     FINAL_WARNING,
     HOLD,
+    HOLD_AGE,
     NOT_YET_ELIGIBLE,
     PLANNED_NOTICES,
     PROCEED,
@@ -29,6 +32,7 @@ from retirements.contract import (  # noqa: F401  (the policy's vocabulary, also
     STALE,
     SUPERSEDED,
     WAIT,
+    WATCHER_AGE,
     BoundaryFacts,
     Eligibility,
     NoticeRetry,
@@ -328,7 +332,6 @@ def resume_refusal(
 
 
 AGE_WARNING = timedelta(days=30)  # a watcher's lifetime alarm comes this long before the lifetime ends
-WATCHER_AGE, HOLD_AGE = "watcher_lifetime", "hold_too_long"
 
 
 def age_alarms(
@@ -358,3 +361,34 @@ def age_alarms(
             f"{present.span(hold_limit.total_seconds())}; release or cancel it"
         )))  # fmt: skip
     return out
+
+
+# Alarms a person closes: those no state move answers (`contract.CLOSED_BY_A_PERSON`).
+NOTHING_TO_CLOSE = (
+    f"no alarm that only a person closes ({' or '.join(CLOSED_BY_A_PERSON).replace('_', ' ')}) is open: "
+    "nothing to close"
+)
+
+
+def closable_alarms(open_kinds: Iterable[str]) -> list[str]:
+    """The open alarms of a case that a person closes (no state move answers them)."""
+    return sorted(set(open_kinds) & set(CLOSED_BY_A_PERSON))
+
+
+def alarm_to_close(kind: str, open_kinds: Iterable[str]) -> tuple[str, str]:
+    """Which open alarm a person's close_alarm decision closes, and why none may be: (kind, "")
+    or ("", why). `kind` "" names the one such alarm open. An alarm a state move answers closes
+    with that move only (`contract.ANSWERED_BY_A_MOVE`), never by hand."""
+    closable = closable_alarms(open_kinds)
+    if not kind:
+        if len(closable) == 1:
+            return closable[0], ""
+        return (
+            "",
+            f"{len(closable)} alarms are open: say which ({' or '.join(closable)})" if closable else NOTHING_TO_CLOSE,
+        )
+    if kind in ANSWERED_BY_A_MOVE:
+        return "", f"a {kind} alarm closes with the move that answers it, {ANSWERED_BY_A_MOVE[kind]}, never by hand"
+    if kind not in closable:
+        return "", f"no {kind} alarm is open: nothing to close"
+    return kind, ""

@@ -18,7 +18,7 @@ from core.present import Story
 from core.sql import Statements
 from core.store import get_or_not_found, parse_id
 from retirements import case, policy
-from retirements.contract import DECISION_NOTICES, ROTA, SlotView
+from retirements.contract import DECISION_NOTICES, ROTA, STALLED_ALARM, SlotView
 from retirements.models import (
     OPEN_REQUEST_STATUSES,
     Alarm,
@@ -228,10 +228,6 @@ def alive_until(request: RetirementRequest) -> datetime | None:
     return max(signs) if signs else None
 
 
-STALLED_ALARM = "watcher_stalled"
-FAILING_ALARM = "watcher_failing"  # alive (it beats), but each step fails: `policy.failing`
-
-
 def _stalled(now: datetime, *, unalarmed: bool = False, limit: int | None = None) -> tuple[list[UUID], int]:
     """Up to `limit` ids of waiting requests the stall rule may match, and how many match in all
     (`selectors.sql` stalled: three indexed branches); the pure policy has the last word on each."""
@@ -303,6 +299,16 @@ def held(limit: int) -> list[RetirementRequest]:
 
 def failed_notices(limit: int) -> list[NoticeSlot]:
     return list(NoticeSlot.objects.filter(status=NoticeStatus.FAILED).select_related("request__workspace")[:limit])
+
+
+def open_alarm_kinds(request: RetirementRequest) -> set[str]:
+    """The kinds of the case's open alarms."""
+    return set(Alarm.objects.filter(request=request, resolved_at__isnull=True).values_list("kind", flat=True))
+
+
+def alarm(alarm_id: int) -> Alarm:
+    """An alarm with its case and the decision that closed it."""
+    return Alarm.objects.select_related("request", "decision").get(id=alarm_id)
 
 
 def open_alarms(limit: int) -> list[Alarm]:

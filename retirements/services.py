@@ -1,4 +1,4 @@
-"""One service per staff decision: request, hold, release, cancel, resume, retry notices.
+"""One service per staff decision: request, hold, release, cancel, resume, retry notices, close an alarm.
 
 Each takes the acting `Actor`, checks its permission itself, locks workspace
 then request (through the store), refuses with the rule's name, has the store
@@ -21,8 +21,8 @@ from core.authority import Actor
 from core.errors import BadInput, Refused, plain_text, shown
 from core.errors import required_reason as _reason
 from retirements import jobs, policy, selectors
-from retirements.contract import ROTA
-from retirements.models import Lifecycle, PurgeJob, PurgeStatus, RequestStatus, RetirementRequest, Workspace
+from retirements.contract import ANSWERED_BY_A_MOVE, CLOSED_BY_A_PERSON, ROTA
+from retirements.models import Alarm, Lifecycle, PurgeJob, PurgeStatus, RequestStatus, RetirementRequest, Workspace
 from retirements.store import decisions as store_decisions
 from retirements.store import locks
 from retirements.store import notices as store_notices
@@ -253,6 +253,30 @@ def retirement_close_refused(*, actor: Actor, request_id: UUID | str, reason: st
         store_purge.close_refused(request, workspace, job, actor=actor, reason=reason, now=now)
         request.refresh_from_db()
         return request
+
+
+def retirement_close_alarm(*, actor: Actor, request_id: UUID | str, reason: str, kind: str = "") -> Alarm:
+    """A named person closes an alarm no state move answers (`contract.CLOSED_BY_A_PERSON`: a late
+    purge executor rejected at the boundary) with what they found: a decision on the case, which
+    the alarm row names. An alarm a move answers is refused, naming that move. `kind`: which, ""
+    for the one open. The alarm as closed."""
+    authority.require(actor, RESUME)
+    reason = _reason(reason, "close an alarm")
+    kind = kind.strip()
+    if kind and kind not in CLOSED_BY_A_PERSON and kind not in ANSWERED_BY_A_MOVE:
+        raise BadInput(
+            f"{shown(kind)} is not a retirement alarm's kind: a person closes {' or '.join(CLOSED_BY_A_PERSON)}"
+        )
+    now = clock.now()
+    with transaction.atomic():
+        request, workspace = locks.for_decision(request_id)
+        kind, why = policy.alarm_to_close(kind, selectors.open_alarm_kinds(request))
+        if why:
+            raise Refused(f"request {request.id}: {why}; nothing was recorded")
+        closed = store_decisions.close_alarm(
+            request=request, workspace=workspace, kind=kind, actor=actor, reason=reason, now=now
+        )
+        return selectors.alarm(closed)
 
 
 def workspace_create(

@@ -23,7 +23,7 @@ from django.db import transaction
 from core import authority, clock, present
 from core.crashpoints import crash_point
 from retirements import jobs, notices, policy, selectors
-from retirements.contract import NoticeClaim
+from retirements.contract import FAILING_ALARM, STALLED_ALARM, NoticeClaim
 from retirements.models import (
     RetirementRequest,
     RetirementWatcher,
@@ -273,7 +273,7 @@ def _failing(request_ids: list[UUID], error: str, *, now: datetime) -> list[str]
     for request in RetirementRequest.objects.filter(id__in=request_ids):
         why = policy.failing(next_wake_at=request.next_wake_at, error=error, now=now)
         if why:
-            store_decisions.raise_alarm(kind=selectors.FAILING_ALARM, request=request, message=why, now=now)
+            store_decisions.raise_alarm(kind=FAILING_ALARM, request=request, message=why, now=now)
             raised.append(str(request.id))
     return raised
 
@@ -331,6 +331,6 @@ def run_due(*, now: datetime, budget: float | None = None) -> dict[str, Any]:
     for slot_id in selectors.due_slot_ids_after_ponr(now):
         summary["notices"] += notices.deliver(slot_id, now=at()) == "delivered"
     for request, why in selectors.detect_stalls(now=now, limit=STALL_ALARMS_PER_TICK, unalarmed=True):
-        store_decisions.raise_alarm(kind=selectors.STALLED_ALARM, request=request, message=why, now=now)
+        store_decisions.raise_alarm(kind=STALLED_ALARM, request=request, message=why, now=now)
         summary["stalled"].append({"request": str(request.id), "why": why})
     return summary

@@ -7,15 +7,17 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
 from core import decisions
 from core.authority import Actor
-from retirements.contract import DECISION_NOTICES
+from core.sql import Statements
+from retirements.contract import DECISION_NOTICES, FAILING_ALARM
 from retirements.models import Alarm, Decision, NoticeSlot, RetirementRequest, Workspace
 
 logger = logging.getLogger("retirements")
+SQL = Statements.beside(__file__, "decisions.sql")
 
 
 def log_decision(
@@ -63,12 +65,9 @@ def raise_alarm(
         return open_.first()
 
 
-BOUNDARY_HOLD_ALARM = "held_at_point_of_no_return"  # open until the hold is released or the case cancelled
-
-
 def resolve_failing(request_ids: list[Any], *, now: datetime) -> None:
     """A watcher step that succeeded ends its request's failing alarm (one statement a batch)."""
-    Alarm.objects.filter(request_id__in=request_ids, kind="watcher_failing", resolved_at__isnull=True).update(
+    Alarm.objects.filter(request_id__in=request_ids, kind=FAILING_ALARM, resolved_at__isnull=True).update(
         resolved_at=now
     )
 
@@ -89,3 +88,19 @@ def resolve_alarms(*, kind: str, request: RetirementRequest, now: datetime, slot
     if slot_ids:
         alarms = alarms.filter(slot_id__in=slot_ids)
     alarms.update(resolved_at=now)
+
+
+def close_alarm(
+    *, request: RetirementRequest, workspace: Workspace, kind: str, actor: Actor, reason: str, now: datetime
+) -> int:
+    """A person closes the open alarm of `kind` that no move answers (the request locked), with
+    what they found: their decision logged, and the alarm row names it (one statement, the only
+    writer of that move). The alarm's id."""
+    decision = log_decision(
+        request=request, workspace=workspace, actor=actor, action="close_alarm", reason=f"{kind}: {reason}", now=now
+    )
+    with connection.cursor() as cur:
+        closed = SQL.one(cur, "close_alarm", request_id=request.id, kind=kind, decision_id=decision.id, now=now)
+    if closed is None:
+        raise ValueError(f"request {request.id} has no open {kind} alarm: nothing closed")
+    return int(closed[0])

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 
 from core.authority import Actor
 from core.sql import Statements
-from retirements.contract import NoticeClaim, NoticeRetry, PlannedNotice, SlotView
+from retirements.contract import NOTICE_FAILED_ALARM, NoticeClaim, NoticeRetry, PlannedNotice, SlotView
 from retirements.models import NoticeSlot, NoticeStatus, RequestStatus, RetirementRequest, Workspace
 from retirements.store.decisions import log_decision, raise_alarm, resolve_alarms
 
@@ -103,7 +103,7 @@ def record_notice_failure(
         logger.warning("notice failed slot=%s kind=%s attempt=%s", slot.id, slot.kind, slot.attempts)
         if decided.exhausted:
             raise_alarm(
-                kind="notice_failed",
+                kind=NOTICE_FAILED_ALARM,
                 request=slot.request,
                 slot=slot,
                 message=f"{slot.kind} notice failed {slot.attempts} times: {error}",
@@ -147,7 +147,7 @@ def rearm_failed_notices(
         slot.rearm()
         slot.attempts, slot.next_attempt_at = 0, None
         slot.save(update_fields=["status", "attempts", "next_attempt_at"])
-    resolve_alarms(kind="notice_failed", request=request, now=now, slot_ids=[s.id for s in slots])
+    resolve_alarms(kind=NOTICE_FAILED_ALARM, request=request, now=now, slot_ids=[s.id for s in slots])
     kinds = [s.kind for s in slots]
     if request.status == RequestStatus.WAITING:
         request.next_wake_at = now

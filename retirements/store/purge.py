@@ -10,7 +10,7 @@ from django.db import connection
 from core import authority
 from core.authority import Actor
 from core.sql import Statements
-from retirements.contract import PurgeFacts
+from retirements.contract import PURGE_REFUSED_ALARM, STALE_EXECUTOR_ALARM, PurgeFacts
 from retirements.models import PurgeJob, RetirementRequest, Workspace
 from retirements.store.decisions import log_decision, raise_alarm, resolve_alarms
 from retirements.store.locks import lock_request
@@ -86,7 +86,7 @@ def refuse_purge(
         )
     if done is None:
         raise ValueError(f"purge job {job.id} is not the queued job of generation {generation}: nothing refused")
-    raise_alarm(kind="purge_refused", request=request, message=rule, now=now)
+    raise_alarm(kind=PURGE_REFUSED_ALARM, request=request, message=rule, now=now)
     _log_purge(request, workspace, "purge_refused", rule, generation, now)
 
 
@@ -99,7 +99,7 @@ def retry_refused(request: RetirementRequest, workspace: Workspace, job: PurgeJo
                        **_held_by(request, owner))  # fmt: skip
     if done is None:
         raise ValueError(f"purge job {job.id} is not a refused job of an executing request: nothing retried")
-    resolve_alarms(kind="purge_refused", request=request, now=now)
+    resolve_alarms(kind=PURGE_REFUSED_ALARM, request=request, now=now)
     log_decision(request=request, workspace=workspace, actor=actor, action="retry_purge", reason=reason, now=now)
 
 
@@ -111,11 +111,8 @@ def close_refused(request: RetirementRequest, workspace: Workspace, job: PurgeJo
         done = SQL.one(cur, "close_refused", job_id=job.id, actor=actor.user.pk, now=now, conclusion=conclusion)
     if done is None:
         raise ValueError(f"purge job {job.id} is not a refused job of an executing request: nothing closed")
-    resolve_alarms(kind="purge_refused", request=request, now=now)
+    resolve_alarms(kind=PURGE_REFUSED_ALARM, request=request, now=now)
     log_decision(request=request, workspace=workspace, actor=actor, action="close_refused", reason=reason, now=now)
-
-
-STALE_EXECUTOR_ALARM = "purge_stale_executor"  # a late executor was rejected: why was it paused past its lease?
 
 
 def reject_stale_purge(

@@ -13,10 +13,10 @@ from django.db.models import Q, QuerySet
 from core import present
 from core.authority import Actor
 from core.sql import Statements
-from retirements.contract import Eligibility, PlannedNotice, Replan
+from retirements.contract import BOUNDARY_HOLD_ALARM, STALLED_ALARM, Eligibility, PlannedNotice, Replan
 from retirements.models import RetirementRequest, RetirementWatcher, Workspace
 from retirements.store import ACTIVE_WATCHER
-from retirements.store.decisions import BOUNDARY_HOLD_ALARM, log_decision, resolve_alarms
+from retirements.store.decisions import log_decision, resolve_alarms
 from retirements.store.notices import add_slots, replan, suppress_pending
 
 SQL = Statements.beside(__file__, "requests.sql")
@@ -233,7 +233,7 @@ def replace_watcher(
     request.last_action = f"watcher resumed by {actor.name}"
     request.updated_at = now
     request.save(update_fields=["watcher", "next_wake_at", "last_action", "updated_at"])
-    resolve_alarms(kind="watcher_stalled", request=request, now=now)
+    resolve_alarms(kind=STALLED_ALARM, request=request, now=now)
     log_decision(
         request=request,
         workspace=workspace,

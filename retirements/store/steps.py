@@ -10,6 +10,7 @@ from django.db import connection
 
 from core.sql import Statements
 from retirements.contract import (
+    BOUNDARY_HOLD_ALARM,
     CLOSE,
     CONCLUDE,
     HOLD,
@@ -20,7 +21,7 @@ from retirements.contract import (
     Verdict,
 )
 from retirements.models import RetirementRequest, RetirementWatcher, Workspace
-from retirements.store.decisions import BOUNDARY_HOLD_ALARM, log_decision, raise_alarm
+from retirements.store.decisions import log_decision, raise_alarm
 from retirements.store.requests import end_without_purge, hold, settle_watcher
 
 SQL = Statements.beside(__file__, "steps.sql")

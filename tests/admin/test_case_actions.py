@@ -170,7 +170,9 @@ HEALTHY = "the watcher is healthy: it is starting; " + retirement_policy.RESUME_
 ASLEEP = "the watcher sleeps while the request is on hold (releasing wakes it); " + retirement_policy.RESUME_RULE
 
 
-RETIREMENT_ACTIONS = {"hold", "release", "retry-notices", "retry-purge", "close-refused", "resume", "cancel"}
+RETIREMENT_ACTIONS = {
+    "hold", "release", "retry-notices", "retry-purge", "close-refused", "resume", "cancel", "close-alarm",
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -199,6 +201,18 @@ def test_a_refused_purge_offers_retry_and_close_and_nothing_else() -> None:
                                         purge_refused=True))  # fmt: skip
     assert {n for n, why in got.items() if not why} == {"retry-purge", "close-refused"}
     assert got["cancel"] == got["hold"] == "past the point of no return"
+
+
+@pytest.mark.parametrize("status", ["executing", "completed"])
+def test_close_alarm_is_offered_only_while_an_alarm_no_move_answers_is_open(status) -> None:
+    def close_alarm(*open_alarms: str) -> str:
+        got = shown(retirement_case.actions(watched(status), ALL_RETIREMENT, failed_notices=False, now=NOW,
+                                            open_alarms=open_alarms))  # fmt: skip
+        return got["close-alarm"]
+
+    assert close_alarm("purge_stale_executor") == close_alarm("purge_stale_executor", "purge_refused") == ""
+    nothing = "no alarm that only a person closes (purge stale executor) is open: nothing to close"
+    assert close_alarm() == close_alarm("purge_refused", "watcher_stalled") == nothing
 
 
 def test_resume_watcher_is_offered_only_for_a_stalled_or_settled_watcher() -> None:

@@ -196,3 +196,49 @@ def test_the_case_page_says_why_each_notice_moved(login, staff, waiting, cmd) ->
         retirement_cancel(actor=operator, request_id=waiting.id, reason="sold instead")
     final = waiting.notices.get(kind="final_warning")
     assert (final.status, final.moved_because) == ("suppressed", "suppressed: cancelled by operator-1: sold instead")
+
+
+def test_the_alarm_of_a_late_purge_executor_is_closed_from_the_case_page(login, staff) -> None:
+    """A late purge executor was rejected on a case that then completed: its alarm is on the page,
+    Close alarm is offered to an operator (refused to support), and closing it with what they found
+    saves their decision, which the alarm names; then Close alarm says there is nothing to close."""
+    from retirements import policy, purge
+    from retirements.models import Alarm, Decision, PurgeJob
+    from tests.retirements.helpers import executing
+
+    def make_workspace(slug: str, **kw: object) -> Workspace:
+        return Workspace.objects.create(
+            slug=slug, name="Initech", lifecycle=Lifecycle.DISABLED, activated_at=None, created_at=clock.now()
+        )
+
+    req, job = executing(staff["operator"], make_workspace, "initech-old")
+    assert purge.run_purge(job.id, now=clock.now()).endswith("done")
+    late = PurgeJob.objects.get(id=job.id).lease_generation - 1
+    assert "rejected: stale executor" in purge.apply(job.id, owner="late", generation=late, now=clock.now())
+
+    page = login("operator").get(url("change", req)).content.decode()
+    assert "Alarm (purge stale executor): a late purge executor was rejected" in page
+    assert '<a class="button" id="action-close-alarm"' in page
+    support = login("support")
+    assert '<a class="button" id="action-close-alarm"' not in support.get(url("change", req)).content.decode()
+    before = retirement_rows()
+    assert support.post(url("close_alarm", req), {"kind": "purge_stale_executor", "reason": "x"}).status_code == 403
+    assert retirement_rows() == before
+
+    client = login("operator")
+    form = client.get(url("close_alarm", req)).content.decode()
+    assert 'name="kind"' in form and 'name="reason"' in form
+    empty = client.post(url("close_alarm", req), {"kind": "purge_stale_executor", "reason": ""})
+    assert empty.status_code == 200 and retirement_rows() == before  # the form again, nothing written
+    done = client.post(
+        url("close_alarm", req), {"kind": "purge_stale_executor", "reason": "host paused by a snapshot"}, follow=True
+    )
+    assert "Alarm closed; your decision is on the case." in [str(m) for m in done.context["messages"]]
+    alarm = Alarm.objects.get(request=req, kind="purge_stale_executor")
+    decision = Decision.objects.get(request=req, action="close_alarm")
+    assert (alarm.decision_id, alarm.resolved_at, decision.actor_label, decision.reason) == (
+        decision.id, decision.created_at, "operator-1", "purge_stale_executor: host paused by a snapshot",
+    )  # fmt: skip
+    after = done.content.decode()
+    assert "Alarm (purge stale executor)" not in after
+    assert '<span class="button disabled" id="action-close-alarm"' in after and policy.NOTHING_TO_CLOSE in after

@@ -109,6 +109,7 @@ def test_every_decision_command_asks_for_the_token(db) -> None:
         ("retry_notices", "00000000-0000-0000-0000-000000000001", "--by", "operator-a", "--reason", "r"),
         ("retry_purge", "00000000-0000-0000-0000-000000000001", "--by", "operator-a", "--reason", "r"),
         ("close_retirement", "00000000-0000-0000-0000-000000000001", "--by", "operator-a", "--reason", "r"),
+        ("close_retirement_alarm", "00000000-0000-0000-0000-000000000001", "--by", "operator-a", "--reason", "r"),
         ("protect_workspace", "w", "--by", "operator-a", "--reason", "r", "--legal-hold"),
         (
             "hand_case",

@@ -95,6 +95,7 @@ OTHER_MOVES = {
     "a cancellation recorded (a live worker, or one to settle)": "deletions/store/requests.sql:cancel_recorded",
     "claim a lease": "deletions/store/leases.sql:claim",
     "release a lease": "deletions/store/leases.sql:release",
+    "a person closes a retirement alarm no move answers": "retirements/store/decisions.sql:close_alarm",
 }
 
 

@@ -74,7 +74,7 @@ def test_approver_approves_a_deletion_through_the_confirmation_page(browser, liv
     page.check("#id_confirm")
     page.click("#confirm-action")
     expect(page.locator(".messagelist")).to_contain_text("Approved the deletion of demo:alice.")
-    expect(page.locator("#case-panel")).to_contain_text("Approved, not started")
+    expect(page.locator("#case-panel")).to_contain_text("queued for a free worker")
     shot(page, "deletion-case-approved")
     assert DeletionRequest.objects.get(id=req.id).status == "approved"
     page.close()
@@ -101,7 +101,7 @@ def test_operator_holds_and_releases_a_retirement(browser, live_server, people) 
     page.fill("#id_reason", "owner agreed")
     page.click("#confirm-action")
     expect(page.locator(".messagelist")).to_contain_text("Hold released")
-    expect(page.locator("#case-panel")).to_contain_text("Waiting period")
+    expect(page.locator("#case-panel")).to_contain_text("in its waiting period")
     shot(page, "retirement-case-released")
     assert RetirementRequest.objects.get(id=req.id).status == "waiting"
     page.close()

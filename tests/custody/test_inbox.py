@@ -70,9 +70,10 @@ def test_a_case_waiting_on_a_rota_before_anyone_is_named_is_in_every_members_inb
     deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
     force(DeletionRequest.objects.filter(id=req.id), status=Status.NEEDS_ATTENTION, owner="operators on call",
           open_question="failed 10 times")  # fmt: skip
-    for who in ("operator-a", "operator-b", "operator-c"):
+    for who in ("operator-b", "operator-c"):
         page = inbox(client, who)
         assert "unnamed" in page and "your rota: nobody named yet" in page, who
+    assert "unnamed" not in inbox(client, "operator-a")  # on the rota, but the submitter: never theirs to act on
     deletion_name_by_rota()
     holders = [who for who in ("operator-a", "operator-b", "operator-c") if "unnamed" in inbox(client, who)]
     assert len(holders) == 2  # the person and the backup, no longer the whole rota
@@ -126,6 +127,7 @@ def test_an_unknown_effect_waits_on_the_operators_on_call_never_on_the_approvers
     for moment in (crashed.heartbeat_at + timedelta(seconds=40), crashed.lease_expires_at + timedelta(seconds=1)):
         with time_machine.travel(moment, tick=False):
             assert "lost-worker" not in inbox(client, "approver-8")
+            assert "lost-worker" not in inbox(client, "operator-a")  # on the rota, but its submitter
             page = inbox(client, "oncall-9")
             row = page.split("lost-worker")[1].split("</tr>")[0]
             assert "your rota: nobody named yet" in row and ">effect unknown<" in row, row

@@ -310,3 +310,176 @@ def test_needs_attention_a_missed_check_and_a_retirement_alarm_reach_whoever_hol
     assert by_event["Alarm"] == {retirement.owner.email, retirement.backup.email}
     notify.tick()  # nothing new: nobody is told twice
     assert sum(len(v) for v in by_event.values()) == len(mail.outbox)
+
+
+# A notification is one more face of a case: it tells those its story waits on (`Story.waits_on`),
+# in its story's words (`deletions.reading.story_of`, `retirements.selectors.story`), the person
+# masked in them as in every mail.
+
+
+def mailed(case_id: Any, subject: str) -> dict[str, str]:
+    """Who was mailed `subject` about the case: username -> the body they got."""
+    from django.contrib.auth.models import User
+
+    about = f"[back-office] {subject}: "
+    emails = {str(email): str(username) for email, username in User.objects.values_list("email", "username")}
+    return {
+        emails[m.to[0]]: str(m.body)
+        for m in mail.outbox
+        if m.subject.startswith(about) and str(case_id)[:8] in m.subject
+    }
+
+
+def waited_on(told: Any, rotas_of: Any, *, submitter: int | None = None) -> dict[str, str]:
+    """Everyone the story waits on (never a deletion's submitter: four eyes), and how (the inbox's words)."""
+    from django.contrib.auth.models import User
+
+    from deletions.reading import WAITS
+
+    people = User.objects.filter(is_active=True, is_staff=True).exclude(pk=submitter or 0)
+    return {u.username: WAITS[how] for u in people if (how := told.waits_on(u.username, rotas_of(u)))}
+
+
+def the_story_said(told: Any, body: str, *, target: str = "", you: str) -> None:
+    """The story's status words, open question, who acts next, next check and deadline, each a line
+    of the body as the story says it (the person masked), and why the reader was told."""
+    from core import access, present
+
+    def seen(text: str) -> str:
+        return access.mask_in(text, target)
+
+    lines = body.splitlines()
+    said = [
+        f"Status: {seen(told.status_words)}",
+        *([f"Open question: {seen(told.question)}"] if told.question else []),
+        f"Who acts next: {seen(told.owner)}",
+        f"Next check: {present.absolute(told.next_check_at)}",
+        *([f"Deadline: {seen(told.deadline)}"] if told.deadline else []),
+        f"You: {you}",
+    ]
+    missing = [line for line in said if line not in lines]
+    assert not missing, f"not said: {missing}\nthe body:\n{body}"
+    if target:
+        assert target not in body
+
+
+def test_an_effect_unknown_case_is_told_to_whom_its_story_waits_on_in_its_words(cmd, settings) -> None:
+    from core import clock
+    from deletions import reading
+    from deletions import services as deletion_services
+    from tests.conftest import submit_and_approve
+    from tests.deletions.helpers import crash_at, take_over
+
+    req = submit_and_approve("demo:told-unknown@example.com")
+    crashed = crash_at("after-submit-mark", req.id)  # a real worker, SIGKILLed right after it submitted
+    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # its replacement's lookup cannot settle it: an alarm
+    assert take_over(cmd, crashed).code == 1
+    assert crashed.lease_expires_at is not None
+    with time_machine.travel(crashed.lease_expires_at + timedelta(seconds=2), tick=False):
+        notify.tick()
+        case: Any = DeletionRequest.objects.select_related("assignee", "backup").get(id=req.id)
+        told = reading.story_of(case, clock.now())
+    assert told.status_words == "effect unknown" and told.person is not None and told.question
+    got = mailed(req.id, "Effect unknown")
+    expected = waited_on(told, deletion_services.rotas_of, submitter=case.requested_by_user_id)
+    assert set(got) == set(expected) and got, (got.keys(), expected)
+    for who, body in got.items():
+        the_story_said(told, body, target=case.target, you=expected[who])
+
+
+def test_a_waiting_approval_is_told_to_whom_its_story_waits_on_named_or_not(settings) -> None:
+    from django.contrib.auth.models import User
+
+    from core import clock
+    from deletions import reading
+    from deletions import services as deletion_services
+
+    with time_machine.travel(timezone.now(), tick=False):
+        for target in ("demo:told-named@example.com", "demo:told-unnamed@example.com"):
+            if "unnamed" in target:  # one approver left beside the submitter: nobody is named
+                User.objects.filter(username="operator-c").update(is_active=False)
+            req = deletion_submit(target=target, actor=named("operator-a"))
+            notify.tick()
+            case: Any = DeletionRequest.objects.select_related("assignee", "backup").get(id=req.id)
+            told = reading.story_of(case, clock.now())
+            assert told.status_words == "waiting for approval"
+            got = mailed(req.id, "Approval waiting")
+            expected = waited_on(told, deletion_services.rotas_of, submitter=case.requested_by_user_id)
+            assert set(got) == set(expected) and got, (req.target, got.keys(), expected)
+            for who, body in got.items():
+                the_story_said(told, body, target=case.target, you=expected[who])
+    assert told.person is None and set(got) == {"operator-b"}  # the rota, as its story says: nobody named yet
+
+
+def test_a_held_retirement_is_told_to_whom_its_story_waits_on_in_its_words(cmd, settings) -> None:
+    from django.contrib.auth.models import User
+
+    from core import clock
+    from core import custody as rota_rules
+    from core.authority import Actor
+    from retirements import selectors as retirement_selectors
+    from retirements import watcher
+    from retirements.contract import ROTA
+    from retirements.models import RetirementRequest
+    from retirements.services import HOLD, retirement_hold
+
+    assert cmd("create_workspace", "--slug", "told-ws", "--name", "T", "--disabled").code == 0
+    ran = cmd("request_retirement", "--workspace", "told-ws", "--requested-by", "operator-a", "--reason", "closed",
+              "--confirm", "told-ws")  # fmt: skip
+    assert ran.code == 0, ran.err
+    req = RetirementRequest.objects.get(workspace__slug="told-ws")
+    retirement_hold(actor=Actor.of(User.objects.get(username="operator-a")), request_id=req.id, reason="legal")
+    held = RetirementRequest.objects.get(id=req.id)
+    assert held.held_at is not None
+    review = held.held_at + timedelta(days=settings.RETIREMENT_HOLD_ALARM_DAYS)
+    with time_machine.travel(review + timedelta(minutes=1), tick=False):
+        assert watcher.age_alarms(now=clock.now())  # held past its review: an alarm
+        notify.tick()
+        fresh = RetirementRequest.objects.select_related("workspace", "owner", "backup", "watcher").get(id=req.id)
+        told = retirement_selectors.story(fresh, clock.now())
+    assert told.status_words == "on hold" and told.deadline.startswith("hold review") and told.person
+    on_rota = {u.pk for u in rota_rules.rota(ROTA, HOLD)}
+    got = mailed(req.id, "Alarm")
+    expected = waited_on(told, lambda u: [ROTA] if u.pk in on_rota else [])
+    assert set(got) == set(expected) and got, (got.keys(), expected)
+    for who, body in got.items():
+        the_story_said(told, body, you=expected[who])
+        assert "\nAlarm raised " in body and "release or cancel it" in body
+
+
+def test_what_to_tell_is_read_in_queries_that_do_not_grow_with_the_cases(cmd) -> None:
+    """Each case's story is read with the case (`selectors.for_stories`, a retirement's with its
+    watcher, claim and purge job): finding what to tell about 8 cases of each kind takes the same
+    statements as about 2."""
+    from django.db import connection as conn
+    from django.test.utils import CaptureQueriesContext
+
+    from retirements.models import Alarm, RetirementRequest
+
+    def cases(n: int) -> None:
+        for _ in range(n):
+            i = DeletionRequest.objects.count()
+            req = deletion_submit(target=f"demo:count-{i}", actor=named("operator-a"))
+            if i % 2:
+                attention = {"status": Status.NEEDS_ATTENTION, "owner": "operators on call", "open_question": "failed"}
+                force(DeletionRequest.objects.filter(id=req.id), **attention)
+            assert cmd("create_workspace", "--slug", f"count-{i}", "--name", "C", "--disabled").code == 0
+            ran = cmd("request_retirement", "--workspace", f"count-{i}", "--requested-by", "operator-c",
+                      "--reason", "gone", "--confirm", f"count-{i}")  # fmt: skip
+            assert ran.code == 0, ran.err
+            retirement = RetirementRequest.objects.get(workspace__slug=f"count-{i}")
+            Alarm.objects.create(
+                request=retirement, kind="watcher_stalled", message="stalled", created_at=timezone.now()
+            )
+
+    def read() -> int:
+        with CaptureQueriesContext(conn) as seen:
+            found = notify.deletion_occurrences(timezone.now()) + notify.retirement_occurrences(timezone.now())
+        assert {o.case_kind for o in found} == {"deletion", "retirement"}
+        return len(seen.captured_queries)
+
+    cases(2)
+    read()  # warm: the rotas' permissions
+    few = read()
+    cases(6)
+    assert read() == few

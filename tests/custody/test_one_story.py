@@ -153,14 +153,17 @@ def test_a_worker_killed_after_submitting_tells_one_story_on_every_face(staff_of
     saved = crashed.next_check_at
     assert crashed.status == "running" and saved is not None and saved < beat  # the saved next check is past
 
+    url = reverse("admin:deletions_deletionrequest_change", args=[req.id])
     with time_machine.travel(beat + timedelta(seconds=5), tick=False):
         live = deletion_faces(req.id, staff_of, cmd)
+        assert "no report: effect unknown" not in page_text(staff_of["lead"], url)  # its attempt is running
     assert live.status_words == "running" and live.owner.startswith("the system (worker-a")
     assert live.next_check_at == crashed.lease_expires_at and live.rota is None
 
     with time_machine.travel(beat + timedelta(seconds=40), tick=False):  # three heartbeats missed
         silent = deletion_faces(req.id, staff_of, cmd)
         assert inbox_row(staff_of["on call"], req.id) and not inbox_row(staff_of["approver"], req.id)
+        assert "no report: effect unknown" in page_text(staff_of["lead"], url)  # the attempt, as the panel
     assert silent.status_words == "effect unknown" and silent.rota == "operators on call"
     assert silent.question.startswith(f"not reporting since {present.absolute(beat)}: ")
     assert silent.next_check_at == crashed.lease_expires_at

@@ -151,6 +151,10 @@ SLOTS = [
         frozenset({"newline", "SQL-ish", "negative", "huge number"}),
     ),
     Slot("show_retirement id", ("show_retirement", "{v}")),
+    Slot(
+        "close alarm --kind",
+        ("close_retirement_alarm", "{rid}", "--by", "operator-a", "--reason", "r", "--kind", "{v}"),
+    ),
 ]
 
 

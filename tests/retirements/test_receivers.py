@@ -11,17 +11,15 @@ from pathlib import Path
 
 import psutil
 import pytest
-import time_machine
 from django.core import mail
 from django.utils import timezone
 
-from core import clock
 from core.authority import Actor
-from retirements import purge, watcher
+from retirements import purge
 from retirements.models import Alarm, Decision, NoticeSlot, PurgeJob
 from retirements.services import retirement_retry_notices
 from tests.conftest import manage_argv, subprocess_env
-from tests.retirements.helpers import fresh, request_at, run_at
+from tests.retirements.helpers import executing, fresh, reject_a_stale_executor, request_at, run_at
 from tests.support import force, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -160,18 +158,6 @@ def test_the_database_refuses_a_notice_claim_that_does_not_take_the_next_generat
     assert NoticeSlot.objects.values_list("status", "claim_generation").get(id=slot.id) == ("delivered", 1)
 
 
-def executing(hq, make_workspace):
-    """A retirement past its point of no return, its purge job queued and not yet run."""
-    make_workspace(activated=False)
-    T = timezone.now() - timedelta(days=2)
-    req = request_at(T, hq)
-    run_at(T)  # notices
-    with time_machine.travel(req.eligible_at + timedelta(minutes=1), tick=False):
-        watcher_id = fresh(req).watcher_id
-        assert watcher_id is not None and watcher.step(watcher_id, now=clock.now()) == "proceed"
-    return fresh(req), PurgeJob.objects.get(request=req)
-
-
 @pytest.mark.slow
 def test_a_purge_executor_paused_past_its_lease_is_rejected_when_it_resumes(hq, make_workspace, observe) -> None:
     req, job = executing(hq, make_workspace)
@@ -208,46 +194,10 @@ def test_a_purge_executor_paused_past_its_lease_is_rejected_when_it_resumes(hq, 
 
 
 def test_a_stale_executor_in_another_thread_is_rejected_and_raises_the_alarm(hq, make_workspace) -> None:
-    """Executor A (its own thread and connection) claims the purge and stalls; time passes its
-    lease; B claims the next generation and purges; A, let go, applies with its old token: it
-    is rejected, purges nothing, the rejection is logged and an open alarm names it."""
-    import threading
-
-    from django.conf import settings
-
-    from retirements.store import purge as store_purge
-
-    req, job = executing(hq, make_workspace)
-    start = timezone.now()
-    claimed, go = threading.Event(), threading.Event()
-    said: dict[str, str] = {}
-
-    def executor_a() -> None:
-        from django.db import connection
-
-        try:
-            generation = store_purge.claim_purge(
-                job.id, owner="executor-a", now=start, lease_seconds=settings.RETIREMENT_PURGE_LEASE_SECONDS
-            )
-            assert generation is not None
-            claimed.set()
-            assert go.wait(timeout=120)
-            said["a"] = purge.apply(job.id, owner="executor-a", generation=generation, now=clock.now())
-        finally:
-            connection.close()
-
-    a = threading.Thread(target=executor_a)
-    a.start()
-    assert claimed.wait(timeout=120), "executor A never claimed"
-    job.refresh_from_db()
-    assert (job.lease_owner, job.lease_generation) == ("executor-a", 1) and job.lease_expires_at is not None
-    assert not Alarm.objects.filter(request=req, kind="purge_stale_executor").exists()
-    with time_machine.travel(job.lease_expires_at + timedelta(seconds=1), tick=False):
-        assert purge.run_purge(job.id, now=clock.now(), owner="executor-b").endswith("done")
-        go.set()
-        a.join(timeout=120)
-    assert not a.is_alive()
-    assert said["a"].endswith("rejected: stale executor executor-a generation 1: the job is at generation 2"), said
+    """A late executor (`reject_a_stale_executor`) is rejected, purges nothing, the rejection is
+    logged and an open alarm names it."""
+    req, job, said = reject_a_stale_executor(hq, make_workspace)
+    assert said.endswith("rejected: stale executor executor-a generation 1: the job is at generation 2"), said
     job.refresh_from_db()
     assert (job.status, job.lease_generation) == ("done", 2) and fresh(req).workspace.lifecycle == "deleted"
     assert Decision.objects.filter(request=req, action="purged").count() == 1
