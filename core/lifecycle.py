@@ -9,6 +9,7 @@ made, so the migration holds the moves as they were declared then, and `makemigr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pgtrigger
@@ -33,6 +34,28 @@ def declared_moves(model: Any, field_name: str) -> list[tuple[str, str]]:
 
 def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
+
+
+def closed_by_a_named_decision(*, name: str, decisions: str, kinds: Iterable[str]) -> pgtrigger.Trigger:
+    """An alarm of one of `kinds` (those no state move answers) is closed only with a person's
+    `close_alarm` decision on its own case, with a reason: the row's `decision_id` names it in
+    `decisions` (the workflow's decision log). Both workflows' alarms hold this one rule."""
+    listed = ", ".join(_literal(kind) for kind in kinds)
+    return pgtrigger.Trigger(
+        name=name,
+        when=pgtrigger.Before,
+        operation=pgtrigger.Update,
+        condition=pgtrigger.Condition(
+            f"OLD.resolved_at IS NULL AND NEW.resolved_at IS NOT NULL AND OLD.kind IN ({listed})"
+        ),
+        func=(
+            f"IF NOT EXISTS (SELECT 1 FROM {decisions} d WHERE d.id = NEW.decision_id "
+            "AND d.request_id = NEW.request_id AND d.action = 'close_alarm' AND d.actor_id IS NOT NULL "
+            "AND btrim(d.reason) <> '') THEN RAISE EXCEPTION "
+            "'%: a % alarm is closed only by a person''s close_alarm decision on its case, with a reason', "
+            "TG_TABLE_NAME, OLD.kind USING ERRCODE = '23514'; END IF; RETURN NEW;"
+        ),
+    )
 
 
 class FSMGuard(pgtrigger.Trigger):

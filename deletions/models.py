@@ -18,7 +18,15 @@ from django_fsm import FSMField, FSMModelMixin, transition
 
 from core.custody import NamesWhoMayAct
 from core.decisions import DecisionRecord
-from core.lifecycle import AppendOnly, DeletedOnlyByRetention, EvidenceOnceFinal, FSMGuard, SetOnce, SettledOnce
+from core.lifecycle import (
+    AppendOnly,
+    DeletedOnlyByRetention,
+    EvidenceOnceFinal,
+    FSMGuard,
+    SetOnce,
+    SettledOnce,
+    closed_by_a_named_decision,
+)
 from deletions.contract import AFTER_WITHDRAWAL, FAULT_ALARMS, MANUAL_PREFIX, ROTA_PERMISSION, WAITING_ON_PEOPLE
 
 
@@ -404,20 +412,8 @@ class DeletionAlarm(models.Model):
             # A record of what happened: resolved once (with the decision that closed it), never rewritten.
             SettledOnce(name="resolved_once", what="an alarm", column="resolved_at", prefixes=("resolved", "decision")),
             # A fault closes only with a person's close_alarm decision on the same case, with a reason.
-            pgtrigger.Trigger(
-                name="a_fault_closes_by_a_named_decision",
-                when=pgtrigger.Before,
-                operation=pgtrigger.Update,
-                condition=pgtrigger.Condition(
-                    f"OLD.resolved_at IS NULL AND NEW.resolved_at IS NOT NULL AND OLD.kind IN ({_FAULTS_SQL})"
-                ),
-                func=(
-                    "IF NOT EXISTS (SELECT 1 FROM entity_deletion_decisions d WHERE d.id = NEW.decision_id "
-                    "AND d.request_id = NEW.request_id AND d.action = 'close_alarm' AND d.actor_id IS NOT NULL "
-                    "AND btrim(d.reason) <> '') THEN RAISE EXCEPTION "
-                    "'%: a % alarm is closed only by a person''s close_alarm decision on its case, with a reason', "
-                    "TG_TABLE_NAME, OLD.kind USING ERRCODE = '23514'; END IF; RETURN NEW;"
-                ),
+            closed_by_a_named_decision(
+                name="a_fault_closes_by_a_named_decision", decisions="entity_deletion_decisions", kinds=FAULT_ALARMS
             ),
         ]
 

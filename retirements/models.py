@@ -11,7 +11,14 @@ from django_fsm import FSMField, FSMModelMixin, transition
 
 from core.custody import NamesWhoMayAct
 from core.decisions import DecisionRecord
-from core.lifecycle import ClaimFence, DeletedOnlyByRetention, EvidenceOnceFinal, FSMGuard, SettledOnce
+from core.lifecycle import (
+    ClaimFence,
+    DeletedOnlyByRetention,
+    EvidenceOnceFinal,
+    FSMGuard,
+    SettledOnce,
+    closed_by_a_named_decision,
+)
 from retirements.contract import CLOSED_BY_A_PERSON
 
 
@@ -426,9 +433,6 @@ class Decision(DecisionRecord):
         pass
 
 
-_BY_A_PERSON_SQL = ", ".join(f"'{kind}'" for kind in CLOSED_BY_A_PERSON)
-
-
 class Alarm(models.Model):
     """An alarm an operator must see: failed notices, stalled watchers, a refused purge, a late
     purge executor. Resolved by the move that answers it; one no move answers
@@ -464,20 +468,8 @@ class Alarm(models.Model):
         triggers = [
             SettledOnce(name="resolved_once", what="an alarm", column="resolved_at", prefixes=("resolved", "decision")),
             # An alarm no move answers closes only with a person's close_alarm decision on its case, with a reason.
-            pgtrigger.Trigger(
-                name="closed_by_a_named_decision",
-                when=pgtrigger.Before,
-                operation=pgtrigger.Update,
-                condition=pgtrigger.Condition(
-                    f"OLD.resolved_at IS NULL AND NEW.resolved_at IS NOT NULL AND OLD.kind IN ({_BY_A_PERSON_SQL})"
-                ),
-                func=(
-                    "IF NOT EXISTS (SELECT 1 FROM retirements_decision d WHERE d.id = NEW.decision_id "
-                    "AND d.request_id = NEW.request_id AND d.action = 'close_alarm' AND d.actor_id IS NOT NULL "
-                    "AND btrim(d.reason) <> '') THEN RAISE EXCEPTION "
-                    "'%: a % alarm is closed only by a person''s close_alarm decision on its case, with a reason', "
-                    "TG_TABLE_NAME, OLD.kind USING ERRCODE = '23514'; END IF; RETURN NEW;"
-                ),
+            closed_by_a_named_decision(
+                name="closed_by_a_named_decision", decisions="retirements_decision", kinds=CLOSED_BY_A_PERSON
             ),
         ]
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -87,3 +88,41 @@ def reject_a_stale_executor(hq, make_workspace) -> tuple[RetirementRequest, Purg
         a.join(timeout=120)
     assert not a.is_alive()
     return req, job, said["a"]
+
+
+BUSY = (
+    "the watcher is working on this workspace right now (or another decision is); nothing was recorded: "
+    "try again in a moment"
+)
+
+
+def behind_a_watcher_mid_step(request: RetirementRequest, decide: Any) -> tuple[Any, float]:
+    """`decide()` run while another connection holds the workspace and request rows as a watcher
+    mid-step does (let go once it returns): what it returned and how long it took."""
+    from django.db import connection, transaction
+
+    locked, release = threading.Event(), threading.Event()
+
+    def watcher_mid_step() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cur:
+                cur.execute(
+                    "SELECT 1 FROM retirements_retirementrequest r JOIN retirements_workspace w"
+                    " ON w.id = r.workspace_id WHERE r.id = %s FOR UPDATE OF w, r",
+                    [request.id],
+                )
+                locked.set()
+                assert release.wait(timeout=120)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=watcher_mid_step)
+    holder.start()
+    try:
+        assert locked.wait(timeout=60), "the other connection never took the locks"
+        started = time.monotonic()
+        said = decide()
+        return said, time.monotonic() - started
+    finally:
+        release.set()
+        holder.join(timeout=60)

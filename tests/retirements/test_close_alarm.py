@@ -5,8 +5,6 @@ case, which the alarm row names; every other alarm closes only with the move tha
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -19,7 +17,7 @@ from retirements.contract import ANSWERED_BY_A_MOVE
 from retirements.models import Alarm, Decision, PurgeJob
 from retirements.services import retirement_close_alarm
 from tests.retirements.conftest import make_staff, retirement_rows
-from tests.retirements.helpers import executing, fresh, reject_a_stale_executor
+from tests.retirements.helpers import BUSY, behind_a_watcher_mid_step, executing, fresh, reject_a_stale_executor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -184,40 +182,14 @@ def test_a_close_behind_a_watcher_mid_step_is_one_line_at_once_and_writes_nothin
     and request rows; the close is refused after its 2-second wait, in one line, nothing written;
     once the lock is let go the same command closes the alarm."""
     req = stale_in_process(hq, make_workspace)
-    locked, release = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        try:
-            with transaction.atomic(), connection.cursor() as cur:
-                cur.execute(
-                    "SELECT 1 FROM retirements_retirementrequest r JOIN retirements_workspace w"
-                    " ON w.id = r.workspace_id WHERE r.id = %s FOR UPDATE OF w, r",
-                    [req.id],
-                )
-                locked.set()
-                assert release.wait(timeout=120)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert locked.wait(timeout=60), "the other connection never took the locks"
-        before = retirement_rows()
-        started = time.monotonic()
-        ran = cmd("close_retirement_alarm", str(req.id), "--by", "hq-alice", "--reason", FOUND)
-        took = time.monotonic() - started
-    finally:
-        release.set()
-        thread.join(timeout=60)
+    before = retirement_rows()
+    close = ("close_retirement_alarm", str(req.id), "--by", "hq-alice", "--reason", FOUND)
+    ran, took = behind_a_watcher_mid_step(req, lambda: cmd(*close))
     assert ran.code == 1 and ran.out == "", ran
-    assert ran.err.strip().splitlines() == [
-        "the watcher is working on this workspace right now (or another decision is); nothing was recorded: "
-        "try again in a moment"
-    ]
+    assert ran.err.strip().splitlines() == [BUSY]
     assert 1.5 < took < 15, took  # its own 2-second wait, not the database's 30-second lock timeout
     assert retirement_rows() == before
-    assert cmd("close_retirement_alarm", str(req.id), "--by", "hq-alice", "--reason", FOUND).code == 0
+    assert cmd(*close).code == 0
     assert Alarm.objects.get(request=req, kind=STALE).resolved_at is not None
 
 

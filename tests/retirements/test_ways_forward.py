@@ -37,7 +37,7 @@ from retirements.services import (
 )
 from retirements.watcher import run_due
 from tests.conftest import manage_argv, subprocess_env
-from tests.retirements.helpers import fresh, request_at, run_at
+from tests.retirements.helpers import BUSY, behind_a_watcher_mid_step, fresh, request_at, run_at
 from tests.support import force, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -126,43 +126,15 @@ def test_a_hold_behind_a_watcher_mid_step_is_one_line_at_once_and_writes_nothing
 
     make_workspace()
     req = request_at(clock.now(), hq)
-    locked, release = threading.Event(), threading.Event()
-
-    def watcher_mid_step() -> None:
-        from django.db import transaction
-
-        try:
-            with transaction.atomic(), connection.cursor() as cur:
-                cur.execute(
-                    "SELECT 1 FROM retirements_retirementrequest r JOIN retirements_workspace w"
-                    " ON w.id = r.workspace_id WHERE r.id = %s FOR UPDATE OF w, r",
-                    [req.id],
-                )
-                locked.set()
-                assert release.wait(timeout=120)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=watcher_mid_step)
-    holder.start()
-    try:
-        assert locked.wait(timeout=60), "the other connection never took the locks"
-        before = retirement_rows()
-        started = time.monotonic()
-        ran = cmd("hold_retirement", str(req.id), "--by", "hq-alice", "--reason", "customer disputes")
-        took = time.monotonic() - started
-    finally:
-        release.set()
-        holder.join(timeout=60)
+    before = retirement_rows()
+    hold = ("hold_retirement", str(req.id), "--by", "hq-alice", "--reason", "customer disputes")
+    ran, took = behind_a_watcher_mid_step(req, lambda: cmd(*hold))
     assert ran.code == 1, (ran.out, ran.err)
-    assert ran.err.strip().splitlines() == [
-        "the watcher is working on this workspace right now (or another decision is); nothing was recorded: "
-        "try again in a moment"
-    ], ran.err
+    assert ran.err.strip().splitlines() == [BUSY], ran.err
     assert "Traceback" not in ran.err and ran.out == ""
     assert took < 15, took  # the decision's own short wait, not the database's 30-second lock timeout
     assert retirement_rows() == before
-    again = cmd("hold_retirement", str(req.id), "--by", "hq-alice", "--reason", "customer disputes")
+    again = cmd(*hold)
     assert again.code == 0, again.err
     assert fresh(req).status == "held"
 
