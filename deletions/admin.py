@@ -41,7 +41,7 @@ from core.present import Offer
 from core.templatetags.present import when
 from deletions import case, evidence, proposal, reading, selectors, services, targets
 from deletions import proof as deletion_proof
-from deletions.contract import FAULT_ALARMS
+from deletions.contract import FAULT_ALARMS, agents_left
 from deletions.models import (
     DeletionApproval,
     DeletionDecision,
@@ -375,7 +375,7 @@ class DeletionRequestAdmin(CaseAdmin):
                 request_id=req.id,
                 applied=data["outcome"] == "applied",
                 evidence=data["evidence"],
-                has_agents={"yes": True, "no": False}.get(data["has_agents"]),
+                has_agents=agents_left(data["has_agents"]),
             ),
             success="Recorded; the request resumes with your record as the stage's evidence.",
         ),
@@ -393,7 +393,7 @@ class DeletionRequestAdmin(CaseAdmin):
                 applied=data["outcome"] == "applied",
                 evidence=data["evidence"],
                 reason=data["reason"],
-                has_agents={"yes": True, "no": False}.get(data["has_agents"]),
+                has_agents=agents_left(data["has_agents"]),
             ),
             success="Correction recorded beside the record it corrects.",
         ),

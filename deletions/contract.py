@@ -15,6 +15,14 @@ from uuid import UUID
 # Who a case's `owner` column names when no one person does: the group that must act, or the system.
 MANUAL_PREFIX = "manual:"  # targets a person deletes in by hand, in a vendor's console (`targets.manual`)
 
+AGENTS_LEFT = {"yes": True, "no": False}  # purge_db applied by hand: --has-agents / the form's answer
+
+
+def agents_left(answer: str | None) -> bool | None:
+    """A person's "yes" / "no" to "are agents left?" (None when not asked)."""
+    return AGENTS_LEFT.get(answer or "")
+
+
 APPROVERS = "approvers"
 OPERATORS_ON_CALL = "operators on call"
 SYSTEM = "system"

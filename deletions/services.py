@@ -295,13 +295,9 @@ def deletion_record_effect(
         blocked = custody.faults_refusal("recorded", open_faults=found.open, applied_after=found.applied_after)
         if blocked:
             raise Refused(f"request {req.id}: {blocked}; nothing recorded")
-        if row.stage == workflow.PURGE_DB and applied and has_agents is None:
-            raise BadInput(f"{row.stage} applied: say whether agents are left (--has-agents yes|no); nothing recorded")
-        if has_agents is not None and not (row.stage == workflow.PURGE_DB and applied):
-            raise BadInput(
-                f"--has-agents says what an applied purge_db left; the waiting stage is {row.stage}"
-                f"{'' if applied else ', recorded as not applied'}; nothing recorded"
-            )
+        agents = custody.agents_refusal(stage=row.stage, applied=applied, has_agents=has_agents)
+        if agents:
+            raise BadInput(f"{agents}; nothing recorded")
         stages.record_by_hand(
             req.id,
             operation_id=row.operation_id,
@@ -376,12 +372,9 @@ def deletion_correct_effect(
         )
         if why or latest is None:
             raise Refused(f"request {req.id}: {why}; nothing recorded")
-        if latest.stage == workflow.PURGE_DB and applied and has_agents is None:
-            raise BadInput(
-                f"{latest.stage} applied: say whether agents are left (--has-agents yes|no); nothing recorded"
-            )
-        if has_agents is not None and not (latest.stage == workflow.PURGE_DB and applied):
-            raise BadInput(f"--has-agents says what an applied purge_db left; the record is of {latest.stage}")
+        agents = custody.agents_refusal(stage=latest.stage, applied=applied, has_agents=has_agents)
+        if agents:
+            raise BadInput(f"{agents}; nothing recorded")
         stages.record_by_hand(
             req.id,
             operation_id=latest.operation_id,

@@ -19,6 +19,7 @@ from deletions.contract import (
     Custody,
 )
 from deletions.retry import ATTENTION_CHECK
+from deletions.rules.workflow import PURGE_DB
 
 REVIEW_WINDOW = timedelta(hours=24)  # approvers answer a case back in review within a working day
 AWAITING_APPROVAL = "waiting for an approver (not the submitter) to approve the inventory"
@@ -182,6 +183,20 @@ def record_refusal(*, operation_id: object, recorded: tuple[str, bool, datetime]
         f"{at:%Y-%m-%d %H:%M:%S} UTC for this hand-over: a record is final; a correction is an approver's "
         "(correct_effect), made by another person, and keeps both"
     )
+
+
+def agents_refusal(*, stage: str, applied: bool, has_agents: bool | None) -> str:
+    """Why a record of an effect applied by hand (or its correction) must say otherwise about the
+    agents, or "": an applied purge_db says whether agents are left (the rules' branch), nothing
+    else says it."""
+    if stage == PURGE_DB and applied and has_agents is None:
+        return f"{stage} applied: say whether agents are left (--has-agents yes|no)"
+    if has_agents is not None and not (stage == PURGE_DB and applied):
+        return (
+            f"--has-agents says what an applied purge_db left; this is {stage}"
+            f"{'' if applied else ', recorded as not applied'}"
+        )
+    return ""
 
 
 def correction_refusal(

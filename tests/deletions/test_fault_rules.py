@@ -68,3 +68,19 @@ def test_who_may_correct_a_record(actor, submitter, recorded_by, corrected_by, s
         actor=actor, submitter=submitter, recorded_by=recorded_by, corrected_by=corrected_by, stage_done=stage_done
     )
     assert (said == "") if not refused else (refused in said)
+
+
+def test_only_an_applied_purge_db_says_whether_agents_are_left() -> None:
+    """One rule for a record by hand and its correction (`custody.agents_refusal`)."""
+    assert custody.agents_refusal(stage="purge_db", applied=True, has_agents=False) == ""
+    assert custody.agents_refusal(stage="purge_db", applied=False, has_agents=None) == ""
+    assert custody.agents_refusal(stage="gate_user", applied=True, has_agents=None) == ""
+    assert custody.agents_refusal(stage="purge_db", applied=True, has_agents=None) == (
+        "purge_db applied: say whether agents are left (--has-agents yes|no)"
+    )
+    assert custody.agents_refusal(stage="gate_user", applied=True, has_agents=True) == (
+        "--has-agents says what an applied purge_db left; this is gate_user"
+    )
+    assert custody.agents_refusal(stage="purge_db", applied=False, has_agents=True) == (
+        "--has-agents says what an applied purge_db left; this is purge_db, recorded as not applied"
+    )

@@ -90,7 +90,7 @@ def test_a_record_is_refused_when_nothing_waits_for_a_person_or_the_target_recor
     stray = cmd(
         "record_effect", str(req.id), "--by", "operator-c", "--applied", "--evidence", "x", "--has-agents", "no"
     )
-    assert stray.code == 2 and "the waiting stage is gate_user" in stray.err, stray.err
+    assert stray.code == 2 and "an applied purge_db left; this is gate_user" in stray.err, stray.err
     nobody = cmd("record_effect", str(req.id), "--by", "nobody", "--applied", "--evidence", "done")
     assert nobody.code != 0 and OperatorRecord.objects.count() == 0
     record(cmd, req.id, "--applied", "--evidence", "blocked")

@@ -4,6 +4,7 @@ from django.core.management.base import CommandParser
 
 from core.authority import Actor
 from core.commands import DecisionCommand
+from deletions.management.commands._effect import add_outcome, outcome
 from deletions.services import deletion_correct_effect
 
 
@@ -14,20 +15,13 @@ class Command(DecisionCommand):
     )
 
     def add_options(self, parser: CommandParser) -> None:
-        outcome = parser.add_mutually_exclusive_group(required=True)
-        outcome.add_argument("--applied", action="store_true", help="it was in fact applied")
-        outcome.add_argument("--not-applied", action="store_true", help="it was in fact not applied")
-        parser.add_argument("--evidence", required=True, help="what was in fact done, and how you know")
-        parser.add_argument("--has-agents", choices=["yes", "no"], help="purge_db applied: whether agents are left")
+        add_outcome(
+            parser,
+            applied="it was in fact applied",
+            not_applied="it was in fact not applied",
+            evidence="what was in fact done, and how you know",
+        )
 
     def decide(self, *, actor: Actor, request_id: str, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
-        agents = options["has_agents"]
-        req = deletion_correct_effect(
-            actor=actor,
-            request_id=request_id,
-            applied=options["applied"],
-            evidence=options["evidence"],
-            reason=extra["reason"],
-            has_agents=None if agents is None else agents == "yes",
-        )
+        req = deletion_correct_effect(actor=actor, request_id=request_id, reason=extra["reason"], **outcome(options))
         return {"id": str(req.id), "status": req.status}
