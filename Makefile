@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run receiver serve test check docs install migrate stop-db clean bench bench-deps bench-quick bench-million chaos screenshots
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-receiver.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt

@@ -12,6 +12,8 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from wire import crashpoints
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEPLOYMENT_ENV = os.environ.get("DEPLOYMENT_ENV", "development")
@@ -50,7 +52,7 @@ if PRODUCTION:
     if os.environ.get("DJANGO_DEBUG") == "1":
         raise ImproperlyConfigured("DJANGO_DEBUG=1 is refused when DEPLOYMENT_ENV=production")
     # Test machinery: a stray crash or pause point would kill or freeze workers at a stage boundary.
-    for _machinery in ("CRASH_AT", "PAUSE_AT", "RECEIVER_IN_PROCESS"):
+    for _machinery in (*crashpoints.MACHINERY, "RECEIVER_IN_PROCESS"):
         if os.environ.get(_machinery):
             raise ImproperlyConfigured(
                 f"{_machinery} is test machinery and is refused when DEPLOYMENT_ENV=production; unset it"

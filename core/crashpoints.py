@@ -1,21 +1,10 @@
-"""Test-only crash and pause points: a real SIGKILL or SIGSTOP at a named moment.
-
-Active only when CRASH_AT (SIGKILL) or PAUSE_AT (SIGSTOP) names the point, and never in
-production: there the settings refuse to start with either set, and the points are inert
-whatever the environment says later. Tests use them to kill or freeze a worker process
-exactly between two saved steps.
-"""
-
-import os
-import signal
+"""The back-office's crash and pause points (`wire.crashpoints`: test-only, inert in production),
+read against its settings' `PRODUCTION`."""
 
 from django.conf import settings
 
+from wire import crashpoints
+
 
 def crash_point(name: str) -> None:
-    if getattr(settings, "PRODUCTION", False):
-        return
-    if os.environ.get("CRASH_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get("PAUSE_AT") == name:
-        os.kill(os.getpid(), signal.SIGSTOP)  # resumes on SIGCONT
+    crashpoints.crash_point(name, production=getattr(settings, "PRODUCTION", False))

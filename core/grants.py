@@ -1,29 +1,22 @@
-"""Signed grants: what the back-office authorizes, checkable by a system that cannot mint them.
-
-A grant is `base64url(json payload) "." base64url(Ed25519 signature)`. The back-office signs
-with its private key (`DELETION_GRANT_SIGNING_KEY`, 32 bytes, base64; in development derived
-from `SECRET_KEY`); a receiving system holds only the public key, so it can check a grant
-but never make one.
+"""The back-office's grants (`wire.grants`: the format, the signature and its check), signed with its
+key: `DELETION_GRANT_SIGNING_KEY` (32 bytes, base64url; in development derived from `SECRET_KEY`). A
+receiving system holds only the public key, so it can check a grant but never make one.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 
-from core import keys
+from wire import grants, keys
 
-
-class BadGrant(Exception):
-    """Not a grant this back-office signed (tampered, truncated, or another key's)."""
+BadGrant = grants.BadGrant
 
 
 def _private() -> Ed25519PrivateKey:
-    return keys.signing_key(getattr(settings, "DELETION_GRANT_SIGNING_KEY", ""), "grant")
+    return grants.signing_key(getattr(settings, "DELETION_GRANT_SIGNING_KEY", ""), settings.SECRET_KEY)
 
 
 def private_key() -> Ed25519PrivateKey:
@@ -44,19 +37,10 @@ def receiver_key() -> str:
 
 
 def sign(payload: dict[str, Any]) -> str:
-    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    return f"{keys.b64(body)}.{keys.b64(_private().sign(body))}"
+    """A grant of `payload`, signed with the back-office's key."""
+    return grants.sign(payload, _private())
 
 
 def verify(token: str, public: str) -> dict[str, Any]:
     """The payload of a grant signed by the holder of `public`'s private key, or BadGrant."""
-    try:
-        body_text, signature = token.split(".")
-        body = keys.unb64(body_text)
-        keys.public(public).verify(keys.unb64(signature), body)
-        payload = json.loads(body)
-    except (ValueError, InvalidSignature, TypeError) as exc:
-        raise BadGrant(f"not a grant signed by the back-office ({type(exc).__name__})") from None
-    if not isinstance(payload, dict):
-        raise BadGrant("a grant's payload is an object")
-    return payload
+    return grants.verify(token, public)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from core import keys
+from wire import evidence
 
 
 def terminal(text: Any) -> str:
@@ -194,7 +194,7 @@ class Offer:
 
 def receipt(token: Any) -> str:
     """A receiver's signed copy of its evidence (a JWS), as a person reads it: who signed it, not its text."""
-    return f"signed by the receiver (key {keys.signed_by(token)})"
+    return f"signed by the receiver (key {evidence.key_id(token) or 'unreadable'})"
 
 
 def unavailable(offers: list[Offer]) -> list[tuple[str, list[Offer]]]:

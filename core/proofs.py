@@ -23,13 +23,14 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 
-from core import keys
+from core.keys import signing_key
+from wire import keys
 
 FORMAT = "backoffice-proof/1"
 
 
 def _private() -> Ed25519PrivateKey:
-    return keys.signing_key(getattr(settings, "PROOF_SIGNING_KEY", ""), "proof")
+    return signing_key(getattr(settings, "PROOF_SIGNING_KEY", ""), "proof")
 
 
 def public_key() -> str:

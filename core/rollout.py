@@ -1,35 +1,16 @@
-"""Seed 000's rollout rule: code never runs against a schema newer than itself.
-
-A release migrates forward only. If the database has applied a migration this code does not have
-on disk (a newer release migrated it, and this older code was started again, a rollback), the web
-server, the workers and the receiver refuse to start with one line that says to roll forward. Only
-the apps this code installs are compared (a database shared with another system records that
-system's migrations too).
-"""
+"""Seed 000's rollout rule (`wire.rollout`) for the back-office's database: the web server and the
+workers refuse to start against a schema newer than their code."""
 
 from __future__ import annotations
 
 from django.db import connections
 from django.db.migrations.loader import MigrationLoader
 
+from wire import rollout
 
-class NewerSchema(Exception):
-    """The database was migrated by code newer than this."""
-
-
-def unknown_migrations(using: str = "default") -> list[str]:
-    """The applied migrations of this code's apps that this code does not know, as app.name."""
-    loader = MigrationLoader(connections[using], ignore_no_migrations=True)
-    ours = {app for app, _ in loader.disk_migrations} | set(loader.migrated_apps)
-    applied = loader.applied_migrations or {}
-    return sorted(f"{app}.{name}" for app, name in applied if app in ours and (app, name) not in loader.disk_migrations)
+NewerSchema = rollout.NewerSchema
 
 
 def require_known_schema(using: str = "default") -> None:
-    unknown = unknown_migrations(using)
-    if unknown:
-        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
-        raise NewerSchema(
-            f"refused to start: the database has migrations this code does not know ({shown}); it was "
-            "migrated by a newer release: roll forward to that release, never run older code against it"
-        )
+    """Nothing when this code knows every migration the database `using` has applied; else NewerSchema."""
+    rollout.require_known_schema(MigrationLoader(connections[using], ignore_no_migrations=True))

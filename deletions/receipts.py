@@ -1,8 +1,9 @@
 """What a stage is believed to have done: what its receiver's verified receipt says, never the copy
 saved beside it.
 
-A receiver signs the evidence of each effect (a compact JWS, alg Ed25519, `kid` its key id); the
-back-office saves the fields it signed as the stage's result with the JWS beside them (`receipt`).
+A receiver signs the evidence of each effect (`wire.evidence`: a compact JWS, alg Ed25519, `kid` its
+key id); the back-office saves the fields it signed as the stage's result with the JWS beside them
+(`receipt`).
 A saved field can be edited behind the back-office (a superuser, a restore); the receipt cannot be
 re-signed without the receiver's key. So every read that matters (the proof and its `--verify`, the
 case page, `show_deletion`, the API, health's evidence check) asks `believe`: the receipt verified
@@ -21,14 +22,11 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from joserfc import jws
-from joserfc.errors import JoseError
-from joserfc.jwk import OKPKey
+from wire import evidence
+from wire.evidence import BadEvidence
 
-ALGORITHM = "Ed25519"
 RECEIPT = "receipt"  # the saved result's field that holds the receiver's JWS
 
 # How a stage's evidence is believed.
@@ -40,39 +38,6 @@ MISMATCH = "mismatch"  # the saved fields are not what the receipt says, or the 
 # What an integrity alarm of this kind starts with (health finds the open ones by it).
 FAULT = "the saved evidence does not match its receipt"
 SHOWN_VALUE = 60  # characters of a differing value a refusal quotes
-
-
-class BadEvidence(Exception):
-    """A receipt whose signature does not verify against the receiver's keys."""
-
-
-@lru_cache(maxsize=64)
-def _key(public: str) -> OKPKey:
-    return OKPKey.import_key({"kty": "OKP", "crv": "Ed25519", "x": public})
-
-
-def key_id(token: Any) -> str:
-    """The key id a receipt names in its header (read, not verified); "" when unreadable."""
-    try:
-        return str(jws.extract_compact(str(token).encode()).headers().get("kid", ""))[:64]
-    except (JoseError, ValueError, TypeError, AttributeError):
-        return ""
-
-
-def signed(token: Any, keys: dict[str, str]) -> dict[str, Any]:
-    """The payload of a receiver's JWS, once it verifies against the key `keys` holds under the key
-    id it names; else BadEvidence."""
-    try:
-        kid = jws.extract_compact(str(token).encode()).headers().get("kid")
-        public = keys.get(str(kid))
-        if public is None:
-            raise BadEvidence(f"evidence signed under key {str(kid)[:40]!r}, which is not registered for this receiver")
-        payload = json.loads(jws.deserialize_compact(str(token), _key(public), algorithms=[ALGORITHM]).payload)
-    except (JoseError, ValueError, TypeError, AttributeError) as exc:
-        raise BadEvidence(f"the receiver's evidence does not verify ({type(exc).__name__})") from None
-    if not isinstance(payload, dict):
-        raise BadEvidence("the receiver's evidence is no record")
-    return payload
 
 
 class _Absent:
@@ -175,9 +140,9 @@ def _believe(result: Any, keys: dict[str, str] | None) -> Belief:
     token = result.get(RECEIPT)
     if token is None:
         return Belief(MISMATCH, {}, why="it has no receipt: nothing the receiver signed says it")
-    kid = key_id(token)
+    kid = evidence.key_id(token)
     try:
-        payload = signed(token, keys)
+        payload = evidence.verify(token, keys)
     except BadEvidence as exc:
         return Belief(MISMATCH, {}, kid, why=f"its receipt does not verify: {exc}")
     saved = {k: v for k, v in result.items() if k != RECEIPT}

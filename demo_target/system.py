@@ -33,10 +33,11 @@ from django.db.models import Count
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from core import grants
-from core.sql import Statements
 from demo_target.models import Agent, Community, Fence, Membership, Operation, Person, Post
 from demo_target.router import ALIAS
+from receiver.signing import backoffice_key
+from wire import grants
+from wire.sql import Statements
 
 SQL = Statements.beside(__file__, "system.sql")
 REFUSAL = "TR001"  # the SQLSTATE of a refusal by target_apply (migration 0003)
@@ -182,7 +183,7 @@ def withdrawal(token: str) -> tuple[UUID, int]:
     """The request and epoch a withdrawal signed by the back-office names, its fields checked; else
     Tampered, naming what is wrong."""
     try:
-        w = grants.verify(token, grants.receiver_key())
+        w = grants.verify(token, backoffice_key())
     except grants.BadGrant as exc:
         raise Tampered(f"withdrawal refused: {exc}") from None
     if w.get("kind") != "withdrawal":
@@ -293,7 +294,7 @@ def apply(token: str, *, sql: Statements = SQL, effect: Effect | None = None, at
     for a transaction of its own (`atomic`)."""
     now = timezone.now()
     try:
-        g = grants.verify(token, grants.receiver_key())
+        g = grants.verify(token, backoffice_key())
     except grants.BadGrant as exc:
         raise Tampered(f"grant refused: {exc}") from None
     if g.get("kind", "grant") != "grant":
@@ -372,7 +373,7 @@ def _refusal(kind: str | None, facts: dict[str, Any], g: dict[str, Any]) -> Refu
 def _made_by(grant: str) -> dict[str, Any]:
     """The grant a record was applied under, when the back-office signed it (else nothing)."""
     try:
-        return grants.verify(grant, grants.receiver_key())
+        return grants.verify(grant, backoffice_key())
     except grants.BadGrant:
         return {}
 

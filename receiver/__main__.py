@@ -219,13 +219,16 @@ def main(argv: list[str]) -> int:
         if command in ("serve", "key"):
             signing.check_keys()
         if command == "serve":
-            from core import rollout
+            from django.db import connections
+            from django.db.migrations.loader import MigrationLoader
+
             from receiver import http
             from receiver.dataset.compile import Refused as NotInstalled
+            from wire import rollout
 
             try:
                 if http.backend() is http.system:
-                    rollout.require_known_schema(using="target")
+                    rollout.require_known_schema(MigrationLoader(connections["target"], ignore_no_migrations=True))
                 else:
                     http.backend().check_installed()
             except (rollout.NewerSchema, NotInstalled) as refused:

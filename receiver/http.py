@@ -21,10 +21,10 @@ from uuid import UUID
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connections
 
-from core.crashpoints import crash_point
 from demo_target import system
 from demo_target.router import ALIAS
 from receiver import protocol, signing
+from wire.crashpoints import crash_point
 
 logger = logging.getLogger("receiver")
 
@@ -115,7 +115,9 @@ def apply(body: dict[str, Any]) -> Run:
             evidence = backend().apply(grant)
         except system.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
             return 409, {"retry": {"kind": exc.kind, "message": f"nothing changed: {exc.message}; retry"}}
-        crash_point("receiver-after-commit")  # applied and committed; the answer is not sent yet
+        crash_point(
+            "receiver-after-commit", production=settings.PRODUCTION
+        )  # applied and committed; the answer is not sent yet
         return 200, {"evidence": signing.evidence(evidence)}
 
     return run

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from wire import calls, evidence
+
 VERSION = 1
 PREFIX = f"/receiver/v{VERSION}/"
 CALLS = ("inventory", "preview", "fence", "apply", "lookup", "withdraw")
@@ -30,8 +32,8 @@ MAX_HEADER_BYTES = 16 * 1024  # all header fields together; a signed call's are 
 MAX_TARGET_CHARS = 240  # a prefix of up to 40 characters and a name of up to 200 (the back-office's bound)
 MAX_COMMUNITIES = 10_000  # per inventory
 CONTENT_TYPE = "application/json"
-SIGNATURE_MAX_AGE_SECONDS = 60  # a call signed longer ago than this is refused, as is one signed twice
-EVIDENCE_ALGORITHM = "Ed25519"  # RFC 9864's name for EdDSA over Ed25519 (JWS)
+SIGNATURE_MAX_AGE_SECONDS = calls.MAX_AGE_SECONDS  # a call signed longer ago is refused, as is one signed twice
+EVIDENCE_ALGORITHM = evidence.ALGORITHM  # RFC 9864's name for EdDSA over Ed25519 (JWS)
 
 _OBJ = {"type": "object"}
 _UUID = {"type": "string", "format": "uuid"}

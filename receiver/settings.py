@@ -18,6 +18,8 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from wire import crashpoints
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -38,7 +40,7 @@ if PRODUCTION:
     ]
     if missing:
         raise ImproperlyConfigured(f"{', '.join(missing)} must be set when DEPLOYMENT_ENV=production")
-    for _machinery in ("CRASH_AT", "PAUSE_AT"):
+    for _machinery in crashpoints.MACHINERY:
         if os.environ.get(_machinery):
             raise ImproperlyConfigured(f"{_machinery} is test machinery and must not be set in production")
 DEBUG = False

@@ -1,5 +1,6 @@
 """Both signatures at the receiver: the back-office's on each call (RFC 9421, checked here, each
-nonce taken once) and the receiver's own on the evidence it answers (a JWS the back-office checks).
+nonce taken once) and the receiver's own on the evidence it answers (a JWS the back-office checks); how
+each is made and checked is what both sides agree on (`wire.calls`, `wire.evidence`).
 
 Keys are Ed25519, written as unpadded base64url of the 32 raw bytes (a JWK's `x`). The receiver signs
 with `RECEIVER_SIGNING_KEY` (in development derived from its `SECRET_KEY`) under `RECEIVER_KEY_ID`,
@@ -9,31 +10,22 @@ back-office's grant key, which also signs the grants it checks).
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-import http_message_signatures as hms
-from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 from django.db import connections
-from joserfc import jws
-from joserfc.jwk import OKPKey
 
-from core import grants, keys
 from demo_target.router import ALIAS
 from receiver import protocol
+from wire import calls, grants, keys
+from wire import evidence as jws
 
-CALL_COMPONENTS = ("@method", "@target-uri", "content-digest")
-
-
-class BadCall(Exception):
-    """A call this receiver does not take from anyone: unsigned, stale, replayed or another key's."""
+BadCall = calls.BadCall  # a call this receiver takes from no one (`check_call`, `take_nonce`)
 
 
-def _private() -> Any:
-    return keys.signing_key(settings.RECEIVER_SIGNING_KEY, "receiver")
+def _private() -> Ed25519PrivateKey:
+    return keys.signing_key(settings.RECEIVER_SIGNING_KEY, settings.SECRET_KEY, "receiver")
 
 
 def key_id() -> str:
@@ -45,67 +37,28 @@ def public_key() -> str:
     return keys.public_text(_private())
 
 
+def backoffice_key() -> str:
+    """The back-office's public key, which checks its grants and (by default) its calls:
+    `RECEIVER_BACKOFFICE_KEY`, or (development, one machine) the development back-office's own."""
+    configured = settings.TARGET_GRANT_PUBLIC_KEY
+    return configured or keys.public_text(grants.signing_key(settings.DELETION_GRANT_SIGNING_KEY, settings.SECRET_KEY))
+
+
 def caller_keys() -> dict[str, str]:
     """Key id -> public key of each caller this receiver takes calls from."""
-    return dict(settings.RECEIVER_CALLER_KEYS) or {"backoffice": grants.receiver_key()}
+    return dict(settings.RECEIVER_CALLER_KEYS) or {"backoffice": backoffice_key()}
 
 
 def evidence(payload: dict[str, Any]) -> str:
-    """The payload as a compact JWS signed by this receiver. Ed25519 is deterministic and the JSON
-    canonical, so the same evidence signs to the same text every time it is answered."""
-    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    key = OKPKey.import_key({"kty": "OKP", "crv": "Ed25519", "x": public_key(), "d": _seed()})
-    return jws.serialize_compact(
-        {"alg": protocol.EVIDENCE_ALGORITHM, "kid": key_id()}, body, key, algorithms=[protocol.EVIDENCE_ALGORITHM]
-    )
-
-
-def _seed() -> str:
-    return keys.b64(_private().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption()))
-
-
-@dataclass
-class _Request:
-    """The view of an incoming call that http-message-signatures resolves components from."""
-
-    method: str
-    url: str
-    headers: dict[str, str]
-
-
-class _Keys(hms.HTTPSignatureKeyResolver):
-    def __init__(self, known: dict[str, str]) -> None:
-        self.known = known
-
-    def resolve_public_key(self, key_id: str) -> Any:
-        text = self.known.get(key_id)
-        if text is None:
-            raise BadCall(f"no caller key {key_id!r} is configured at this receiver")
-        return keys.public(text)
-
-    def resolve_private_key(self, key_id: str) -> Any:
-        raise BadCall("the receiver signs no call")
+    """The payload as evidence signed by this receiver (`wire.evidence`): the same evidence signs to the
+    same text every time it is answered."""
+    return jws.sign(payload, _private(), key_id())
 
 
 def check_call(method: str, url: str, headers: dict[str, str], body: bytes) -> str:
-    """The nonce of a call signed by a known caller, over this method, URL and body (its signature covers
-    `CALL_COMPONENTS`), made within the last minute; else BadCall. Nothing is written: the nonce is taken
-    (`take_nonce`) once the call's input is checked."""
-    verifier = hms.HTTPMessageVerifier(signature_algorithm=hms.algorithms.ED25519, key_resolver=_Keys(caller_keys()))
-    try:
-        results = verifier.verify(
-            _Request(method, url, headers),
-            max_age=timedelta(seconds=protocol.SIGNATURE_MAX_AGE_SECONDS),
-            require_components=CALL_COMPONENTS,
-            body=body,
-        )
-    except (hms.HTTPMessageSignaturesException, KeyError, ValueError) as exc:
-        raise BadCall(f"call refused: its signature does not verify ({exc})") from None
-    params = results[0].parameters
-    nonce = params.get("nonce")
-    if not isinstance(nonce, str) or not 16 <= len(nonce) <= 64 or not isinstance(params.get("expires"), int):
-        raise BadCall("call refused: a signed call carries a nonce (16 to 64 characters) and an expiry")
-    return nonce
+    """The nonce of a call signed by a known caller over this method, URL and body (`wire.calls.check`);
+    else BadCall. Nothing is written: the nonce is taken (`take_nonce`) once the call's input is checked."""
+    return calls.check(method, url, headers, body, caller_keys())
 
 
 def take_nonce(nonce: str) -> None:

@@ -156,14 +156,14 @@ def test_grant_key_rotation_as_written() -> None:
     """The rotation how-to's block prints the new public key alone (`$(…)` takes it); a receiver
     given it accepts the calls of a back-office process under the new key (a submission reads the
     inventory there, as the web server does) and refuses one still under the old key."""
-    from core import keys
     from tests.receiver.conftest import Receiver, free_port
+    from wire import keys
 
     proc = run(section("grant-key-rotation") + '\necho "NEW=$NEW"  # (the test reads the new key too)')
     said = proc.stdout.splitlines()
     assert len(said) == 2 and said[0].startswith("RECEIVER_BACKOFFICE_KEY=") and not proc.stderr, proc
     public, new = said[0].split("=", 1)[1], said[1].split("=", 1)[1]
-    assert public == keys.public_text(keys.signing_key(new, "grant"))
+    assert public == keys.public_text(keys.private(keys.unb64(new)))
 
     rotated = Receiver(port=free_port()).start(RECEIVER_BACKOFFICE_KEY=public)
     rotated.register()

@@ -28,19 +28,16 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
-import http_message_signatures as hms
 import httpx
 from django.conf import settings
 from django.utils.module_loading import import_string
 
 from core import clock, grants
-from deletions import receipts
 from deletions.errors import Refused
-from deletions.receipts import BadEvidence
 from deletions.targets.base import (
     Capabilities,
     Found,
@@ -51,11 +48,11 @@ from deletions.targets.base import (
     TargetUnreachable,
     Unreadable,
 )
+from wire import calls, evidence
+from wire.evidence import BadEvidence
 
 VERSION = 1
-EVIDENCE_ALGORITHM = receipts.ALGORITHM
 CALL_KEY_ID = "backoffice"
-CALL_COMPONENTS = ("@method", "@target-uri", "content-digest")
 DISCOVERY_SECONDS = 60.0
 REACH_SECONDS = 30.0  # health's discovery, per receiver and process
 REACH_CONNECT_SECONDS = 1.0  # health's discovery waits at most this long for a connection
@@ -79,15 +76,6 @@ class Registration:
         return f"{self.name} at {self.base_url}"
 
 
-class _Signer(hms.HTTPSignatureKeyResolver):
-    def resolve_public_key(self, key_id: str) -> Any:
-        raise KeyError(key_id)
-
-    def resolve_private_key(self, key_id: str) -> Any:
-        return grants.private_key()
-
-
-_SIGNER = hms.HTTPMessageSigner(signature_algorithm=hms.algorithms.ED25519, key_resolver=_Signer())
 _clients: dict[tuple[str, float, float, str], httpx.Client] = {}
 _discovered: dict[tuple[str, str, str], tuple[float, Capabilities]] = {}
 _reached: dict[tuple[str, str, str], tuple[float, str]] = {}
@@ -109,15 +97,10 @@ def _client(r: Registration) -> httpx.Client:
 
 
 def verify_evidence(token: str, registered: dict[str, str]) -> dict[str, Any]:
-    """The evidence a receiver signed, once its JWS verifies against the registered key it names; the
-    JWS itself kept beside it (`receipt`)."""
-    return {**_signed(token, registered), "receipt": token}
-
-
-def _signed(token: Any, registered: dict[str, str]) -> dict[str, Any]:
-    """The payload of a receiver's JWS, once it verifies against the registered key it names; else
-    BadEvidence (`deletions.receipts.signed`: the one check, which every read of saved evidence makes too)."""
-    return receipts.signed(token, registered)
+    """The evidence a receiver signed, once its JWS verifies against the registered key it names
+    (`wire.evidence.verify`: the one check, which every read of saved evidence makes too); the JWS
+    itself kept beside it (`receipt`)."""
+    return {**evidence.verify(token, registered), "receipt": token}
 
 
 @dataclass(frozen=True)
@@ -207,22 +190,13 @@ class HttpTarget:
         return caps
 
     def signed(self, name: str, body: dict[str, Any]) -> httpx.Request:
-        """A call, signed: RFC 9421 over the method, the URL and the body's digest, with a fresh nonce,
-        made now and good for a minute."""
+        """A call, signed with the back-office's key (`wire.calls.sign`: RFC 9421 over the method, the
+        URL and the body's digest, with a fresh nonce, made now and good for a minute)."""
         content = json.dumps(body, separators=(",", ":")).encode()
         request = _client(self.r).build_request(
             "POST", self.r.base_url + name, content=content, headers={"Content-Type": "application/json"}
         )
-        now = clock.now()
-        _SIGNER.sign(
-            request,
-            key_id=CALL_KEY_ID,
-            created=now,
-            expires=now + timedelta(minutes=1),
-            nonce=uuid4().hex,
-            covered_component_ids=CALL_COMPONENTS,
-            body=content,
-        )
+        calls.sign(request, content, key=grants.private_key(), key_id=CALL_KEY_ID, now=clock.now())
         return request
 
     def _call(self, name: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -286,7 +260,7 @@ class HttpTarget:
                 ) from None
         if "not_found" in answer:  # believed only signed, and about this operation: it lets the operation be resent
             try:
-                said = _signed(answer["not_found"], self.r.keys)
+                said = evidence.verify(answer["not_found"], self.r.keys)
                 if said.get("operation_id") != str(operation_id):
                     raise BadEvidence(
                         f"the receiver's 'not found' names operation {str(said.get('operation_id'))[:40]!r}"
@@ -302,7 +276,7 @@ class HttpTarget:
 
     def withdraw(self, withdrawal: str) -> int:
         """The epoch the receiver now enforces, once its signed acknowledgement names this withdrawal."""
-        said = _signed(self._answer("withdraw", {"withdrawal": withdrawal}).get("acknowledged"), self.r.keys)
+        said = evidence.verify(self._answer("withdraw", {"withdrawal": withdrawal}).get("acknowledged"), self.r.keys)
         if said.get("withdrawal") != withdrawal or not isinstance(said.get("epoch"), int):
             raise BadEvidence("the receiver's acknowledgement is not of this withdrawal")
         return int(said["epoch"])

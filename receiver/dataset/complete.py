@@ -20,9 +20,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.sql import Statements
 from receiver.dataset import catalog
 from receiver.dataset.compile import Compiled, Entry, Identity, digest, own_records_id, person_match, value
+from wire.sql import Statements
 
 SQL = Statements.beside(__file__, "backend.sql")
 

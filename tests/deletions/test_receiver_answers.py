@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 import pytest
 import time_machine
 
-from core import keys
 from core.authority import named
 from core.errors import Refused
 from deletions import proposal, targets
@@ -32,6 +31,7 @@ from ops.health import report
 from tests.conftest import DEMO_RECEIVER_URL, ensure_demo_receiver, submit_and_approve
 from tests.deletions.helpers import effects
 from tests.deletions.standin import APPLIED, Rule, mounted
+from wire import keys
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -217,7 +217,7 @@ def test_the_first_grant_carries_every_approved_communitys_data_version_and_no_o
 
 
 def test_a_lookup_under_a_key_not_registered_says_the_effect_is_in_question_never_nothing_applied(cmd) -> None:
-    stranger = keys.public_text(keys.signing_key(keys.b64(secrets.token_bytes(32)), "receiver"))
+    stranger = keys.public_text(keys.private(secrets.token_bytes(32)))
     registered = targets.registered()[0]
     kid = next(iter(registered.keys))
     targets.register(name=registered.name, prefix="demo:", base_url=registered.base_url, keys={kid: stranger})

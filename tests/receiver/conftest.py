@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from core import keys
 from core.store import connection_url
 from deletions import targets
 from ops import netcut
 from ops.netcut import Proxy, free_port  # noqa: F401  (the tests' receiver, as chaos runs it)
+from wire import keys
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Receiver:
         return f"http://127.0.0.1:{self.port}/receiver/v1/"
 
     def public(self) -> str:
-        return keys.public_text(keys.signing_key(self.key, "receiver"))
+        return keys.public_text(keys.private(keys.unb64(self.key)))
 
     def start(self, **env: str) -> Receiver:
         if self.proc is not None:

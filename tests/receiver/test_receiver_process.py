@@ -11,7 +11,6 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from core import keys
 from core.authority import named
 from deletions import proof, targets
 from deletions.models import DeletionAlarm, DeletionRequest, StageHistory, TargetSystem
@@ -22,6 +21,7 @@ from tests.conftest import run_command
 from tests.deletions.helpers import believed, effects, recorded
 from tests.receiver.conftest import Proxy, Receiver
 from tests.support import force
+from wire import evidence
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +43,7 @@ def test_a_deletion_runs_through_the_receiver_process_and_its_proof_carries_the_
     assert len(stages) == 5 and all(s.status == "completed" for s in stages)
     for s in stages:  # each result is the receiver's record, signed by its key, never what the worker sent
         assert believed(s.metadata_json["result"]) == recorded(s.operation_id)
-        assert keys.signed_by(s.metadata_json["result"]["receipt"]) == receiver.key_id
+        assert evidence.key_id(s.metadata_json["result"]["receipt"]) == receiver.key_id
     assert len(effects(req.id)) == 5
     sealed = proof.of(req.id, now=timezone.now())
     assert all(s["evidence"]["receipt"] for s in sealed["record"]["stages"])
@@ -133,7 +133,7 @@ def test_a_rotated_receiver_key_keeps_old_evidence_verifiable_and_new_evidence_s
     registered = TargetSystem.objects.get(prefix="demo:").keys
     for req, key_id in ((first, "receiver-1"), (second, "receiver-2")):
         for s in StageHistory.objects.filter(request_id=req.id):
-            assert keys.signed_by(s.metadata_json["result"]["receipt"]) == key_id
+            assert evidence.key_id(s.metadata_json["result"]["receipt"]) == key_id
             assert verify_evidence(s.metadata_json["result"]["receipt"], registered)  # old evidence still verifies
     # Without the old key registered, the evidence it signed is no longer believed: why a rotation keeps it.
     old_receipt = StageHistory.objects.filter(request_id=first.id)[0].metadata_json["result"]["receipt"]

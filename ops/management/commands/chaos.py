@@ -14,10 +14,10 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError, CommandParser
 
-from core import keys
 from core.commands import ServiceCommand
 from core.errors import shown
 from ops import chaos
+from wire import keys
 
 
 class Command(ServiceCommand):
