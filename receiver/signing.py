@@ -46,7 +46,7 @@ def backoffice_key() -> str:
 
 def caller_keys() -> dict[str, str]:
     """Key id -> public key of each caller this receiver takes calls from."""
-    return dict(settings.RECEIVER_CALLER_KEYS) or {"backoffice": backoffice_key()}
+    return dict(settings.RECEIVER_CALLER_KEYS) or {calls.BACKOFFICE_KEY_ID: backoffice_key()}
 
 
 def evidence(payload: dict[str, Any]) -> str:

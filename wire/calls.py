@@ -21,6 +21,7 @@ from wire import keys
 COMPONENTS = ("@method", "@target-uri", "content-digest")
 MAX_AGE_SECONDS = 60  # a call signed longer ago than this is refused, as is one signed twice
 NONCE_CHARS = (16, 64)  # the length a call's nonce has, at least and at most
+BACKOFFICE_KEY_ID = "backoffice"  # the key id the back-office signs under, unless a receiver names its callers
 
 
 class BadCall(Exception):

@@ -52,7 +52,6 @@ from wire import calls, evidence
 from wire.evidence import BadEvidence
 
 VERSION = 1
-CALL_KEY_ID = "backoffice"
 DISCOVERY_SECONDS = 60.0
 REACH_SECONDS = 30.0  # health's discovery, per receiver and process
 REACH_CONNECT_SECONDS = 1.0  # health's discovery waits at most this long for a connection
@@ -196,7 +195,7 @@ class HttpTarget:
         request = _client(self.r).build_request(
             "POST", self.r.base_url + name, content=content, headers={"Content-Type": "application/json"}
         )
-        calls.sign(request, content, key=grants.private_key(), key_id=CALL_KEY_ID, now=clock.now())
+        calls.sign(request, content, key=grants.private_key(), key_id=calls.BACKOFFICE_KEY_ID, now=clock.now())
         return request
 
     def _call(self, name: str, body: dict[str, Any]) -> tuple[int, Any]:
