@@ -95,6 +95,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
         DATABASE_URL=database_url(),
         TARGET_DATABASE_URL=connection_url("target"),
         RECEIVER_IN_PROCESS=settings.RECEIVER_IN_PROCESS,
+        RECEIVER_PUBLIC_URL=settings.RECEIVER_PUBLIC_URL,
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)
@@ -163,7 +164,7 @@ def ensure_people() -> None:
             user.groups.set(Group.objects.filter(name__in=groups))
 
 
-DEMO_RECEIVER_URL = "http://127.0.0.1:8100/receiver/v1/"
+DEMO_RECEIVER_URL = settings.RECEIVER_PUBLIC_URL  # the in-process receiver checks its calls were signed for it
 
 
 def ensure_demo_receiver() -> None:
