@@ -8,6 +8,10 @@ Every refusal is one JSON line. The evidence of `apply` and `lookup` is signed b
 
 What never reaches this application (bytes that are not HTTP, a request line or headers over the
 protocol's limits) is refused, in the same JSON, by the server that runs it (`__main__._Quiet`).
+
+A call is checked as signed for this receiver's public URL (`RECEIVER_PUBLIC_URL`), never for its
+`Host`. Every answer is counted (`metrics.py`, served at `/receiver/v1/metrics`); expired nonces are
+swept by a thread the serving process starts beside its own (`worker_started`), never on a call's path.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 OpenAPI document the receiver serves. The back-office's adapter (`deletions.targets.http`) speaks the
 same wire from this document, never by importing this module.
 
-Every call but discovery and this document is a POST of a JSON object (`Content-Type:
+Every call but discovery, the metrics and this document is a POST of a JSON object (`Content-Type:
 application/json`, its `Content-Length` given), signed by the back-office (RFC 9421; the signature
 covers `@method`, `@target-uri` and `content-digest`, with `created`, `expires`, `nonce` and `keyid`;
 Ed25519). Every refusal of the call itself is one JSON line `{"error": "..."}` and nothing was
