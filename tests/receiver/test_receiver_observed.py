@@ -5,6 +5,7 @@ move by what happened."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -123,8 +124,23 @@ def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
 def test_the_receivers_metrics_move_by_what_the_deletions_it_served_did(receiver: Receiver) -> None:
     before = metrics(receiver)
     req = approved("demo:counted")
-    ran = run_command("run_deletion", str(req.id))
+    reads: list[float] = []  # applies answered, as each read during the run saw them
+    done = threading.Event()
+
+    def read_while_running() -> None:
+        while not done.is_set():
+            reads.append(metrics(receiver).get(("receiver_applied_total", frozenset({("outcome", "applied")})), 0.0))
+            done.wait(0.05)
+
+    reader = threading.Thread(target=read_while_running)
+    reader.start()
+    try:
+        ran = run_command("run_deletion", str(req.id))
+    finally:
+        done.set()
+        reader.join(timeout=30)
     assert ran.code == 0, ran.err
+    assert reads and reads == sorted(reads), reads  # read while it ran, never going back
     assert DeletionRequest.objects.get(id=req.id).status == "completed"
     adapter: Any = targets.for_target("demo:counted")
     with httpx.Client() as client:
@@ -147,4 +163,4 @@ def test_the_receivers_metrics_move_by_what_the_deletions_it_served_did(receiver
     assert moved(before, after, "receiver_refusals_total", status="401", kind="signature") == 1
     assert moved(before, after, "receiver_refusals_total", status="422", kind=forged.json()["refused"]["kind"]) == 1
     assert moved(before, after, "receiver_calls_total", call="fence", status="401") == 1
-    assert moved(before, after, "receiver_calls_total", call="metrics", status="200") == 1  # (the read before)
+    assert moved(before, after, "receiver_calls_total", call="metrics", status="200") == 1 + len(reads)
