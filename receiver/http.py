@@ -27,6 +27,7 @@ from uuid import UUID
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections, connections
+from django.db import Error as DatabaseFault
 from django.utils import timezone
 
 from core.crashpoints import crash_point
@@ -265,7 +266,7 @@ def _sweep_forever() -> None:
         close_old_connections()
         try:
             swept = signing.sweep_nonces()
-        except DatabaseError as exc:
+        except DatabaseFault as exc:  # (a connection lost reads as an InterfaceError, which is no DatabaseError)
             logger.warning("expired nonces not swept (%s); trying again in %s s", type(exc).__name__, every)
             connections[ALIAS].close()
         else:
