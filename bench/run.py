@@ -193,9 +193,7 @@ def receiver_process(target_url: str) -> Iterator[None]:
     proc = netcut.serve_receiver(port, target_url, RECEIVER_LOG_LEVEL="WARNING")
     previous = targets.registered()
     try:
-        netcut.register_started(
-            name="demo target system", prefix="demo:", base_url=f"http://127.0.0.1:{port}/receiver/v1/"
-        )
+        netcut.register_started(name="demo target system", prefix="demo:", base_url=netcut.receiver_url(port))
         yield
     finally:
         netcut.stop(proc)

@@ -63,11 +63,6 @@ DATASET = ROOT / "samples" / "shop" / "dataset.yaml"
 PRODUCT, FLOOR = "product", "floor"
 PREFIX = {PRODUCT: "shop:", FLOOR: "shopfloor:"}
 SETTLE_S = 11.0  # an idle backend's pending counts are flushed within 10 s (PGSTAT_IDLE_INTERVAL)
-NONCE = (
-    "WITH gone AS (DELETE FROM receiver.receiver_call_nonces WHERE kept_until < now()) "
-    "INSERT INTO receiver.receiver_call_nonces (nonce, kept_until) VALUES (%s, now() + %s * interval '2 seconds') "
-    "ON CONFLICT (nonce) DO NOTHING RETURNING nonce"
-)  # the receiver's replay guard (`receiver/signing.check_call`), in the effect's own transaction here
 
 
 # ------------------------------------------------------------------------------------------------
@@ -166,9 +161,7 @@ def receivers(shop: Shop) -> Iterator[dict[str, subprocess.Popen[str]]]:
             procs[side] = netcut.serve_receiver(
                 port, shop.urls[side], RECEIVER_DATASET=str(shop.datasets[side]), RECEIVER_LOG_LEVEL="WARNING"
             )
-            netcut.register_started(
-                name=f"shop, bench {side}", prefix=PREFIX[side], base_url=f"http://127.0.0.1:{port}/receiver/v1/"
-            )
+            netcut.register_started(name=f"shop, bench {side}", prefix=PREFIX[side], base_url=netcut.receiver_url(port))
         yield procs
     finally:
         for proc in procs.values():
@@ -556,6 +549,7 @@ class Floor:
         from demo_target import system
         from receiver.dataset import complete
         from receiver.protocol import EVIDENCE_ALGORITHM, SIGNATURE_MAX_AGE_SECONDS
+        from receiver.signing import TAKE_NONCE
 
         now = timezone.now()
         g = grants.verify(token, grants.receiver_key())
@@ -566,7 +560,11 @@ class Floor:
         self.timed.spent.clear()
         started = time.perf_counter()
         with self.shop.transaction(), self.shop.cursor() as cur:
-            cur.execute(NONCE, [secrets.token_urlsafe(24), SIGNATURE_MAX_AGE_SECONDS])
+            # the receiver's replay guard (`receiver/signing.take_nonce`), in the effect's own transaction here
+            cur.execute(
+                TAKE_NONCE.format(table="receiver.receiver_call_nonces"),
+                [secrets.token_urlsafe(24), SIGNATURE_MAX_AGE_SECONDS],
+            )
             if cur.fetchone() is None:
                 raise RuntimeError("floor: a nonce was seen before")
             recorded, said, _, _ = complete.run(cur, self.compiled, params)

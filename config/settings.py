@@ -351,6 +351,7 @@ TARGET_GRANT_PUBLIC_KEY = os.environ.get("TARGET_GRANT_PUBLIC_KEY", "")  # empty
 # chaos run, whose target database is wrapped in their transactions); the receiver's own settings
 # below are read only then (in its own process, receiver/settings.py has them).
 RECEIVER_IN_PROCESS = os.environ.get("RECEIVER_IN_PROCESS", "")
+RECEIVER_PUBLIC_URL = os.environ.get("RECEIVER_PUBLIC_URL", "")  # the mounted receiver's: the URL registered for it
 RECEIVER_SIGNING_KEY = os.environ.get("RECEIVER_SIGNING_KEY", "")
 RECEIVER_KEY_ID = os.environ.get("RECEIVER_KEY_ID", "receiver-1")
 RECEIVER_CALLER_KEYS: dict[str, str] = {}

@@ -13,6 +13,7 @@ from config.settings import *  # noqa: F403
 # The reference receiver's WSGI application serves the registered demo target in this process, on the
 # test's own target connection (tests/conftest.py registers it; tests/receiver start it as a process).
 RECEIVER_IN_PROCESS = "receiver.http.application"
+RECEIVER_PUBLIC_URL = "http://127.0.0.1:8100/receiver/v1/"  # the URL it is registered under (tests/conftest.py)
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

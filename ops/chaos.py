@@ -92,15 +92,17 @@ def require_scratch() -> None:
 LOOKUP_LAG_SECONDS = 4  # a lagging worker's lookup source is this far behind
 
 
-def worker_env(database_url: str, *, lagging: bool = False) -> dict[str, str]:
+def worker_env(database_url: str, *, lagging: bool = False, receiver_url: str = "") -> dict[str, str]:
     """A worker reaches the receiver process over the network that chaos cuts; a lagging one mounts
     the receiver in its own process with a lookup source that lags behind (the same database, fences
-    and key: one receiver, two transports)."""
+    and key: one receiver, two transports; the mount takes calls signed for `receiver_url`, the URL
+    registered for the receiver)."""
     # The scratch server's own target database, whatever the caller's environment names.
     dropped = ("TARGET_DATABASE_URL", "MIGRATION_DATABASE_URL")
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG") and k not in dropped}
     env.update(
         RECEIVER_IN_PROCESS="receiver.http.application" if lagging else "",
+        RECEIVER_PUBLIC_URL=receiver_url,
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=database_url,
         CHAOS_SCRATCH_TOKEN=os.environ.get("CHAOS_SCRATCH_TOKEN", ""),
@@ -203,10 +205,9 @@ class Orchestrator:
         self.tally.lagging_workers += lagging
         argv = [sys.executable, "manage.py", "chaos", "--role", "worker", "--executor", f"chaos-worker-{self.started}"]
         log = self.logs / f"chaos-worker-{self.started}.log"
+        env = worker_env(self.database_url, lagging=lagging, receiver_url=self.proxy.url if self.proxy else "")
         with log.open("wb") as stderr:
-            proc = subprocess.Popen(
-                argv, env=worker_env(self.database_url, lagging=lagging), stdout=subprocess.DEVNULL, stderr=stderr
-            )
+            proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         self.procs.append(proc)
         self.log_of[proc.pid] = log
 
@@ -251,18 +252,21 @@ class Orchestrator:
         from core.store import connection_url
         from ops import netcut
 
+        first = self.proxy is None
         if self.receiver_port is None:
             self.receiver_port = netcut.free_port()
+        if self.proxy is None:
+            self.proxy = netcut.Proxy(self.receiver_port)
         with (self.logs / "receiver.log").open("ab") as stderr:
             self.receiver = netcut.serve_receiver(
                 self.receiver_port,
                 connection_url("target"),
                 stderr=stderr,
+                public_url=self.proxy.url,  # the URL it is registered under, which the calls are signed for
                 RECEIVER_LOG_LEVEL="WARNING",
                 TARGET_STATEMENT_TIMEOUT_MS="5000",
             )
-        if self.proxy is None:
-            self.proxy = netcut.Proxy(self.receiver_port)
+        if first:
             netcut.register_started(name="demo target system", prefix="demo:", base_url=self.proxy.url)
 
     def stop_receiver(self) -> None:

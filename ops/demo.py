@@ -18,7 +18,7 @@ from django.test import override_settings
 from core import authority, clock
 from core.authority import Actor
 from core.store import connection_url
-from deletions import retry, worker
+from deletions import retry, targets, worker
 from deletions import services as deletions
 from deletions.handlers import RunOptions
 from deletions.models import DeletionRequest
@@ -130,8 +130,9 @@ def seed(demo_user: Any) -> list[str]:
     # hours ago (and grants whose lease ended then), so while the clock is moved the same receiver's
     # application takes them in this process, on the same demo database (its settings allow it only
     # outside production; the rest of the demo goes over HTTP).
+    registered = next(r.base_url for r in targets.registered() if r.prefix == "demo:")  # (its calls signed for it)
     with (
-        override_settings(RECEIVER_IN_PROCESS="receiver.http.application"),
+        override_settings(RECEIVER_IN_PROCESS="receiver.http.application", RECEIVER_PUBLIC_URL=registered),
         time_machine.travel(start - timedelta(hours=3, minutes=10), tick=False) as traveller,
     ):
         frank = submit("demo:frank", "ticket DEL-106")

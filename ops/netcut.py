@@ -22,16 +22,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def receiver_url(port: int) -> str:
+    """The URL of a receiver (or a proxy in front of one) this run serves on a port of this machine."""
+    return f"http://127.0.0.1:{port}/receiver/v1/"
+
+
 def serve_receiver(
-    port: int, database_url: str, stderr: IO[Any] | int | None = None, **env: str
+    port: int, database_url: str, stderr: IO[Any] | int | None = None, public_url: str = "", **env: str
 ) -> subprocess.Popen[str]:
     """`python -m receiver serve` on this port against this database, checking this back-office's key,
-    returned once it listens (it prints its URL then); `env` adds to its settings."""
+    returned once it listens (it prints its URL then); it takes calls signed for `public_url` (the URL
+    it is registered under: by default its own port's; a proxy's when one is in front). `env` adds to
+    its settings."""
     from core import grants
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDDED_PG", "DJANGO_SETTINGS"))}
     environ.update(
-        RECEIVER_DATABASE_URL=database_url, RECEIVER_BACKOFFICE_KEY=grants.public_key(), PYTHONUNBUFFERED="1"
+        RECEIVER_DATABASE_URL=database_url,
+        RECEIVER_BACKOFFICE_KEY=grants.public_key(),
+        RECEIVER_PUBLIC_URL=public_url or receiver_url(port),
+        PYTHONUNBUFFERED="1",
     )
     environ.update(env)
     proc = subprocess.Popen(
@@ -88,7 +98,7 @@ class Proxy:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/receiver/v1/"
+        return receiver_url(self.port)
 
     def _accept(self) -> None:
         while True:

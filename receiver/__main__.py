@@ -156,11 +156,18 @@ def bind_address(text: str) -> tuple[str, int] | None:
 
 
 def serve(host: str, port: int) -> None:
+    """Serve `/receiver/v1/` on this address until stopped. Calls are checked as signed for
+    `RECEIVER_PUBLIC_URL`; unset (development only: production requires it) it is the address listened on."""
+    from django.conf import settings
+
     from receiver import protocol
-    from receiver.http import served
+    from receiver.http import served, worker_started
 
     server = make_server(host, port, served, server_class=_Server, handler_class=_Quiet)
-    print(f"Receiver: http://{host}:{server.server_port}{protocol.PREFIX}", flush=True)
+    listening = f"http://{f'[{host}]' if ':' in host else host}:{server.server_port}{protocol.PREFIX}"
+    public = settings.RECEIVER_PUBLIC_URL = settings.RECEIVER_PUBLIC_URL or listening  # (development: unset)
+    worker_started()
+    print(f"Receiver: {listening}" + (f" (public URL {public})" if public != listening else ""), flush=True)
     server.serve_forever()
 
 

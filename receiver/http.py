@@ -8,22 +8,31 @@ Every refusal is one JSON line. The evidence of `apply` and `lookup` is signed b
 
 What never reaches this application (bytes that are not HTTP, a request line or headers over the
 protocol's limits) is refused, in the same JSON, by the server that runs it (`__main__._Quiet`).
+
+A call is checked as signed for this receiver's public URL (`RECEIVER_PUBLIC_URL`), never for its
+`Host`. Every answer is counted (`metrics.py`, served at `/receiver/v1/metrics`); expired nonces are
+swept by a thread the serving process starts beside its own (`worker_started`), never on a call's path.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, close_old_connections, connections
+from django.db import Error as DatabaseFault
+from django.utils import timezone
 
 from demo_target import system
 from demo_target.router import ALIAS
-from receiver import protocol, signing
+from receiver import metrics, protocol, signing
 from wire.crashpoints import crash_point
 
 logger = logging.getLogger("receiver")
@@ -111,13 +120,13 @@ def apply(body: dict[str, Any]) -> Run:
     grant = _field(body, "grant", str)
 
     def run() -> Answer:
+        began = timezone.now()
         try:
             evidence = backend().apply(grant)
         except system.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
             return 409, {"retry": {"kind": exc.kind, "message": f"nothing changed: {exc.message}; retry"}}
-        crash_point(
-            "receiver-after-commit", production=settings.PRODUCTION
-        )  # applied and committed; the answer is not sent yet
+        metrics.applied(evidence, began)
+        crash_point("receiver-after-commit", production=settings.PRODUCTION)  # committed; not answered yet
         return 200, {"evidence": signing.evidence(evidence)}
 
     return run
@@ -167,7 +176,7 @@ TAKES = {
     if (body := op.get("post", {}).get("requestBody", {}).get("content", {}).get(protocol.CONTENT_TYPE))
 }
 # Path -> the one method it answers.
-ROUTES = {protocol.PREFIX: "GET", protocol.PREFIX + "openapi.json": "GET"}
+ROUTES = {protocol.PREFIX: "GET", protocol.PREFIX + "openapi.json": "GET", protocol.METRICS: "GET"}
 ROUTES |= {protocol.PREFIX + name: "POST" for name in CALLS}
 
 
@@ -184,9 +193,14 @@ def discovery() -> dict[str, Any]:
 
 
 def _url(environ: dict[str, Any]) -> str:
-    host = environ.get("HTTP_HOST") or f"{environ['SERVER_NAME']}:{environ['SERVER_PORT']}"
+    """The URL a call must be signed for: this receiver's public URL (`RECEIVER_PUBLIC_URL`) plus the
+    call's path, never what its `Host` says, so a call signed for another receiver that takes the same
+    back-office key is refused here."""
+    public = getattr(settings, "RECEIVER_PUBLIC_URL", "")
+    if not public:  # (production requires it; `serve` derives it in development; a mount is given it)
+        raise ImproperlyConfigured("RECEIVER_PUBLIC_URL is not set: no call can be checked against this receiver's URL")
     query = f"?{environ['QUERY_STRING']}" if environ.get("QUERY_STRING") else ""
-    return f"{environ.get('wsgi.url_scheme', 'http')}://{host}{environ.get('PATH_INFO', '')}{query}"
+    return public + environ.get("PATH_INFO", "").removeprefix(protocol.PREFIX) + query
 
 
 def _headers(environ: dict[str, Any]) -> dict[str, str]:
@@ -209,12 +223,21 @@ def _answer(start_response: StartResponse, status: int, body: dict[str, Any], al
 
 
 def application(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    """Answer one call, counted by what it was answered (`metrics.answered`); the metrics themselves are
+    Prometheus' text, every other answer one JSON object."""
+    started, path = time.perf_counter(), environ.get("PATH_INFO", "")
+    if path == protocol.METRICS and environ.get("REQUEST_METHOD") == "GET":
+        metrics.answered(path, 200, {}, 0.0)
+        data, media = metrics.exposition()
+        start_response("200 OK", [("Content-Type", media), ("Content-Length", str(len(data)))])
+        return [data]
     try:
         status, body = _handle(environ)
     except Exception as exc:  # a fault of this receiver, not of the call: one JSON line, the traceback logged
         logger.exception("call failed")
         status, body = 500, {"error": f"the receiver failed on this call ({type(exc).__name__}); see its log"}
-    return _answer(start_response, status, body, ROUTES.get(environ.get("PATH_INFO", ""), ""))
+    metrics.answered(path, status, body, time.perf_counter() - started)
+    return _answer(start_response, status, body, ROUTES.get(path, ""))
 
 
 def served(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -225,6 +248,31 @@ def served(environ: dict[str, Any], start_response: StartResponse) -> Iterable[b
         return application(environ, start_response)
     finally:
         close_old_connections()
+
+
+def worker_started() -> threading.Thread:
+    """What a serving process starts beside its threads, once: the sweeper of expired nonces, a daemon
+    thread on its own database connection, so no call deletes another's nonces on its path."""
+    sweeper = threading.Thread(target=_sweep_forever, name="receiver-nonce-sweeper", daemon=True)
+    sweeper.start()
+    return sweeper
+
+
+def _sweep_forever() -> None:
+    """Sweep expired nonces every `RECEIVER_NONCE_SWEEP_SECONDS`, for the life of the process; a sweep
+    that fails is logged and tried again at the next."""
+    every = max(1, int(getattr(settings, "RECEIVER_NONCE_SWEEP_SECONDS", 60)))
+    while True:
+        close_old_connections()
+        try:
+            swept = signing.sweep_nonces()
+        except DatabaseFault as exc:  # (a connection lost reads as an InterfaceError, which is no DatabaseError)
+            logger.warning("expired nonces not swept (%s); trying again in %s s", type(exc).__name__, every)
+            connections[ALIAS].close()
+        else:
+            if swept:
+                logger.debug("swept %s expired nonces", swept)
+        time.sleep(every)
 
 
 class BadLength(Exception):

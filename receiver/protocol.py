@@ -2,7 +2,7 @@
 OpenAPI document the receiver serves. The back-office's adapter (`deletions.targets.http`) speaks the
 same wire from this document, never by importing this module.
 
-Every call but discovery and this document is a POST of a JSON object (`Content-Type:
+Every call but discovery, the metrics and this document is a POST of a JSON object (`Content-Type:
 application/json`, its `Content-Length` given), signed by the back-office (RFC 9421; the signature
 covers `@method`, `@target-uri` and `content-digest`, with `created`, `expires`, `nonce` and `keyid`;
 Ed25519). Every refusal of the call itself is one JSON line `{"error": "..."}` and nothing was
@@ -26,6 +26,7 @@ from wire import calls, evidence
 VERSION = 1
 PREFIX = f"/receiver/v{VERSION}/"
 CALLS = ("inventory", "preview", "fence", "apply", "lookup", "withdraw")
+METRICS = PREFIX + "metrics"  # unsigned, like discovery: counts, never a person
 MAX_BODY = 64 * 1024  # a grant and its envelope are a few kB
 MAX_REQUEST_LINE = 8 * 1024  # bytes: "POST /receiver/v1/apply HTTP/1.1" is 32
 MAX_HEADER_BYTES = 16 * 1024  # all header fields together; a signed call's are under 1 kB
@@ -34,6 +35,24 @@ MAX_COMMUNITIES = 10_000  # per inventory
 CONTENT_TYPE = "application/json"
 SIGNATURE_MAX_AGE_SECONDS = calls.MAX_AGE_SECONDS  # a call signed longer ago is refused, as is one signed twice
 EVIDENCE_ALGORITHM = evidence.ALGORITHM  # RFC 9864's name for EdDSA over Ed25519 (JWS)
+
+
+def public_url_problem(url: str) -> str:
+    """Why `url` cannot be a receiver's public URL ("" when it can): the absolute http(s) URL the
+    back-office registers and signs its calls for, ending with `PREFIX`, with no query or fragment."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (read for its check: a port that is not a number raises)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not url.isprintable():
+        return f"{url[:80]!r} is not an absolute http(s) URL"
+    if parts.query or parts.fragment or not parts.path.endswith(PREFIX):
+        return f"{url[:80]!r} must end with {PREFIX} (no query or fragment), as the back-office registers it"
+    return ""
+
 
 _OBJ = {"type": "object"}
 _UUID = {"type": "string", "format": "uuid"}
@@ -141,6 +160,18 @@ def openapi() -> dict[str, Any]:
                 "get": {
                     "summary": "discovery: the protocol version, the capabilities this receiver enforces, its keys",
                     "responses": {"200": {"description": "the receiver's declaration"}},
+                }
+            },
+            PREFIX + "metrics": {
+                "get": {
+                    "summary": "this receiver's counts for Prometheus: calls by call and status, refusals by kind, "
+                    "apply latency, applies and the rows they changed (names no person)",
+                    "responses": {
+                        "200": {
+                            "description": "Prometheus' text exposition format",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
                 }
             },
             PREFIX + "inventory": _call(

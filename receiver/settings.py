@@ -7,6 +7,9 @@ back-office's settings is read here.
   with. Unset in development: derived from `RECEIVER_SECRET_KEY`.
 - `RECEIVER_BACKOFFICE_KEY`: the back-office's public key; it checks both the calls and the grants.
   Unset in development: the development back-office's own.
+- `RECEIVER_PUBLIC_URL`: the URL the back-office registers for this receiver and signs its calls for
+  (`https://receiver.example.org/receiver/v1/`); a call signed for any other URL is refused, whatever
+  its `Host` says. Unset in development: `serve` derives it from the address it listens on.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from receiver import protocol
 from wire import crashpoints
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -36,7 +40,9 @@ PRODUCTION = os.environ.get("DEPLOYMENT_ENV") == "production"
 SECRET_KEY = os.environ.get("RECEIVER_SECRET_KEY", "development-only-insecure-key-never-used-in-production")
 if PRODUCTION:
     missing = [
-        n for n in ("RECEIVER_DATABASE_URL", "RECEIVER_SIGNING_KEY", "RECEIVER_BACKOFFICE_KEY") if not os.environ.get(n)
+        n
+        for n in ("RECEIVER_DATABASE_URL", "RECEIVER_SIGNING_KEY", "RECEIVER_BACKOFFICE_KEY", "RECEIVER_PUBLIC_URL")
+        if not os.environ.get(n)
     ]
     if missing:
         raise ImproperlyConfigured(f"{', '.join(missing)} must be set when DEPLOYMENT_ENV=production")
@@ -88,6 +94,11 @@ _target["OPTIONS"] = {**_target.get("OPTIONS", {}), **_options}
 DATABASES: dict[str, dict[str, Any]] = {"default": {}, "target": _target}
 DATABASE_ROUTERS = ["demo_target.router.TargetRouter"]
 
+# Every call is checked as signed for this URL plus the call's path, never for the request's Host.
+RECEIVER_PUBLIC_URL = os.environ.get("RECEIVER_PUBLIC_URL", "")
+if RECEIVER_PUBLIC_URL and (_problem := protocol.public_url_problem(RECEIVER_PUBLIC_URL)):
+    raise ImproperlyConfigured(f"RECEIVER_PUBLIC_URL {_problem}")
+RECEIVER_NONCE_SWEEP_SECONDS = _int("RECEIVER_NONCE_SWEEP_SECONDS", 60)  # expired nonces swept this often
 RECEIVER_SIGNING_KEY = os.environ.get("RECEIVER_SIGNING_KEY", "")
 RECEIVER_KEY_ID = os.environ.get("RECEIVER_KEY_ID", "receiver-1")
 TARGET_GRANT_PUBLIC_KEY = os.environ.get("RECEIVER_BACKOFFICE_KEY", "")  # the grants' and the calls' key

@@ -90,11 +90,14 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     """Environment for a child `manage.py` that talks to this test database."""
     connection.ensure_connection()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG")}
+    mounted = extra.get("RECEIVER_IN_PROCESS", settings.RECEIVER_IN_PROCESS)
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=database_url(),
         TARGET_DATABASE_URL=connection_url("target"),
         RECEIVER_IN_PROCESS=settings.RECEIVER_IN_PROCESS,
+        # The mounted receiver's URL; a receiver the child starts itself derives its own from its address.
+        RECEIVER_PUBLIC_URL=settings.RECEIVER_PUBLIC_URL if mounted else "",
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)
@@ -163,7 +166,7 @@ def ensure_people() -> None:
             user.groups.set(Group.objects.filter(name__in=groups))
 
 
-DEMO_RECEIVER_URL = "http://127.0.0.1:8100/receiver/v1/"
+DEMO_RECEIVER_URL = settings.RECEIVER_PUBLIC_URL  # the in-process receiver checks its calls were signed for it
 
 
 def ensure_demo_receiver() -> None:

@@ -29,9 +29,11 @@ class Receiver:
     proc: subprocess.Popen[str] | None = None
     log: Any = None  # its stderr, a file made by the first start
 
+    public_url: str = ""  # the URL it takes calls signed for, when not its own port's (a proxy's)
+
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/receiver/v1/"
+        return netcut.receiver_url(self.port)
 
     def public(self) -> str:
         return keys.public_text(keys.private(keys.unb64(self.key)))
@@ -44,6 +46,7 @@ class Receiver:
             self.port,
             connection_url("target"),
             stderr=self.log,
+            public_url=self.public_url,
             **{"RECEIVER_SIGNING_KEY": self.key, "RECEIVER_KEY_ID": self.key_id, **env},
         )
         return self

@@ -249,7 +249,19 @@ NOWHERE = "postgresql://nobody@127.0.0.1:{port}/nothing"
         (["serve"], {"RECEIVER_BACKOFFICE_KEY": "short"}, 1, "refused: RECEIVER_BACKOFFICE_KEY is not an Ed25519"),
         (["key"], {"RECEIVER_MAX_ROWS": "lots"}, 1, "refused: RECEIVER_MAX_ROWS must be a whole number, not 'lots'"),
         (["key"], {"RECEIVER_DATABASE_URL": "pg://me:hunter2@db/x"}, 1, "refused: RECEIVER_DATABASE_URL is not a"),
-        (["key"], {"DEPLOYMENT_ENV": "production"}, 1, "refused: RECEIVER_SIGNING_KEY, RECEIVER_BACKOFFICE_KEY must"),
+        (
+            ["key"],
+            {"DEPLOYMENT_ENV": "production"},
+            1,
+            "refused: RECEIVER_SIGNING_KEY, RECEIVER_BACKOFFICE_KEY, RECEIVER_PUBLIC_URL must be set",
+        ),
+        (["key"], {"RECEIVER_PUBLIC_URL": "receiver.example.org"}, 1, "refused: RECEIVER_PUBLIC_URL 'receiver.exa"),
+        (
+            ["serve"],
+            {"RECEIVER_PUBLIC_URL": "https://receiver.example.org/v1/"},
+            1,
+            "refused: RECEIVER_PUBLIC_URL 'https://receiver.example.org/v1/' must end with /receiver/v1/",
+        ),
         (["nonsense"], {}, 2, "refused: unknown command 'nonsense'"),
     ],
 )

@@ -145,6 +145,8 @@ def test_a_network_cut_refuses_the_run_before_anything_is_sent_and_the_run_compl
     receiver: Receiver,
 ) -> None:
     proxy = Proxy(receiver.port)
+    receiver.public_url = proxy.url  # registered there: the calls are signed for the proxy's URL
+    receiver.start()
     try:
         receiver.register()
         targets.register(
