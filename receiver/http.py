@@ -7,7 +7,8 @@ Every refusal is one JSON line. The evidence of `apply` and `lookup` is signed b
 (`signing.evidence`). Every check on the effect itself runs in the backend's transaction.
 
 What never reaches this application (bytes that are not HTTP, a request line or headers over the
-protocol's limits) is refused, in the same JSON, by the server that runs it (`__main__._Quiet`).
+protocol's limits, a body not framed by one Content-Length) is refused, in the same JSON, by the server
+that runs it (`serve.Worker`).
 """
 
 from __future__ import annotations
@@ -223,6 +224,11 @@ def served(environ: dict[str, Any], start_response: StartResponse) -> Iterable[b
         return application(environ, start_response)
     finally:
         close_old_connections()
+
+
+def worker_started() -> None:
+    """What a serving process starts beside its threads, once, before it takes its first call (gunicorn's
+    `post_worker_init`, `receiver/serve.py`). Nothing yet."""
 
 
 class BadLength(Exception):
