@@ -19,10 +19,14 @@ by one Content-Length (400). TLS is gunicorn's when `RECEIVER_TLS_CERT` and `REC
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import selectors
+import signal
 import socket
 import ssl
+import sys
 import threading
 import time
 from functools import partial
@@ -37,6 +41,7 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 from receiver import protocol
 from receiver import settings as conf  # (the module Django reads: this process runs on it alone)
 
+PR_SET_PDEATHSIG = 1  # prctl(2)
 MAX_HEADER_FIELDS = 100  # a signed call sends about 8
 NOT_HTTP = "this receiver speaks HTTP/1.x: the request line is not one"
 FRAMING = "a call gives one Content-Length, a number of bytes, and no Transfer-Encoding"
@@ -72,14 +77,24 @@ def refusal(exc: BaseException) -> tuple[int, str]:
 
 
 class _Patient:
-    """A connection's socket as the request parser reads it: each read waits at most `seconds`, then
-    reads as the end of the connection (the client is gone as far as this request goes)."""
+    """A connection's socket as the request parser reads it: a request (its head and its body) is read
+    within `seconds` of its first read; past that, the next read reads as the end of the connection (the
+    client is gone as far as this request goes), so a client trickling bytes holds a thread that long."""
 
     def __init__(self, sock: socket.socket, seconds: float) -> None:
         self.sock, self.seconds = sock, seconds
+        self.deadline: float | None = None
+
+    def next_request(self) -> None:
+        self.deadline = None
 
     def recv(self, size: int) -> bytes:
-        self.sock.settimeout(self.seconds)  # (the worker makes the socket blocking again before each request)
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.seconds
+        if now >= self.deadline:
+            return b""
+        self.sock.settimeout(self.deadline - now)  # (the worker makes it blocking again before each request)
         try:
             return self.sock.recv(size)
         except TimeoutError:
@@ -103,7 +118,8 @@ class Connection(TConn):  # type: ignore[misc]
                 self.sock = gsock.ssl_wrap_socket(self.sock, self.cfg)  # (the handshake, within `seconds`)
             except TimeoutError:
                 raise StopIteration from None  # (gunicorn closes the connection quietly)
-        self.parser = ghttp.get_parser(self.cfg, _Patient(self.sock, seconds), self.client)
+        self.patient = _Patient(self.sock, seconds)
+        self.parser = ghttp.get_parser(self.cfg, self.patient, self.client)
 
 
 class Worker(ThreadWorker):  # type: ignore[misc]
@@ -126,6 +142,12 @@ class Worker(ThreadWorker):  # type: ignore[misc]
         conn.timeout = time.monotonic() + self.cfg.keepalive
         self.pending_conns.append(conn)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
+
+    def handle(self, conn: Any) -> Any:
+        """One request of this connection, read within the read timeout from its first byte."""
+        if conn.initialized and not conn.is_http2:
+            conn.patient.next_request()
+        return super().handle(conn)
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
@@ -176,6 +198,16 @@ def when_ready(server: Any) -> None:
     print(f"Receiver: {scheme}://{shown}:{port}{protocol.PREFIX}", flush=True)
 
 
+def post_fork(server: Any, worker: Any) -> None:
+    """The worker dies with the process that started it: a receiver killed (SIGKILL, as a crash or a
+    test kills it) leaves no worker behind still serving, holding its port and its database connections."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server.pid:  # (it died before the line above)
+        os._exit(1)
+
+
 def post_worker_init(worker: Any) -> None:
     """What a serving process starts beside its threads (`receiver.http.worker_started`)."""
     from receiver import http
@@ -209,6 +241,7 @@ class Server(BaseApplication):  # type: ignore[misc]
             "accesslog": None,
             "loglevel": "warning",
             "when_ready": when_ready,
+            "post_fork": post_fork,
             "post_worker_init": post_worker_init,
             "proc_name": "receiver",
             "control_socket_disable": True,
