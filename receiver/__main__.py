@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import ssl
 import sys
 
 BIND = re.compile(r"(?P<host>[^\s:]*|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
@@ -82,9 +81,13 @@ def main(argv: list[str]) -> int:
             signing.check_keys()
         if command == "serve":
             from core import rollout
-            from receiver import http
+            from receiver import http, serve
             from receiver.dataset.compile import Refused as NotInstalled
 
+            untrusted = serve.tls_refused()
+            if untrusted:
+                print(f"refused: {untrusted}", file=sys.stderr)
+                return 1
             try:
                 if http.backend() is http.system:
                     rollout.require_known_schema(using="target")
@@ -94,17 +97,6 @@ def main(argv: list[str]) -> int:
                 print(refused, file=sys.stderr)
                 return 3
             assert bind is not None
-            from receiver import serve
-
-            try:
-                serve.check_tls()
-            except (ssl.SSLError, OSError) as exc:
-                print(
-                    "refused: RECEIVER_TLS_CERT and RECEIVER_TLS_KEY do not load as a certificate and its key "
-                    f"({_first_line(exc)})",
-                    file=sys.stderr,
-                )
-                return 1
             try:
                 serve.serve(*bind)
             except (OSError, OverflowError) as exc:

@@ -257,12 +257,20 @@ class Server(BaseApplication):  # type: ignore[misc]
         return served
 
 
-def check_tls() -> None:
-    """The TLS certificate and key load together, or ssl.SSLError / OSError saying why."""
-    if conf.RECEIVER_TLS_CERT:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-            conf.RECEIVER_TLS_CERT, conf.RECEIVER_TLS_KEY
-        )
+def tls_refused() -> str:
+    """Why TLS as configured cannot be served ("" when it can: both files load as a certificate chain and
+    its key, or neither is set)."""
+    cert, key = conf.RECEIVER_TLS_CERT, conf.RECEIVER_TLS_KEY
+    if bool(cert) != bool(key):
+        return "RECEIVER_TLS_CERT and RECEIVER_TLS_KEY are set together (TLS) or not at all"
+    if not cert:
+        return ""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"RECEIVER_TLS_CERT and RECEIVER_TLS_KEY do not load as a certificate and its key ({said})"
+    return ""
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -281,5 +289,4 @@ def listen(host: str, port: int) -> socket.socket:
 
 def serve(host: str, port: int) -> None:
     """Listen on HOST:PORT and serve until stopped (SIGTERM or Ctrl-C: running calls finish first)."""
-    check_tls()
     Server(listen(host, port)).run()

@@ -149,13 +149,10 @@ if RECEIVER_CONNECTIONS <= RECEIVER_THREADS:
     raise ImproperlyConfigured(
         f"RECEIVER_CONNECTIONS ({RECEIVER_CONNECTIONS}) must be more than RECEIVER_THREADS ({RECEIVER_THREADS})"
     )
-# TLS terminated by the receiver itself (else by a proxy in front, docs/how-to/production.md): both or neither.
+# TLS terminated by the receiver itself (else by a proxy in front, docs/how-to/production.md): `serve` takes both
+# or neither (the other commands read neither).
 RECEIVER_TLS_CERT = os.environ.get("RECEIVER_TLS_CERT", "")
 RECEIVER_TLS_KEY = _secret_file("RECEIVER_TLS_KEY")
-if bool(RECEIVER_TLS_CERT) != bool(RECEIVER_TLS_KEY):
-    raise ImproperlyConfigured("RECEIVER_TLS_CERT and RECEIVER_TLS_KEY are set together (TLS) or not at all")
-if RECEIVER_TLS_CERT and not os.path.isfile(RECEIVER_TLS_CERT):
-    raise ImproperlyConfigured(f"RECEIVER_TLS_CERT names no readable file: {RECEIVER_TLS_CERT[:200]}")
 
 LOGGING = {
     "version": 1,

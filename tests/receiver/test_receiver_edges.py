@@ -271,6 +271,12 @@ NOWHERE = "postgresql://nobody@127.0.0.1:{port}/nothing"
         (["key"], {"RECEIVER_DATABASE_URL": "pg://me:hunter2@db/x"}, 1, "refused: RECEIVER_DATABASE_URL is not a"),
         (["key"], {"DEPLOYMENT_ENV": "production"}, 1, "refused: RECEIVER_SIGNING_KEY, RECEIVER_BACKOFFICE_KEY must"),
         (["nonsense"], {}, 2, "refused: unknown command 'nonsense'"),
+        (["key"], {"RECEIVER_THREADS": "0"}, 1, "refused: RECEIVER_THREADS must be 1 to 100000, not 0"),
+        (["key"], {"RECEIVER_KEEPALIVE_SECONDS": "1s"}, 1, "refused: RECEIVER_KEEPALIVE_SECONDS must be a whole"),
+        (["key"], {"RECEIVER_THREADS": "9", "RECEIVER_CONNECTIONS": "9"}, 1, "refused: RECEIVER_CONNECTIONS (9) must"),
+        (["key"], {"RECEIVER_SIGNING_KEY_FILE": "/nowhere/key"}, 1, "refused: RECEIVER_SIGNING_KEY_FILE names no"),
+        (["key"], {"RECEIVER_SIGNING_KEY_FILE": str(ROOT / "README.md")}, 1, "refused: RECEIVER_SIGNING_KEY_FILE is "),
+        (["serve"], {"RECEIVER_TLS_CERT": str(ROOT / "README.md")}, 1, "refused: RECEIVER_TLS_CERT and RECEIVER_TLS"),
     ],
 )
 def test_every_refusal_of_the_receiver_command_is_one_line_and_a_non_zero_exit(
