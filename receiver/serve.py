@@ -42,6 +42,7 @@ from receiver import protocol
 from receiver import settings as conf  # (the module Django reads: this process runs on it alone)
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
+TLS_HANDSHAKE = b"\x16"  # the first byte of every TLS connection (a handshake record)
 MAX_HEADER_FIELDS = 100  # a signed call sends about 8
 NOT_HTTP = "this receiver speaks HTTP/1.x: the request line is not one"
 FRAMING = "a call gives one Content-Length, a number of bytes, and no Transfer-Encoding"
@@ -49,6 +50,10 @@ REQUEST_LINE = f"the request line is over {protocol.MAX_REQUEST_LINE} bytes"
 HEADERS = f"the request's headers are over {protocol.MAX_HEADER_BYTES} bytes or {MAX_HEADER_FIELDS} fields"
 REASONS = {400: "Bad Request", 414: "URI Too Long", 431: "Request Header Fields Too Large"}
 REASONS |= {500: "Internal Server Error", 501: "Not Implemented", 505: "HTTP Version Not Supported"}
+
+
+class NotTLS(Exception):
+    """Bytes that do not begin a TLS handshake, sent to a receiver that serves TLS (plain HTTP, most often)."""
 
 
 def refusal(exc: BaseException) -> tuple[int, str]:
@@ -69,8 +74,10 @@ def refusal(exc: BaseException) -> tuple[int, str]:
         return 400, FRAMING
     if isinstance(exc, (errors.InvalidHeader, errors.InvalidHeaderName, errors.ObsoleteFolding)):
         return 400, "a header field is malformed (RFC 9110 field syntax)"
-    if isinstance(exc, ssl.SSLError):
-        return 400, "this receiver speaks HTTPS: the TLS handshake failed"
+    if isinstance(exc, NotTLS):
+        return 400, "this receiver speaks HTTPS: the request was not sent over TLS"
+    if isinstance(exc, ssl.SSLError):  # (the client broke the handshake off: nothing reaches it)
+        return 400, "the TLS handshake failed"
     if isinstance(exc, errors.ParseException):
         return 400, f"the request does not read as HTTP/1.x ({type(exc).__name__})"
     return 500, f"the receiver failed on this request ({type(exc).__name__}); see its log"
@@ -114,6 +121,12 @@ class Connection(TConn):  # type: ignore[misc]
         seconds = conf.RECEIVER_READ_TIMEOUT_SECONDS
         self.sock.settimeout(seconds)
         if self.cfg.is_ssl:
+            try:
+                first = self.sock.recv(1, socket.MSG_PEEK)
+            except TimeoutError:
+                raise StopIteration from None
+            if first and first != TLS_HANDSHAKE:  # (answered in plain words, on the plain connection)
+                raise NotTLS(first)
             try:
                 self.sock = gsock.ssl_wrap_socket(self.sock, self.cfg)  # (the handshake, within `seconds`)
             except TimeoutError:

@@ -190,5 +190,5 @@ def test_the_receiver_deployed_as_the_how_to_and_the_unit_say_runs_a_deletion_ov
     logged = log.read_text()
     assert code == 0, logged
     assert "Traceback" not in logged, logged
-    with socket.socket() as s:  # stopped: its port is free again
-        s.bind(("127.0.0.1", port))
+    with pytest.raises(ConnectionRefusedError):  # stopped, its worker too: nothing listens there
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
