@@ -6,15 +6,17 @@ calls, each with its own database connection. A connection holds a thread only w
 is being read or answered: a new connection, like a kept-alive one, waits in the worker's poller until
 its first bytes arrive (gunicorn would give it a thread for up to 5 s first, so a few hundred idle
 connections would queue every real call behind them), and is closed after `RECEIVER_KEEPALIVE_SECONDS`
-idle. A client that falls silent in the middle of a request (or of its TLS handshake) for
-`RECEIVER_READ_TIMEOUT_SECONDS` is dropped. At most `RECEIVER_CONNECTIONS` are open; past it new ones
-wait in the listen queue. The worker is restarted only when its main loop stops for longer than the
-statement timeout and a margin, so a slow effect is never cut by the server.
+idle. A client has `RECEIVER_READ_TIMEOUT_SECONDS` from a request's first byte (or its TLS
+handshake's) to send all of it, then is dropped, so one trickling bytes holds a thread that long at
+most. At most `RECEIVER_CONNECTIONS` are open; past it new ones wait in the listen queue. The worker
+is restarted only when its main loop stops for longer than the statement timeout and a margin, so a
+slow effect is never cut by the server.
 
 What never reaches the application is refused here in the protocol's JSON (`Worker.handle_error`):
 bytes that are not an HTTP/1.x request (400; 505 for another version), a request line over
 `MAX_REQUEST_LINE` (414), headers over `MAX_HEADER_BYTES` or too many (431), a body framed other than
-by one Content-Length (400). TLS is gunicorn's when `RECEIVER_TLS_CERT` and `RECEIVER_TLS_KEY` are set.
+by one Content-Length (400), plain HTTP sent to it while it serves TLS (400). TLS is gunicorn's when
+`RECEIVER_TLS_CERT` and `RECEIVER_TLS_KEY` are set.
 """
 
 from __future__ import annotations
@@ -69,8 +71,6 @@ def refusal(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, errors.InvalidHeader) and getattr(exc, "hdr", "") in ("CONTENT-LENGTH", "TRANSFER-ENCODING"):
         return 400, FRAMING
     if isinstance(exc, (errors.UnsupportedTransferCoding, errors.InvalidChunkSize, errors.ChunkMissingTerminator)):
-        return 400, FRAMING
-    if isinstance(exc, errors.InvalidChunkExtension):
         return 400, FRAMING
     if isinstance(exc, (errors.InvalidHeader, errors.InvalidHeaderName, errors.ObsoleteFolding)):
         return 400, "a header field is malformed (RFC 9110 field syntax)"
@@ -250,6 +250,9 @@ class Server(BaseApplication):  # type: ignore[misc]
             "limit_request_line": protocol.MAX_REQUEST_LINE - 2,
             "limit_request_fields": MAX_HEADER_FIELDS,
             "limit_request_field_size": protocol.MAX_HEADER_BYTES,
+            # X-Forwarded-Proto believed from a proxy on this host only (deploy/receiver-nginx.conf), whatever
+            # FORWARDED_ALLOW_IPS the environment holds: the scheme is part of the URL a call is signed for.
+            "forwarded_allow_ips": "127.0.0.1,::1",
             "preload_app": True,
             "accesslog": None,
             "loglevel": "warning",
