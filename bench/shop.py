@@ -183,9 +183,17 @@ def counted(names: list[str]) -> dict[str, dict[str, float]]:
 
 
 def cpu_of(pid: int) -> float:
-    """A process's CPU time so far (user and system), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """A process's CPU time so far (user and system) with its live children's (the receiver's gunicorn
+    worker serves its calls), from /proc."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # (ended meanwhile)
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def side_round(

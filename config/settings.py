@@ -352,6 +352,11 @@ TARGET_GRANT_PUBLIC_KEY = os.environ.get("TARGET_GRANT_PUBLIC_KEY", "")  # empty
 # below are read only then (in its own process, receiver/settings.py has them).
 RECEIVER_IN_PROCESS = os.environ.get("RECEIVER_IN_PROCESS", "")
 RECEIVER_PUBLIC_URL = os.environ.get("RECEIVER_PUBLIC_URL", "")  # the mounted receiver's: the URL registered for it
+# Receivers' TLS certificates are checked against this file's CA certificates (a private CA, or a
+# receiver's own self-signed certificate) instead of the public ones, when set.
+RECEIVER_CA_FILE = os.environ.get("RECEIVER_CA_FILE", "")
+if RECEIVER_CA_FILE and not os.path.isfile(RECEIVER_CA_FILE):
+    raise ImproperlyConfigured(f"RECEIVER_CA_FILE names no readable file: {RECEIVER_CA_FILE[:200]}")
 RECEIVER_SIGNING_KEY = os.environ.get("RECEIVER_SIGNING_KEY", "")
 RECEIVER_KEY_ID = os.environ.get("RECEIVER_KEY_ID", "receiver-1")
 RECEIVER_CALLER_KEYS: dict[str, str] = {}

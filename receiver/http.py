@@ -7,7 +7,8 @@ Every refusal is one JSON line. The evidence of `apply` and `lookup` is signed b
 (`signing.evidence`). Every check on the effect itself runs in the backend's transaction.
 
 What never reaches this application (bytes that are not HTTP, a request line or headers over the
-protocol's limits) is refused, in the same JSON, by the server that runs it (`__main__._Quiet`).
+protocol's limits, a body not framed by one Content-Length) is refused, in the same JSON, by the server
+that runs it (`serve.Worker`).
 
 A call is checked as signed for this receiver's public URL (`RECEIVER_PUBLIC_URL`), never for its
 `Host`. Every answer is counted (`metrics.py`, served at `/receiver/v1/metrics`); expired nonces are

@@ -5,16 +5,23 @@ back-office's settings is read here.
   in development: the `<name>_target` database on the embedded PostgreSQL `make run` starts.
 - `RECEIVER_SIGNING_KEY` (32 bytes, base64url) and `RECEIVER_KEY_ID`: the key its evidence is signed
   with. Unset in development: derived from `RECEIVER_SECRET_KEY`.
+- `RECEIVER_SIGNING_KEY_FILE`: a file holding that key instead (readable by its owner only: a systemd
+  credential, `deploy/receiver.service`).
 - `RECEIVER_BACKOFFICE_KEY`: the back-office's public key; it checks both the calls and the grants.
   Unset in development: the development back-office's own.
 - `RECEIVER_PUBLIC_URL`: the URL the back-office registers for this receiver and signs its calls for
   (`https://receiver.example.org/receiver/v1/`); a call signed for any other URL is refused, whatever
   its `Host` says. Unset in development: `serve` derives it from the address it listens on.
+- How `python -m receiver serve` serves (`receiver/serve.py`): `RECEIVER_THREADS` calls at once,
+  `RECEIVER_CONNECTIONS` connections open, `RECEIVER_KEEPALIVE_SECONDS` an idle connection is kept,
+  `RECEIVER_READ_TIMEOUT_SECONDS` a client may fall silent mid-request; TLS with `RECEIVER_TLS_CERT`
+  and `RECEIVER_TLS_KEY` (files; the key readable by its owner only).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +41,34 @@ def _int(name: str, default: int) -> int:
     return int(value or default)
 
 
+def _secret_file(name: str) -> str:
+    """The path a setting names, once it is a file only its owner may read (a key: mode 0600 or 0400,
+    as systemd gives a credential); "" when unset; else ImproperlyConfigured naming the setting."""
+    path = os.environ.get(name, "")
+    if not path:
+        return ""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{name} names no readable file ({exc.strerror}): {path[:200]}") from None
+    if not stat.S_ISREG(mode):
+        raise ImproperlyConfigured(f"{name} names no regular file: {path[:200]}")
+    if mode & 0o077:
+        raise ImproperlyConfigured(f"{name} is readable by others (mode {mode & 0o777:04o}): chmod 600 {path[:200]}")
+    return path
+
+
+def _signing_key() -> str:
+    """`RECEIVER_SIGNING_KEY`, or the text of the file `RECEIVER_SIGNING_KEY_FILE` names (one of the two)."""
+    path = _secret_file("RECEIVER_SIGNING_KEY_FILE")
+    if path and os.environ.get("RECEIVER_SIGNING_KEY"):
+        raise ImproperlyConfigured("set RECEIVER_SIGNING_KEY or RECEIVER_SIGNING_KEY_FILE, not both")
+    if not path:
+        return os.environ.get("RECEIVER_SIGNING_KEY", "")
+    with open(path, encoding="ascii", errors="replace") as f:
+        return f.read().strip()
+
+
 PRODUCTION = os.environ.get("DEPLOYMENT_ENV") == "production"
 # In development the back-office and this receiver derive their keys from the same development secret,
 # so a fresh clone needs no key exchange; in production each side is given the other's public key.
@@ -44,6 +79,8 @@ if PRODUCTION:
         for n in ("RECEIVER_DATABASE_URL", "RECEIVER_SIGNING_KEY", "RECEIVER_BACKOFFICE_KEY", "RECEIVER_PUBLIC_URL")
         if not os.environ.get(n)
     ]
+    if os.environ.get("RECEIVER_SIGNING_KEY_FILE"):  # (the key given as a file)
+        missing.remove("RECEIVER_SIGNING_KEY")
     if missing:
         raise ImproperlyConfigured(f"{', '.join(missing)} must be set when DEPLOYMENT_ENV=production")
     for _machinery in crashpoints.MACHINERY:
@@ -99,13 +136,36 @@ RECEIVER_PUBLIC_URL = os.environ.get("RECEIVER_PUBLIC_URL", "")
 if RECEIVER_PUBLIC_URL and (_problem := protocol.public_url_problem(RECEIVER_PUBLIC_URL)):
     raise ImproperlyConfigured(f"RECEIVER_PUBLIC_URL {_problem}")
 RECEIVER_NONCE_SWEEP_SECONDS = _int("RECEIVER_NONCE_SWEEP_SECONDS", 60)  # expired nonces swept this often
-RECEIVER_SIGNING_KEY = os.environ.get("RECEIVER_SIGNING_KEY", "")
+RECEIVER_SIGNING_KEY = _signing_key()
 RECEIVER_KEY_ID = os.environ.get("RECEIVER_KEY_ID", "receiver-1")
 TARGET_GRANT_PUBLIC_KEY = os.environ.get("RECEIVER_BACKOFFICE_KEY", "")  # the grants' and the calls' key
 RECEIVER_CALLER_KEYS: dict[str, str] = {}  # key id -> key; empty: {"backoffice": TARGET_GRANT_PUBLIC_KEY}
 DELETION_GRANT_SIGNING_KEY = ""  # (development: the back-office's key is derived from SECRET_KEY, as it does)
 DEMO_TARGET_UNREADABLE_UNTIL = os.environ.get("DEMO_TARGET_UNREADABLE_UNTIL", "")
 DEMO_TARGET_LOOKUP_LAG_SECONDS = _int("DEMO_TARGET_LOOKUP_LAG_SECONDS", 0)
+
+# How `python -m receiver serve` serves (gunicorn, one process: `receiver/serve.py`). An idle connection
+# holds no thread, so these bound what slow or idle clients can take: a thread each while a call runs.
+RECEIVER_THREADS = _int("RECEIVER_THREADS", 8)  # calls at once (and at most this many database connections)
+RECEIVER_CONNECTIONS = _int("RECEIVER_CONNECTIONS", 1000)  # connections open at once; past it, new ones wait
+RECEIVER_KEEPALIVE_SECONDS = _int("RECEIVER_KEEPALIVE_SECONDS", 15)  # idle before or between calls, then closed
+RECEIVER_READ_TIMEOUT_SECONDS = _int("RECEIVER_READ_TIMEOUT_SECONDS", 10)  # silent mid-request, then dropped
+for _name, _value in (
+    ("RECEIVER_THREADS", RECEIVER_THREADS),
+    ("RECEIVER_CONNECTIONS", RECEIVER_CONNECTIONS),
+    ("RECEIVER_KEEPALIVE_SECONDS", RECEIVER_KEEPALIVE_SECONDS),
+    ("RECEIVER_READ_TIMEOUT_SECONDS", RECEIVER_READ_TIMEOUT_SECONDS),
+):
+    if not 1 <= _value <= 100_000:
+        raise ImproperlyConfigured(f"{_name} must be 1 to 100000, not {_value}")
+if RECEIVER_CONNECTIONS <= RECEIVER_THREADS:
+    raise ImproperlyConfigured(
+        f"RECEIVER_CONNECTIONS ({RECEIVER_CONNECTIONS}) must be more than RECEIVER_THREADS ({RECEIVER_THREADS})"
+    )
+# TLS terminated by the receiver itself (else by a proxy in front, docs/how-to/production.md): `serve` takes both
+# or neither (the other commands read neither).
+RECEIVER_TLS_CERT = os.environ.get("RECEIVER_TLS_CERT", "")
+RECEIVER_TLS_KEY = _secret_file("RECEIVER_TLS_KEY")
 
 LOGGING = {
     "version": 1,

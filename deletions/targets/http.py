@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -81,6 +82,13 @@ _reached: dict[tuple[str, str, str], tuple[float, str]] = {}
 _lock = threading.Lock()
 
 
+def trusted() -> ssl.SSLContext | bool:
+    """How a receiver's TLS certificate is checked: against the CA certificates in `RECEIVER_CA_FILE`
+    when it is set (a private CA, or a receiver's self-signed certificate), else the public ones."""
+    cafile = getattr(settings, "RECEIVER_CA_FILE", "")
+    return ssl.create_default_context(cafile=cafile) if cafile else True
+
+
 def _client(r: Registration) -> httpx.Client:
     """One client per receiver and process (its connections are kept), or, where the settings mount the
     receiver in this process (`RECEIVER_IN_PROCESS`: the test suite and the chaos run), one that hands
@@ -91,7 +99,7 @@ def _client(r: Registration) -> httpx.Client:
         if key not in _clients:
             timeout = httpx.Timeout(r.read_timeout, connect=r.connect_timeout)
             transport = httpx.WSGITransport(app=import_string(mounted)) if mounted else None
-            _clients[key] = httpx.Client(timeout=timeout, transport=transport)
+            _clients[key] = httpx.Client(timeout=timeout, transport=transport, verify=trusted())
         return _clients[key]
 
 

@@ -131,16 +131,26 @@ def test_a_signature_that_does_not_cover_the_body_is_refused_in_one_json_line_an
 
 
 SIGNED_LENGTH = "Content-Type: application/json"
+# The server's own refusals (receiver/serve.py), before the application sees the request.
+FRAMING = "a call gives one Content-Length, a number of bytes, and no Transfer-Encoding"
+HEADERS = "the request's headers are over 16384 bytes or 100 fields"
+NOT_A_REQUEST = "this receiver speaks HTTP/1.x: the request line is not one"
 MALFORMED: list[tuple[str, bytes, int, str]] = [
-    ("negative length", post("fence", SIGNED_LENGTH, "Content-Length: -5"), 400, "is not a number of bytes"),
-    ("signed length", post("fence", SIGNED_LENGTH, "Content-Length: +5", body=b"{}{}{"), 400, "not a number"),
-    ("length with _", post("fence", SIGNED_LENGTH, "Content-Length: 1_0", body=b"{}" * 5), 400, "not a number"),
-    ("words for length", post("fence", SIGNED_LENGTH, "Content-Length: ten"), 400, "is not a number of bytes"),
-    ("two lengths", post("fence", SIGNED_LENGTH, "Content-Length: 2", "Content-Length: 2", body=b"{}"), 400, "one"),
+    ("negative length", post("fence", SIGNED_LENGTH, "Content-Length: -5"), 400, FRAMING),
+    ("signed length", post("fence", SIGNED_LENGTH, "Content-Length: +5", body=b"{}{}{"), 400, FRAMING),
+    ("length with _", post("fence", SIGNED_LENGTH, "Content-Length: 1_0", body=b"{}" * 5), 400, FRAMING),
+    ("words for length", post("fence", SIGNED_LENGTH, "Content-Length: ten"), 400, FRAMING),
+    ("two lengths", post("fence", SIGNED_LENGTH, "Content-Length: 2", "Content-Length: 2", body=b"{}"), 400, FRAMING),
     ("no length", post("fence", SIGNED_LENGTH), 400, "a call gives its body's length"),
-    ("absurd length", post("fence", SIGNED_LENGTH, "Content-Length: " + "9" * 5000), 413, "at most 65536 bytes"),
+    ("absurd length", post("fence", SIGNED_LENGTH, "Content-Length: " + "9" * 5000), 400, FRAMING),
     ("length over the limit", post("fence", SIGNED_LENGTH, "Content-Length: 65537"), 413, "at most 65536 bytes"),
-    ("chunked", post("fence", SIGNED_LENGTH, "Transfer-Encoding: chunked", body=b"2\r\n{}\r\n0\r\n\r\n"), 400, "no Tr"),
+    ("chunked", post("fence", SIGNED_LENGTH, "Transfer-Encoding: chunked", body=b"2\r\n{}\r\n0\r\n\r\n"), 400, FRAMING),
+    (
+        "chunked and a length",
+        post("fence", SIGNED_LENGTH, "Content-Length: 2", "Transfer-Encoding: chunked"),
+        400,
+        FRAMING,
+    ),
     ("text body", post("fence", "Content-Type: text/plain", "Content-Length: 2", body=b"{}"), 415, "'text/plain'"),
     ("untyped body", post("fence", "Content-Length: 2", body=b"{}"), 415, "body is application/json, not"),
     ("unknown call", post("delete-everything", SIGNED_LENGTH, "Content-Length: 2", body=b"{}"), 404, "no call"),
@@ -149,17 +159,22 @@ MALFORMED: list[tuple[str, bytes, int, str]] = [
     ("POST to discovery", post("", SIGNED_LENGTH, "Content-Length: 2", body=b"{}"), 405, "takes GET only"),
     ("unknown method", b"BREW /receiver/v1/fence HTTP/1.1\r\nHost: x\r\n\r\n", 405, "takes POST only"),
     ("request line over 8 kB", b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n", 414, "over 8192 bytes"),
-    ("a header line over 64 kB", b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 65560 + b"\r\n\r\n", 431, "Line too long"),
-    ("headers over 16 kB", b"GET / HTTP/1.1\r\n" + b"X-A: " + b"a" * 17000 + b"\r\n\r\n", 431, "over 16384 bytes"),
-    ("too many headers", b"GET / HTTP/1.1\r\n" + b"X-A: a\r\n" * 150 + b"\r\n", 431, "Too many headers"),
-    ("HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505, "Invalid HTTP version"),
-    ("HTTP/0.9", b"GET /receiver/v1/\r\n\r\n", 400, "this receiver speaks HTTP/1.x"),
+    ("a header line over 64 kB", b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 65560 + b"\r\n\r\n", 431, HEADERS),
+    ("headers over 16 kB", b"GET / HTTP/1.1\r\n" + b"X-A: " + b"a" * 17000 + b"\r\n\r\n", 431, HEADERS),
+    (
+        "headers over 16 kB together",
+        b"GET / HTTP/1.1\r\n" + b"X-A: " + b"a" * 9000 + b"\r\n" + b"X-B: " + b"b" * 9000 + b"\r\n\r\n",
+        431,
+        HEADERS,
+    ),
+    ("too many headers", b"GET / HTTP/1.1\r\n" + b"X-A: a\r\n" * 150 + b"\r\n", 431, HEADERS),
+    ("HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, NOT_A_REQUEST),
+    ("HTTP/0.9", b"GET /receiver/v1/\r\n\r\n", 400, NOT_A_REQUEST),
 ]
 NOT_HTTP: list[tuple[str, bytes, int, str]] = [
-    ("a TLS hello", bytes.fromhex("16030100f4010000f00303") + bytes(range(32)), 400, "Bad "),
-    ("a blank line", b"\r\n", 400, "an HTTP/1.x request line was expected"),
-    ("words", b"hello receiver\r\n", 400, "Bad HTTP/0.9 request type"),
-    ("SSH", b"SSH-2.0-OpenSSH_9.6\r\n", 400, "Bad request syntax"),
+    ("a TLS hello", bytes.fromhex("16030100f4010000f00303") + bytes(range(32)), 400, NOT_A_REQUEST),
+    ("words", b"hello receiver\r\n", 400, NOT_A_REQUEST),
+    ("SSH", b"SSH-2.0-OpenSSH_9.6\r\n", 400, NOT_A_REQUEST),
     ("a cut body", post("fence", SIGNED_LENGTH, "Content-Length: 100", body=b'{"request_id":'), 400, "ended after 14"),
 ]
 
@@ -172,6 +187,11 @@ def test_every_malformed_request_is_one_json_line_with_its_status_never_a_500_or
         assert got == status and says in error, (what, got, error)
         if status == 405:
             assert headers["allow"] in ("GET", "POST"), what
+    # One empty line before a request is allowed (RFC 9112 section 2.2): then nothing came, nothing is answered.
+    with socket.create_connection(("127.0.0.1", receiver.port), timeout=20) as s:
+        s.sendall(b"\r\n")
+        s.shutdown(socket.SHUT_WR)
+        assert s.recv(1) == b""
     assert rows_everywhere() == before
     assert httpx.get(receiver.url).status_code == 200  # still serving
     assert "Traceback" not in receiver.logged() and "Error" not in receiver.logged(), receiver.logged()
@@ -263,6 +283,12 @@ NOWHERE = "postgresql://nobody@127.0.0.1:{port}/nothing"
             "refused: RECEIVER_PUBLIC_URL 'https://receiver.example.org/v1/' must end with /receiver/v1/",
         ),
         (["nonsense"], {}, 2, "refused: unknown command 'nonsense'"),
+        (["key"], {"RECEIVER_THREADS": "0"}, 1, "refused: RECEIVER_THREADS must be 1 to 100000, not 0"),
+        (["key"], {"RECEIVER_KEEPALIVE_SECONDS": "1s"}, 1, "refused: RECEIVER_KEEPALIVE_SECONDS must be a whole"),
+        (["key"], {"RECEIVER_THREADS": "9", "RECEIVER_CONNECTIONS": "9"}, 1, "refused: RECEIVER_CONNECTIONS (9) must"),
+        (["key"], {"RECEIVER_SIGNING_KEY_FILE": "/nowhere/key"}, 1, "refused: RECEIVER_SIGNING_KEY_FILE names no"),
+        (["key"], {"RECEIVER_SIGNING_KEY_FILE": str(ROOT / "README.md")}, 1, "refused: RECEIVER_SIGNING_KEY_FILE is "),
+        (["serve"], {"RECEIVER_TLS_CERT": str(ROOT / "README.md")}, 1, "refused: RECEIVER_TLS_CERT and RECEIVER_TLS"),
     ],
 )
 def test_every_refusal_of_the_receiver_command_is_one_line_and_a_non_zero_exit(

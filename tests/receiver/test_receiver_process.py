@@ -4,7 +4,6 @@ signed calls, signed evidence, and what a lost answer or a forged one means."""
 from __future__ import annotations
 
 import json
-import signal
 import uuid
 
 import httpx
@@ -103,11 +102,12 @@ def test_a_receiver_killed_between_its_commit_and_its_answer_leaves_the_effect_u
     receiver.start(CRASH_AT="receiver-after-commit")
     req = approved("demo:killed-receiver")
     run_command("run_deletion", str(req.id))
-    assert receiver.proc is not None and receiver.proc.wait(timeout=10) == -signal.SIGKILL
+    # Its serving process was killed mid-call (gunicorn's worker); the server starts another at once.
+    assert "was sent SIGKILL" in receiver.logged(), receiver.logged()
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     assert recorded(gate.operation_id) is not None and "result" not in gate.metadata_json
     assert "effect unknown" in (DeletionRequest.objects.get(id=req.id).last_error or "")
-    receiver.start()  # the same receiver again, on the same port
+    receiver.start()  # the same receiver again, on the same port, without the crash point
     force(DeletionRequest.objects.filter(id=req.id), next_attempt_at=timezone.now())
     ran = run_command("run_deletion", str(req.id))
     assert ran.code == 0, ran.err
