@@ -61,6 +61,27 @@ def check_installed() -> None:
         raise compile.Refused(f"the application's tables no longer match the installed file: {exc}") from None
 
 
+def state() -> dict[str, Any]:
+    """What this database has applied (`compile.STATE_SQL`): its incarnation and the number of its last
+    operation newly applied, as a lookup's "not found" and the health answer report it."""
+    with connections[ALIAS].cursor() as cur:
+        incarnation, applied, _ = SQL.one(cur, "state") or (None, 0, None)
+    return {"incarnation": str(incarnation), "applied": int(applied)}
+
+
+def health() -> dict[str, Any]:
+    """The installed dataset (name, version, digest), the receiver schema's version, and the state."""
+    with connections[ALIAS].cursor() as cur:
+        installed = SQL.one(cur, "installed", dataset=dataset()["dataset"])
+        incarnation, applied, schema = SQL.one(cur, "state") or (None, 0, None)
+    version, digest = installed if installed else (None, None)
+    return {
+        "dataset": {"name": dataset()["dataset"], "version": version, "digest": digest},
+        "schema_version": schema,
+        "state": {"incarnation": str(incarnation), "applied": int(applied)},
+    }
+
+
 def _rows(handle: str) -> list[tuple[Any, ...]]:
     with connections[ALIAS].cursor() as cur:
         cur.execute(SQL.sql("preview"), {"handle": handle})
