@@ -31,14 +31,14 @@ from uuid import UUID, uuid4
 from core import grants
 from core.logs import event
 from deletions import authority, targets
-from deletions.contract import Lease, StageSnapshot
+from deletions.contract import AuthorityFacts, Lease, StageSnapshot
 from deletions.errors import Refused
 from deletions.models import DeletionReapplication, DeletionRequest, StageStatus, Status
 from deletions.rules.workflow import RULES_VERSION
 from deletions.selectors import case_stages
 from deletions.store import alarms, reapplications, receivers
 from deletions.targets.base import Found, NotFound, TargetBusy, TargetRefused, TargetUnreachable, Unreadable
-from deletions.targets.http import HttpTarget, Registration, State, health, state_in, went_back
+from deletions.targets.http import HttpTarget, Registration, State, health, reported, state_in, went_back
 
 logger = logging.getLogger("deletions")
 SAID = "re-applied after the application's database was restored"
@@ -70,25 +70,31 @@ class Pass:
         )
 
 
-def may_be_lost(evidence: dict[str, Any], reported: State | None) -> bool:
+def may_be_lost(evidence: dict[str, Any], state: State | None) -> bool:
     """Whether a completed effect's evidence is past what the receiver's database now reports (so it
     may have been lost in the restore): a number past the reported one, another incarnation, or no
     number at all (evidence from before receivers kept one). Pure."""
     said = state_in(evidence)
-    if said is None or reported is None:
+    if said is None or state is None:
         return True
-    return said.incarnation != reported.incarnation or said.applied > reported.applied
+    return said.incarnation != state.incarnation or said.applied > state.applied
 
 
-def reapply_all(now: datetime) -> list[Pass]:
-    """`reapply_restored` for every registered receiver (the dispatcher's tick): a receiver that does not
-    answer its health is left for the next tick."""
+def reapply_all(now: datetime, *, due_only: bool = False) -> list[Pass]:
+    """`reapply_restored` for every registered receiver (`manage.py reapply_restored`), or, `due_only`
+    (the dispatcher's tick), for those whose health (read at most every 30 s: `http.reported`) says their
+    database went back in time or whose re-applications wait for an answer. A receiver that does not
+    answer its health is left for the next pass."""
+    unanswered = DeletionReapplication.objects.filter(answer__isnull=True)
+    waiting = set(unanswered.values_list("request__target", flat=True))
     out = []
     for r in targets.registered():
+        if due_only and not went_back(r.state, reported(r)[0], "") and not any(t.startswith(r.prefix) for t in waiting):
+            continue
         try:
             out.append(reapply_restored(r, now=now))
         except TargetUnreachable as exc:
-            out.append(Pass(r.name, unsettled=[exc.message]))
+            out.append(Pass(r.name, why=exc.message, unsettled=[exc.message]))
     return out
 
 
@@ -103,8 +109,8 @@ def reapply_restored(r: Registration, *, now: datetime) -> Pass:
     """One pass over one receiver: nothing when its database reports at least what the back-office holds
     evidence of and no re-application waits for an answer; else every completed effect it lost applied
     again (or handed to a person), and, once none is left, what it reports is held from then on."""
-    reported = health(r)
-    done = Pass(r.name, why=went_back(r.state, reported, r.where()))
+    state = health(r)
+    done = Pass(r.name, why=went_back(r.state, state, r.where()))
     waiting = DeletionReapplication.objects.filter(answer__isnull=True, request__target__startswith=r.prefix)
     if not done.why and not waiting.exists():
         return done
@@ -116,7 +122,7 @@ def reapply_restored(r: Registration, *, now: datetime) -> Pass:
             if stage.status != StageStatus.COMPLETED or not isinstance(stage.result, dict):
                 continue
             try:
-                _settle(adapter, req, stage, reported, done, now=now)
+                _settle(adapter, req, stage, state, done, now=now)
             except TargetUnreachable as exc:
                 done.unsettled.append(exc.message)
     if not done.unsettled:
@@ -136,7 +142,7 @@ def _settle(
     adapter: HttpTarget,
     req: DeletionRequest,
     stage: StageSnapshot,
-    reported: State | None,
+    state: State | None,
     done: Pass,
     *,
     now: datetime,
@@ -147,7 +153,7 @@ def _settle(
     if row is not None and row.answer is not None:
         return
     if row is None:
-        if not may_be_lost(stage.result, reported):
+        if not may_be_lost(stage.result, state):
             return
         done.checked += 1
         known = adapter.lookup(stage.operation_id)
@@ -188,7 +194,7 @@ def _send(
     row: DeletionReapplication,
     req: DeletionRequest,
     stage: StageSnapshot,
-    facts: Any,
+    facts: AuthorityFacts,
     fence: int,
     done: Pass,
     *,

@@ -267,22 +267,29 @@ def reach(r: Registration) -> str:
     return why
 
 
-_rewound: dict[tuple[str, ...], tuple[float, str]] = {}
+_rewound: dict[tuple[str, ...], tuple[float, State | None, str]] = {}
 
 
-def rewound(r: Registration) -> str:
-    """Why the receiver's database went back in time or cannot say ("" when it did not): its health read
-    with short timeouts, at most every REACH_SECONDS per process and state held (`went_back`)."""
+def reported(r: Registration) -> tuple[State | None, str]:
+    """What the receiver's health reports its database has applied, and why it could not be read ("" when
+    it was): read with short timeouts, at most every REACH_SECONDS per process and state held."""
     key = (*_cache_key(r), *((r.state.incarnation, str(r.state.applied)) if r.state else ()))
     seen = _rewound.get(key)
     if seen is not None and time.monotonic() - seen[0] < REACH_SECONDS:
-        return seen[1]
+        return seen[1], seen[2]
     try:
-        why = went_back(r.state, health(r, short=True), r.where())
+        state, why = health(r, short=True), ""
     except TargetUnreachable as exc:
-        why = exc.message
-    _rewound[key] = (time.monotonic(), why)
-    return why
+        state, why = None, exc.message
+    _rewound[key] = (time.monotonic(), state, why)
+    return state, why
+
+
+def rewound(r: Registration) -> str:
+    """Why the receiver's database went back in time (`went_back`), or why its health could not be read;
+    "" when neither."""
+    state, why = reported(r)
+    return why or went_back(r.state, state, r.where())
 
 
 class HttpTarget:

@@ -16,11 +16,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.contrib.auth.models import User
 
 from core import clock
 from core.authority import named
 from deletions import proof, reapply, receipts
-from deletions.models import DeletionReapplication, DeletionRequest, StageHistory, TargetSystem
+from deletions.models import DeletionAlarm, DeletionReapplication, DeletionRequest, StageHistory, TargetSystem
 from deletions.services import deletion_approve, deletion_submit
 from deletions.targets import http
 from ops import health
@@ -174,3 +175,31 @@ def test_a_replayed_apply_answers_its_first_evidence_and_does_not_move_the_count
         with conn.transaction():
             replayed, again, _, _ = complete.run(cur, compiled, params)
         assert replayed and again == first and applied() == 1
+
+
+def test_an_effect_the_original_approval_no_longer_allows_is_handed_to_a_person_not_applied_again(
+    forum: str,  # noqa: F811
+    served: Receiver,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    TargetSystem.objects.exclude(prefix="forum:").delete()
+    backup = tmp_path / "forum.dump"
+    _pg("pg_dump", "-Fc", "-d", forum, "-f", str(backup))
+    ((uid, handle),) = _people(forum, 1)
+    req = _delete(handle)
+    _pg("pg_restore", "--clean", "--if-exists", "--single-transaction", "-d", forum, str(backup))
+    back = _theirs(forum, uid)
+    User.objects.filter(username="operator-b").update(is_active=False)  # the approver left
+
+    ran = run_command("reapply_restored", "forum:")
+    assert ran.code == 0 and "0 re-applied" in ran.out and "handed to a person" in ran.out, ran.out + ran.err
+    rows_ = DeletionReapplication.objects.filter(request=req)
+    assert rows_.count() == StageHistory.objects.filter(request=req, status="completed").count()
+    answers = [r.answer or {} for r in rows_]
+    assert {a["outcome"] for a in answers} == {"handed"}
+    assert all("approver operator-b is no longer active staff" in a["said"] for a in answers)
+    alarm = DeletionAlarm.objects.get(request=req, kind=reapply.HANDED, resolved_at__isnull=True)
+    assert "not re-applied after the application's database was restored" in alarm.message
+    assert _theirs(forum, uid) == back  # nothing applied: a person decides
+    shown = run_command("show_deletion", str(req.id))
+    assert "handed to a person (the original approval no longer allows it)" in shown.out, shown.out
