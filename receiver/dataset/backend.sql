@@ -47,3 +47,7 @@ SELECT version, digest FROM receiver.receiver_installed WHERE dataset = %(datase
 -- (a sequence reads the same in every transaction; 0 before the first).
 SELECT s.incarnation, CASE WHEN a.is_called THEN a.last_value ELSE 0 END, s.schema_version
 FROM receiver.receiver_state s, receiver.receiver_applied a
+
+-- name: keeps_state
+-- Whether the schema `receiver` here keeps its state (installed by a receiver that does).
+SELECT to_regclass('receiver.receiver_state') IS NOT NULL

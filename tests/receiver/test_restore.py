@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,10 +27,10 @@ from deletions.services import deletion_approve, deletion_submit
 from deletions.targets import http
 from ops import health
 from receiver.dataset import catalog, compile, complete
-from tests.conftest import run_command
+from tests.conftest import ROOT, run_command
 from tests.receiver import completeness as walk
 from tests.receiver.conftest import Receiver
-from tests.receiver.test_dataset import DATASET, MINE, forum, rows, served  # noqa: F401 (fixtures)
+from tests.receiver.test_dataset import DATASET, MINE, forum, receiver_cli, rows, served  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 # The test server's own pg_dump and pg_restore (its package is found, not imported: importing it warns).
@@ -203,3 +204,23 @@ def test_an_effect_the_original_approval_no_longer_allows_is_handed_to_a_person_
     assert _theirs(forum, uid) == back  # nothing applied: a person decides
     shown = run_command("show_deletion", str(req.id))
     assert "handed to a person (the original approval no longer allows it)" in shown.out, shown.out
+
+
+def test_a_dataset_installed_by_an_older_receiver_is_refused_at_serve_until_installed_again(forum: str) -> None:  # noqa: F811
+    installed = receiver_cli(forum, "install", str(DATASET))
+    assert installed.returncode == 0, installed.stderr
+    with psycopg.connect(forum, autocommit=True) as conn:
+        conn.execute("DROP TABLE receiver.receiver_state")  # as a receiver before it kept its state left it
+    env = {"RECEIVER_DATABASE_URL": forum, "RECEIVER_DATASET": str(DATASET), "PATH": "/usr/bin:/bin"}
+    refused = subprocess.run(
+        [sys.executable, "-m", "receiver", "serve", "--bind", "127.0.0.1:0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 3 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "installed by an older receiver (schema version 1, this one is 2)" in refused.stderr
+    assert receiver_cli(forum, "install", str(DATASET)).returncode == 0
+    assert rows(forum, "SELECT schema_version FROM receiver.receiver_state") == [(compile.SCHEMA_VERSION,)]
