@@ -748,6 +748,7 @@ class DeletionRequestAdmin(CaseAdmin):
             ],
             "inventory_changed": inventory_digest(req.inventory_json) != req.inventory_digest,
             "evidence_faults": [f.words(values=seen[access.EVIDENCE]) for f in checked.faults],
+            "reapplied": case.reapplied_words(list(req.reapplications.values_list("answer", flat=True))),
             "faulted": {f.stage_id for f in checked.faults},
             "offers": self.offers(offers, req.pk),
             "live": req.status in ("approved", "running", "retry_wait"),

@@ -57,6 +57,12 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
             f"the approval saw no data version for community {f.community_id} at the target system; approve again",
             review=True,
         )
+    return _people(f)
+
+
+def _people(f: AuthorityFacts) -> Refusal | None:
+    """The people behind the approval may still stand behind an effect: two of them, each active staff
+    holding their permission now."""
     if f.same_person:
         return Refusal(f"four eyes: {f.approver} both submitted and approved this request", review=True)
     if not f.approver_may:
@@ -68,6 +74,25 @@ def refusal(f: AuthorityFacts) -> Refusal | None:
             f"requester {f.requester} is no longer active staff holding deletions.submit_deletionrequest", review=True
         )
     return None
+
+
+def reapply_refusal(f: AuthorityFacts) -> Refusal | None:
+    """Whether a completed case's effect may be applied again, under the approval that completed it,
+    after its receiver's database went back in time (a restore): the approval is there, of the stored
+    inventory, not revoked, and its approver and requester still stand behind it (`_people`). Its expiry
+    is not asked: every effect it approved landed once, and applying one again re-establishes what it
+    approved, nothing new. A refusal hands the effect to a person."""
+    if f.approval_id is None:
+        return Refusal("no approval covers this request", review=False)
+    if f.approval_revoked_at is not None:
+        return Refusal(f"approval revoked at {f.approval_revoked_at:%Y-%m-%d %H:%M:%S} UTC", review=False)
+    if f.approval_digest != f.stored_digest:
+        return Refusal(
+            f"approval covers digest {f.approval_digest}, not the stored inventory {f.stored_digest}",
+            review=False,
+            fault=True,
+        )
+    return _people(f)
 
 
 def contradiction(evidence: Any, row: StageSnapshot) -> str:

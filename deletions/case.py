@@ -721,3 +721,19 @@ def attempts_by_stage(rows: list[Any]) -> dict[Any, list[Any]]:
     for row in rows:
         out.setdefault(row.stage_id, []).append(row)
     return out
+
+
+def reapplied_words(answers: list[dict[str, Any] | None]) -> str:
+    """A case's effects applied again after its receiver's database was restored, in one line ("" when
+    none): how many, and how many were handed to a person or wait for an answer. Pure."""
+    if not answers:
+        return ""
+    outcomes = [(a or {}).get("outcome") for a in answers]
+    applied = outcomes.count("applied") + outcomes.count("nothing_there")
+    handed, waiting = outcomes.count("handed"), outcomes.count(None)
+    said = f"{present.count(applied, 'effect')} re-applied after the application's database was restored"
+    if handed:
+        said += f"; {present.count(handed, 'effect')} handed to a person (the original approval no longer allows it)"
+    if waiting:
+        said += f"; {present.count(waiting, 'effect')} sent again, waiting for the receiver's answer"
+    return said

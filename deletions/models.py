@@ -646,6 +646,11 @@ class TargetSystem(models.Model):
     # page, the overview and health say (`store.receivers`).
     unanswered_since = models.DateTimeField(null=True, blank=True, editable=False)
     unanswered_reason = models.TextField(blank=True, default="", editable=False)
+    # What the receiver's database has applied, as far as the back-office holds its signed evidence: its
+    # incarnation and the highest operation number seen (noted where evidence is believed, never lowered but
+    # by a finished re-application, `store.receivers`). A receiver that reports less went back in time.
+    state_incarnation = models.CharField(max_length=64, blank=True, default="", editable=False)
+    state_applied = models.BigIntegerField(default=0, editable=False)
 
     class Meta:
         db_table = "registered_receivers"  # (the case database holds no table of a target's data)
@@ -682,3 +687,29 @@ class TargetSystem(models.Model):
                 raise ValidationError(
                     {"keys": f"key {str(kid)[:64]!r}: an id of letters, digits, . _ - and a 43-character key"}
                 )
+
+
+class DeletionReapplication(models.Model):
+    """A completed stage's effect applied again because its receiver's database went back in time (a
+    restore from a backup taken before it) and no longer knows the operation: the new operation, sent
+    under the original approval's authority, and what came of it (`answer`, set once: the receiver's
+    signed evidence with its receipt, or why a person was handed it instead). One per first operation."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    request = models.ForeignKey(DeletionRequest, on_delete=models.PROTECT, related_name="reapplications")
+    stage_id = models.UUIDField()  # the completed stage whose effect this is again
+    first_operation_id = models.UUIDField(unique=True)
+    operation_id = models.UUIDField(unique=True)
+    generation = models.BigIntegerField()
+    because = models.TextField()  # the receiver's rewind, in words
+    created_at = models.DateTimeField()
+    # {"outcome": "applied" | "handed", "at": ..., "evidence": {...} (with its receipt) | "said": "..."}
+    answer = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "entity_deletion_reapplications"
+        ordering = ["created_at"]
+        triggers = [SetOnce(name="reapplication_answered_once", column="answer")]
+
+    def __str__(self) -> str:
+        return f"re-application of {self.first_operation_id} as {self.operation_id}"

@@ -17,10 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from core import present, proofs
-from deletions import case, evidence, receipts, targets
+from deletions import case, evidence, reapply, receipts, targets
 from deletions.contract import StageSnapshot, chain_order
 from deletions.errors import Refused
-from deletions.models import DeletionRequest
+from deletions.models import DeletionReapplication, DeletionRequest
 from deletions.selectors import case_stages, get_request
 
 
@@ -39,6 +39,9 @@ def record(
     attempts = case.attempts_by_stage(list(req.attempts.order_by("started_at", "attempt")))
     decisions = list(req.decisions.order_by("created_at", "id"))
     submitted = next((d for d in decisions if d.action == "submit"), None)
+    again: dict[Any, list[DeletionReapplication]] = {}
+    for row in req.reapplications.order_by("created_at", "id"):
+        again.setdefault(row.stage_id, []).append(row)
     return {
         "kind": "user deletion",
         "id": str(req.id),
@@ -80,6 +83,7 @@ def record(
                 "finished_at": _at(s.finished_at),
                 "believed": beliefs[s.id].how,
                 "evidence": beliefs[s.id].evidence,
+                "reapplied": reapplied(again.get(s.id, []), checked.keys),
                 "attempts": [
                     {
                         "attempt": a.attempt,
@@ -110,6 +114,30 @@ def record(
             {"at": _at(d.created_at), "by": d.actor_label, "action": d.action, "reason": d.reason} for d in decisions
         ],
     }
+
+
+def reapplied(rows: list[DeletionReapplication], keys: dict[str, str] | None) -> list[dict[str, Any]]:
+    """A stage's effect applied again after its receiver's database was restored: the new operation, what
+    came of it, and the receiver's new evidence as its receipt says (`receipts.believe`), linked to the first."""
+    out = []
+    for row in rows:
+        answer = row.answer or {}
+        belief = receipts.believe(answer["evidence"], keys) if "evidence" in answer else None
+        out.append(
+            {
+                "said": reapply.SAID
+                if answer.get("outcome") == reapply.APPLIED
+                else answer.get("said", "not answered"),
+                "first_operation_id": str(row.first_operation_id),
+                "operation_id": str(row.operation_id),
+                "because": row.because,
+                "at": answer.get("at"),
+                "outcome": answer.get("outcome"),
+                "believed": belief.how if belief else receipts.NONE,
+                "evidence": belief.evidence if belief else {},
+            }
+        )
+    return out
 
 
 def remains(evidence: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -166,13 +194,17 @@ def receipts_fault(r: dict[str, Any]) -> str:
     for s in stages if isinstance(stages, list) else []:
         if not isinstance(s, dict):
             return "a stage of the proof is not a record"
-        said = s.get("evidence")
-        if not said:
-            continue  # nothing claimed (not completed, or the evidence dropped past its period)
-        belief = receipts.believe(said, None if by_hand else keys)
-        if belief.fault:
-            place = receipts.where(str(s.get("stage")), s.get("community_id"), s.get("operation_id"))
-            return f"stage {place}: its evidence is not what its receipt says: {belief.said(values=True)}"
+        again = s.get("reapplied")
+        for said, operation in [
+            (s.get("evidence"), s.get("operation_id")),
+            *((a.get("evidence"), a.get("operation_id")) for a in (again if isinstance(again, list) else [])),
+        ]:
+            if not said:
+                continue  # nothing claimed (not completed, or the evidence dropped past its period)
+            belief = receipts.believe(said, None if by_hand else keys)
+            if belief.fault:
+                place = receipts.where(str(s.get("stage")), s.get("community_id"), operation)
+                return f"stage {place}: its evidence is not what its receipt says: {belief.said(values=True)}"
     return ""
 
 
@@ -205,6 +237,9 @@ def lines(proof: dict[str, Any]) -> list[str]:
             f"stage     {s['stage']} {s['community_id'] or ''} {s['status']} operation {s['operation_id']}"
             f" ({len(s['attempts'])} attempt(s)): {said or 'no evidence'}"
         )
+        for a in s.get("reapplied", []):
+            receipt = present.receipt(a["evidence"]["receipt"]) if a["evidence"].get("receipt") else "no receipt"
+            out.append(f"again     operation {a['operation_id']} at {a['at']}: {a['said']} ({a['because']}); {receipt}")
     out += remains_lines(r.get("remains"))
     if r["cancellation"]:
         c = r["cancellation"]

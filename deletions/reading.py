@@ -42,6 +42,7 @@ def case_view(request_id: str | UUID, *, lens: access.Lens, now: datetime) -> di
                 for d in req.decisions.order_by("created_at", "id")
             ],
             "proposal": proposal.of_request(req).as_json(),
+            "reapplied": case.reapplied_words(list(req.reapplications.values_list("answer", flat=True))) or None,
         },
         target=req.target,
     )

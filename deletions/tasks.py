@@ -12,7 +12,7 @@ from django.conf import settings
 from core import clock, queue
 from core.errors import DomainError
 from deletions import dispatch as dispatcher
-from deletions import withdrawals, worker
+from deletions import reapply, withdrawals, worker
 from deletions.handlers import RunOptions
 from deletions.jobs import enqueue_run
 
@@ -55,7 +55,9 @@ def run_deletion(request_id: str) -> str:
 
 def dispatch() -> int:
     """Each minute: authority withdrawn from cases whose approver or requester lost their permission, the
-    target systems told of withdrawals they have not acknowledged, and the due runs enqueued."""
+    target systems told of withdrawals they have not acknowledged, the deletions a restored receiver lost
+    applied again (`reapply`), and the due runs enqueued."""
     withdrawals.withdraw_lost_authority(now=clock.now())
     withdrawals.push(now=clock.now())
+    reapply.reapply_all(clock.now(), due_only=True)
     return len(dispatcher.dispatch(clock.now()))

@@ -63,7 +63,8 @@ REMEDIES: dict[str, str] = {
     "`close_retirement ID --by USER --reason TEXT`",
     "notifications_failed": "fix the mail server (EMAIL_*) or the webhook's URL, then `manage.py send_notifications`",
     "receivers": "start the named receiver (`python -m receiver serve`, `make receiver` for the demo) or register "
-    "its new key: `manage.py register_target`",
+    "its new key: `manage.py register_target`; one whose database went back in time (a restore): "
+    "`manage.py reapply_restored PREFIX` (the dispatcher runs it each tick) applies every deletion it lost again",
     "unnamed_cases": "put a person on the rota (a staff member in the group that may hold the case) or "
     "`manage.py hand_case ID --kind deletion --assign USER --by USER --reason TEXT` (or --kind retirement)",
 }

@@ -143,11 +143,37 @@ def lookup(body: dict[str, Any]) -> Run:
             return 200, {"unreadable": str(exc)}
         if isinstance(answer, system.Found):
             return 200, {"found": signing.evidence(answer.evidence)}
-        # Signed too: "not applied as of this watermark" lets the back-office send the operation again.
-        said = {"operation_id": body["operation_id"], "watermark": answer.watermark.isoformat()}
+        # Signed too: "not applied as of this watermark" lets the back-office send the operation again; with
+        # what this database has applied, so a "not found" after a restore is told from one before the apply.
+        said = {"operation_id": body["operation_id"], "watermark": answer.watermark.isoformat(), **_state()}
         return 200, {"not_found": signing.evidence(said)}
 
     return run
+
+
+def _state() -> dict[str, Any]:
+    """`{"receiver_state": {incarnation, applied}}` where the backend keeps one (a dataset), else nothing."""
+    state = getattr(backend(), "state", None)
+    return {"receiver_state": state()} if state is not None else {}
+
+
+def health() -> Answer:
+    """`GET /receiver/v1/health`: whether this receiver reaches its database and, for a dataset, the
+    installed dataset's name, version and digest, its schema version and its state (what it has
+    applied), the state signed as its evidence is, so the back-office can believe it. 503 when the
+    database does not answer."""
+    try:
+        with connections[ALIAS].cursor() as cur:
+            cur.execute("SELECT 1")
+        read = getattr(backend(), "health", None)
+        said: dict[str, Any] = read() if read is not None else {}
+    except DatabaseError as exc:
+        if not connections[ALIAS].in_atomic_block:
+            connections[ALIAS].close()
+        return 503, {"error": f"the receiver could not reach its database ({type(exc).__name__})"}
+    state = said.pop("state", None)
+    signed = {"state": signing.evidence({"receiver_state": state})} if state is not None else {}
+    return 200, {"database": "reachable", "name": discovery()["name"], **said, **signed}
 
 
 def withdraw(body: dict[str, Any]) -> Run:
@@ -178,6 +204,7 @@ TAKES = {
 }
 # Path -> the one method it answers.
 ROUTES = {protocol.PREFIX: "GET", protocol.PREFIX + "openapi.json": "GET", protocol.METRICS: "GET"}
+ROUTES |= {protocol.PREFIX + "health": "GET"}
 ROUTES |= {protocol.PREFIX + name: "POST" for name in CALLS}
 
 
@@ -302,6 +329,8 @@ def _handle(environ: dict[str, Any]) -> Answer:
         return 405, {"error": f"{path} takes {allowed} only"}
     if path == protocol.PREFIX:
         return 200, discovery()
+    if path == protocol.PREFIX + "health":
+        return health()
     if allowed == "GET":
         return 200, protocol.openapi()
     name = path.removeprefix(protocol.PREFIX)

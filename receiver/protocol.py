@@ -174,6 +174,17 @@ def openapi() -> dict[str, Any]:
                     },
                 }
             },
+            PREFIX + "health": {
+                "get": {
+                    "summary": "health: its database reachable, the installed dataset's name, version and digest, "
+                    "its schema version, and what its database has applied (`state`: a JWS of "
+                    "{receiver_state: {incarnation, applied}}; a restore of its database shows as less)",
+                    "responses": {
+                        "200": {"description": "healthy"},
+                        "503": _error("the receiver could not reach its own database"),
+                    },
+                }
+            },
             PREFIX + "inventory": _call(
                 "the person's communities and roles",
                 _obj(["target", "communities"], target=_TARGET, communities=_COUNT),

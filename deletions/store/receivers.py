@@ -1,6 +1,10 @@
 """Whether each registered receiver answers (`registered_receivers.unanswered_since`): noted by the
 worker that could not read a receiver's fence and by health's discovery, cleared when it answers. The
-case page, the overview and health say "<receiver> at <url> did not answer since <time>" from it."""
+case page, the overview and health say "<receiver> at <url> did not answer since <time>" from it.
+
+And what its database has applied as far as the back-office holds signed evidence (`state_incarnation`,
+`state_applied`): noted where evidence is believed, rebased once a re-application after a restore
+has answered every operation the receiver no longer knew (`deletions.reapply`)."""
 
 from __future__ import annotations
 
@@ -26,3 +30,25 @@ def answered(*, prefix: str) -> None:
     """The receiver answered again."""
     with connection.cursor() as cur:
         SQL.run(cur, "answered", prefix=prefix)
+
+
+def noted(*, prefix: str, incarnation: str, applied: int) -> None:
+    """Signed evidence of the receiver's operation number `applied` in `incarnation` was believed: the
+    highest is kept (written only when it moves)."""
+    with connection.cursor() as cur:
+        SQL.run(cur, "noted", prefix=prefix, incarnation=incarnation[:64], applied=applied)
+
+
+def rebased(*, prefix: str, held: tuple[str, int], now_reported: tuple[str, int]) -> bool:
+    """What the receiver reports now becomes what is held, if what is held is still `held`; whether it did."""
+    with connection.cursor() as cur:
+        row = SQL.one(
+            cur,
+            "rebased",
+            prefix=prefix,
+            held_incarnation=held[0],
+            held_applied=held[1],
+            incarnation=now_reported[0][:64],
+            applied=now_reported[1],
+        )
+    return row is not None

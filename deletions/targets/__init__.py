@@ -24,7 +24,7 @@ from deletions.models import TargetSystem
 from deletions.store import receivers
 from deletions.targets import manual
 from deletions.targets.base import Adapter, TargetUnreachable
-from deletions.targets.http import HttpTarget, Registration, discover, reach, trusted
+from deletions.targets.http import HttpTarget, Registration, State, discover, reach, rewound, trusted
 
 MANUAL: Adapter = manual.ManualTarget()
 
@@ -40,6 +40,7 @@ def registered() -> list[Registration]:
             read_timeout=s.read_timeout_seconds,
             unanswered_since=s.unanswered_since,
             unanswered_reason=s.unanswered_reason,
+            state=State(s.state_incarnation, s.state_applied) if s.state_incarnation else None,
         )
         for s in TargetSystem.objects.all()
     ]
@@ -179,7 +180,8 @@ class Reach:
 
 
 def reachability(now: datetime) -> list[Reach]:
-    """Each registered receiver: does it answer discovery now, signing under a key registered for it?
+    """Each registered receiver: does it answer discovery now, signing under a key registered for it, and
+    does its health report at least what the back-office holds signed evidence of (`http.rewound`)?
     Each is asked at most every `http.REACH_SECONDS` per process, with short timeouts; a change is
     noted (`store.receivers`), so since when it has not answered is known across processes."""
     out = []
@@ -194,5 +196,6 @@ def reachability(now: datetime) -> list[Reach]:
         else:
             if since is not None:
                 receivers.answered(prefix=r.prefix)
-            out.append(Reach(r.name, r.base_url, True, None, f"{r.where()} answers"))
+            back = rewound(r)  # it answers: does its database still hold what we hold evidence of?
+            out.append(Reach(r.name, r.base_url, not back, None, back or f"{r.where()} answers"))
     return out

@@ -47,6 +47,7 @@ class Found:
 @dataclass(frozen=True)
 class NotFound:
     watermark: datetime  # the target had seen every operation applied up to here
+    state: Any = None  # what a receiver's database has applied (`http.State`), when it says
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from django.utils.module_loading import import_string
 
 from core import clock, grants
 from deletions.errors import Refused
+from deletions.store import receivers
 from deletions.targets.base import (
     Capabilities,
     Found,
@@ -60,6 +61,46 @@ REACH_READ_SECONDS = 2.0  # and this long for the answer
 
 
 @dataclass(frozen=True)
+class State:
+    """What a receiver's database has applied: its incarnation (made at its install) and the number of
+    its last operation newly applied. A restore of that database from a backup shows as less."""
+
+    incarnation: str
+    applied: int
+
+
+def state_in(said: Any) -> State | None:
+    """The `receiver_state` a receiver's signed answer carries (an effect's evidence, a lookup's "not
+    found", its health), or None: a receiver that keeps none (the demo path) says nothing of it."""
+    found = said.get("receiver_state") if isinstance(said, dict) else None
+    if not isinstance(found, dict):
+        return None
+    incarnation, applied = found.get("incarnation"), found.get("applied")
+    if not isinstance(incarnation, str) or not isinstance(applied, int) or isinstance(applied, bool):
+        return None
+    return State(incarnation[:64], applied)
+
+
+def went_back(held: State | None, reported: State | None, where: str) -> str:
+    """Why a receiver's database went back in time ("" when it did not): it reports another incarnation
+    than the one the back-office holds evidence of, or fewer applied operations. Pure."""
+    if held is None or not held.incarnation or reported is None:
+        return ""
+    if reported.incarnation != held.incarnation:
+        return (
+            f"{where} went back in time: it reports incarnation {reported.incarnation} with {reported.applied} "
+            f"applied operations, the back-office holds signed evidence of {held.applied} in incarnation "
+            f"{held.incarnation}"
+        )
+    if reported.applied < held.applied:
+        return (
+            f"{where} went back in time: it reports {reported.applied} applied operations, the back-office holds "
+            f"signed evidence of {held.applied}"
+        )
+    return ""
+
+
+@dataclass(frozen=True)
 class Registration:
     """What the back-office knows of a receiver, from its `TargetSystem` row."""
 
@@ -71,6 +112,7 @@ class Registration:
     read_timeout: float
     unanswered_since: datetime | None = None  # noted when it did not answer, until it answers again
     unanswered_reason: str = ""
+    state: State | None = None  # what its database has applied, as far as the back-office holds evidence
 
     def where(self) -> str:
         return f"{self.name} at {self.base_url}"
@@ -108,6 +150,43 @@ def verify_evidence(token: str, registered: dict[str, str]) -> dict[str, Any]:
     (`wire.evidence.verify`: the one check, which every read of saved evidence makes too); the JWS
     itself kept beside it (`receipt`)."""
     return {**evidence.verify(token, registered), "receipt": token}
+
+
+def note_state(r: Registration, said: dict[str, Any]) -> None:
+    """Signed evidence believed from this receiver: the operation number it carries is noted on the
+    registration (the highest kept: `store.receivers.noted`)."""
+    state = state_in(said)
+    if state is not None and (r.state is None or r.state != state):
+        receivers.noted(prefix=r.prefix, incarnation=state.incarnation, applied=state.applied)
+
+
+def health(r: Registration, *, short: bool = False) -> State | None:
+    """The receiver's health answer (`GET .../health`): what its database has applied, once its signed
+    state verifies against a key registered for it (None when it keeps none); TargetUnreachable when it
+    does not answer, cannot reach its database, or signs what does not verify."""
+    reg = (
+        dataclasses.replace(
+            r,
+            connect_timeout=min(r.connect_timeout, REACH_CONNECT_SECONDS),
+            read_timeout=min(r.read_timeout, REACH_READ_SECONDS),
+        )
+        if short
+        else r
+    )
+    try:
+        answer = _client(reg).get(r.base_url + "health")
+        said = answer.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise TargetUnreachable(f"{r.where()} did not answer health ({type(exc).__name__}: {exc})") from None
+    if answer.status_code != 200 or not isinstance(said, dict):
+        error = said.get("error") if isinstance(said, dict) else None
+        raise TargetUnreachable(f"{r.where()} is not healthy (HTTP {answer.status_code}: {str(error)[:300]})")
+    if "state" not in said:
+        return None
+    try:
+        return state_in(evidence.verify(said["state"], r.keys))
+    except BadEvidence as exc:
+        raise TargetUnreachable(f"{r.where()} reports a state that does not verify: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -176,6 +255,31 @@ def reach(r: Registration) -> str:
             _discovered[key] = (time.monotonic(), declared.capabilities)
     _reached[key] = (time.monotonic(), why)
     return why
+
+
+_rewound: dict[tuple[str, ...], tuple[float, State | None, str]] = {}
+
+
+def reported(r: Registration) -> tuple[State | None, str]:
+    """What the receiver's health reports its database has applied, and why it could not be read ("" when
+    it was): read with short timeouts, at most every REACH_SECONDS per process and state held."""
+    key = (*_cache_key(r), *((r.state.incarnation, str(r.state.applied)) if r.state else ()))
+    seen = _rewound.get(key)
+    if seen is not None and time.monotonic() - seen[0] < REACH_SECONDS:
+        return seen[1], seen[2]
+    try:
+        state, why = health(r, short=True), ""
+    except TargetUnreachable as exc:
+        state, why = None, exc.message
+    _rewound[key] = (time.monotonic(), state, why)
+    return state, why
+
+
+def rewound(r: Registration) -> str:
+    """Why the receiver's database went back in time (`went_back`), or why its health could not be read;
+    "" when neither."""
+    state, why = reported(r)
+    return why or went_back(r.state, state, r.where())
 
 
 class HttpTarget:
@@ -249,7 +353,9 @@ class HttpTarget:
         if status == 409 and isinstance(answer, dict) and isinstance(answer.get("retry"), dict):
             retry = answer["retry"]
             raise TargetBusy(str(retry.get("kind", "retry"))[:40], str(retry.get("message", ""))[:500])
-        return verify_evidence(self._judged("apply", status, answer)["evidence"], self.r.keys)
+        evidence = verify_evidence(self._judged("apply", status, answer)["evidence"], self.r.keys)
+        note_state(self.r, evidence)
+        return evidence
 
     def lookup(self, operation_id: UUID) -> Lookup:
         try:
@@ -258,7 +364,9 @@ class HttpTarget:
             return Unreadable(exc.message)
         if "found" in answer:
             try:
-                return Found(verify_evidence(answer["found"], self.r.keys))
+                found = verify_evidence(answer["found"], self.r.keys)
+                note_state(self.r, found)
+                return Found(found)
             except BadEvidence as exc:  # a record is there: the operation may well have been applied
                 raise TargetRefused(
                     "tampered",
@@ -272,7 +380,7 @@ class HttpTarget:
                     raise BadEvidence(
                         f"the receiver's 'not found' names operation {str(said.get('operation_id'))[:40]!r}"
                     )
-                return NotFound(datetime.fromisoformat(str(said["watermark"])))
+                return NotFound(datetime.fromisoformat(str(said["watermark"])), state_in(said))
             except (BadEvidence, KeyError, ValueError) as exc:
                 raise TargetRefused(
                     "tampered",

@@ -47,9 +47,17 @@ def name() -> str:
 
 def check_installed() -> None:
     """Refuse to serve a dataset file other than the one installed (a changed file is installed again),
-    or one the application's tables have outgrown (a table added since that reaches the person, say)."""
+    one installed by an older receiver (its schema keeps no state: installed again), or one the
+    application's tables have outgrown (a table added since that reaches the person, say)."""
     with connections[ALIAS].cursor() as cur:
         row = SQL.one(cur, "installed", dataset=dataset()["dataset"])
+        keeps = bool((SQL.one(cur, "keeps_state") or (False,))[0])
+        schema = _state(cur)[1] if keeps else None
+    if row is not None and (schema or 0) < compile.SCHEMA_VERSION:
+        raise compile.Refused(
+            f"dataset {dataset()['dataset']} was installed by an older receiver (schema version {schema or 1}, this "
+            f"one is {compile.SCHEMA_VERSION}); run `python -m receiver install` with it again"
+        )
     if row is None or row[1] != compile.digest(dataset()):
         raise compile.Refused(
             f"dataset {dataset()['dataset']}: this file is not what is installed in the database; run "
@@ -59,6 +67,32 @@ def check_installed() -> None:
         compiled()
     except compile.Refused as exc:
         raise compile.Refused(f"the application's tables no longer match the installed file: {exc}") from None
+
+
+def _state(cur: Any) -> tuple[dict[str, Any], int | None]:
+    """What this database has applied (`compile.STATE_SQL`: its incarnation and the number of its last
+    operation newly applied), and the receiver schema's version."""
+    incarnation, applied, schema = SQL.one(cur, "state") or (None, 0, None)
+    return {"incarnation": str(incarnation), "applied": int(applied)}, schema
+
+
+def state() -> dict[str, Any]:
+    """What this database has applied, as a lookup's "not found" reports it."""
+    with connections[ALIAS].cursor() as cur:
+        return _state(cur)[0]
+
+
+def health() -> dict[str, Any]:
+    """The installed dataset (name, version, digest), the receiver schema's version, and the state."""
+    with connections[ALIAS].cursor() as cur:
+        installed = SQL.one(cur, "installed", dataset=dataset()["dataset"])
+        said, schema = _state(cur)
+    version, digest = installed if installed else (None, None)
+    return {
+        "dataset": {"name": dataset()["dataset"], "version": version, "digest": digest},
+        "schema_version": schema,
+        "state": said,
+    }
 
 
 def _rows(handle: str) -> list[tuple[Any, ...]]:

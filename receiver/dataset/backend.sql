@@ -41,3 +41,13 @@ WHERE operation_id = %(operation_id)s AND applied_at <= %(watermark)s
 
 -- name: installed
 SELECT version, digest FROM receiver.receiver_installed WHERE dataset = %(dataset)s
+
+-- name: state
+-- What this database has applied: its incarnation and the number of the last operation newly applied
+-- (a sequence reads the same in every transaction; 0 before the first).
+SELECT s.incarnation, CASE WHEN a.is_called THEN a.last_value ELSE 0 END, s.schema_version
+FROM receiver.receiver_state s, receiver.receiver_applied a
+
+-- name: keeps_state
+-- Whether the schema `receiver` here keeps its state (installed by a receiver that does).
+SELECT to_regclass('receiver.receiver_state') IS NOT NULL

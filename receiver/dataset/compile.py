@@ -434,6 +434,21 @@ def _identity_vars(c: Compiled) -> tuple[str, str]:
     return decl, f"SELECT {cols} INTO {names} FROM {pt} WHERE {ppk} = v_person;"
 
 
+SCHEMA_VERSION = 2  # of the schema `receiver` this module installs (2: receiver_state, receiver_applied)
+# The receiver's state, in the application's own database so a restore takes it back with the data: an
+# incarnation made once at the first install, and a counter of the operations newly applied (a sequence:
+# never rolled back, so it only moves on; a restore of a dump sets it back to what the dump held). Each
+# effect's evidence carries its number; a receiver that reports less than the back-office holds evidence
+# of went back in time.
+STATE_SQL = (
+    """CREATE TABLE IF NOT EXISTS receiver.receiver_state (one boolean PRIMARY KEY DEFAULT true CHECK (one),
+            incarnation uuid NOT NULL, schema_version integer NOT NULL)""",
+    "CREATE SEQUENCE IF NOT EXISTS receiver.receiver_applied MINVALUE 0 START 1",
+    f"""INSERT INTO receiver.receiver_state (one, incarnation, schema_version) VALUES (true, gen_random_uuid(),
+            {SCHEMA_VERSION}) ON CONFLICT (one) DO UPDATE SET schema_version = EXCLUDED.schema_version""",
+)
+
+
 def install_sql(c: Compiled) -> str:
     pt, ppk, ct, cpk = _q(c.person_table), _q(c.person_pk), _q(c.community_table), _q(c.community_pk)
     m = c.memberships
@@ -462,6 +477,8 @@ def install_sql(c: Compiled) -> str:
         "CREATE INDEX IF NOT EXISTS receiver_call_nonces_kept ON receiver.receiver_call_nonces (kept_until)",
         """CREATE TABLE IF NOT EXISTS receiver.receiver_installed (dataset text PRIMARY KEY, version integer NOT NULL,
             digest text NOT NULL, installed_at timestamptz NOT NULL)""",
+        # What this database has applied, so a restore of it from a backup can be told (`STATE_SQL`).
+        *STATE_SQL,
         f"""UPDATE receiver.receiver_versions v SET version = v.version + 1, rules_from = i.version,
             rules_moved_at = v.version + 1
             FROM receiver.receiver_installed i
@@ -807,8 +824,11 @@ BEGIN
         v_evidence := v_evidence || jsonb_build_object('tables', v_tables, 'kept', v_kept,
             'version_before', p_expected_version, 'version_found', v_version, 'version_after', v_after);
     END IF;
-    -- The fence and epoch this effect was applied under.
-    v_evidence := v_evidence || jsonb_build_object('fence', v_fenced, 'min_epoch', v_min_epoch);
+    -- The fence and epoch this effect was applied under, and its number in this database (a replay above
+    -- answered its first record: the counter moves only for an operation newly applied).
+    v_evidence := v_evidence || jsonb_build_object('fence', v_fenced, 'min_epoch', v_min_epoch,
+        'receiver_state', jsonb_build_object('incarnation', (SELECT s.incarnation FROM receiver.receiver_state s),
+                                             'applied', nextval('receiver.receiver_applied')));
     INSERT INTO receiver.receiver_operations
         (operation_id, request_id, action, community_id, generation, executor, "grant", evidence, applied_at)
     VALUES (p_operation, p_request, p_action, p_community, p_generation, p_executor, p_grant, v_evidence, p_now);

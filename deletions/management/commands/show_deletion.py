@@ -43,6 +43,8 @@ class Command(ServiceCommand):
             w(f"INTEGRITY FAULT: the saved evidence does not match its receipt: {fault['evidence'] or fault['fault']}")
         w(f"requested {r['requested_by']} at {r['created_at']}; digest {r['inventory_digest'] or NOT_SHOWN}")
         w(f"status    {told['status_words']}")
+        if data["reapplied"]:
+            w(f"restored  {data['reapplied']}")
         if told["open_question"]:
             w(f"question  {told['open_question']}")
         w(f"owner     {told['owner']}")
