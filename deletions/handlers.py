@@ -25,6 +25,7 @@ from deletions.rules import custody, workflow
 from deletions.rules.workflow import Plan
 from deletions.store import alarms, stages
 from deletions.targets.base import (
+    CALL_REFUSED,
     Adapter,
     Found,
     TargetBusy,
@@ -201,7 +202,9 @@ INTEGRITY_KINDS = frozenset({"record_mismatch", "tampered"})
 # Refusals no approval answers: the receiver's database refused the effect (a constraint or data
 # error: its dataset file must change), or its last effect found the person's data still in tables the
 # file does not keep. Nothing of the effect was applied; a person looks, and the case is never completed.
-FOR_A_PERSON = frozenset({"constraint", "incomplete"})
+# So is a call the receiver refused whole (`call_refused`: its signature, its URL, its body): a person
+# mends the key, the URL or the clocks, and resumes.
+FOR_A_PERSON = frozenset({"constraint", "incomplete", CALL_REFUSED})
 SHOWN_DONE = 5  # earlier communities named in a refusal; the rest counted
 
 

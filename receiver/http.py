@@ -358,7 +358,7 @@ def _handle(environ: dict[str, Any]) -> Answer:
         return run()
     except signing.BadCall as exc:
         logger.warning("call refused: %s", exc)
-        return 401, {"error": str(exc)}
+        return 401, {"error": str(exc), "kind": exc.kind}
     except (BadBody, ValueError, RecursionError) as exc:
         return 400, {"error": f"{name}: {exc}"}
     except system.Refused as exc:

@@ -27,7 +27,7 @@ CALLS = Counter(
 )
 REFUSALS = Counter(
     "receiver_refusals",
-    "Calls refused, by status and kind: 422 the effect's refusal kind, 409 the retry kind, 401 'signature'",
+    "Calls refused, by status and kind: 422 the effect's refusal kind, 409 the retry kind, 401 signature or replayed",
     ["status", "kind"],
     registry=REGISTRY,
 )
@@ -78,7 +78,7 @@ def answered(path: str, status: int, body: dict[str, Any], seconds: float) -> No
 def refusal_kind(status: int, body: dict[str, Any]) -> str:
     """The kind a refusal is counted under ("" for an answer that is none): 422 and 409 say theirs."""
     if status == 401:
-        return "signature"
+        return str(body.get("kind", "signature"))[:40]
     said = body.get({422: "refused", 409: "retry"}.get(status, ""))
     return str(said.get("kind", "unknown"))[:40] if isinstance(said, dict) else ""
 

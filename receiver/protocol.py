@@ -114,8 +114,8 @@ def _call(
         "200": {"description": "the answer", "content": {"application/json": {"schema": answer}}},
         "400": _error("a request or body this call does not take (Content-Length, JSON, a field): nothing written"),
         "401": _error(
-            "the call's signature is missing, does not cover @method, @target-uri and content-digest, is stale, "
-            "replayed or not the back-office's: nothing written"
+            "the call's signature is missing, does not cover @method, @target-uri and content-digest, is stale "
+            "or not the back-office's (kind 'signature'), or replayed (kind 'replayed'): nothing written"
         ),
         "413": _error(f"a body over {MAX_BODY} bytes: nothing read or written"),
         "415": _error(f"a body that is not {CONTENT_TYPE}: nothing read or written"),

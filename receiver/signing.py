@@ -82,7 +82,7 @@ def take_nonce(nonce: str) -> None:
     with connections[ALIAS].cursor() as cur:
         cur.execute(TAKE_NONCE.format(table="receiver_call_nonces"), [nonce, protocol.SIGNATURE_MAX_AGE_SECONDS])
         if cur.fetchone() is None:
-            raise BadCall("call refused: replayed (this nonce was used before)")
+            raise calls.Replayed("call refused: replayed (this nonce was used before)")
 
 
 def sweep_nonces() -> int:

@@ -25,7 +25,19 @@ BACKOFFICE_KEY_ID = "backoffice"  # the key id the back-office signs under, unle
 
 
 class BadCall(Exception):
-    """A call a receiver takes from no one: unsigned, stale, replayed or another key's."""
+    """A call a receiver takes from no one: unsigned, stale or another key's (`kind` "signature"), or
+    replayed. The receiver's 401 says the kind, for the back-office draws different conclusions: a call
+    refused for its signature applied nothing, and sending it again changes nothing until a person mends
+    the key or the URL; a replayed one was sent before by something between, and that copy may have
+    applied."""
+
+    kind = "signature"
+
+
+class Replayed(BadCall):
+    """A call whose nonce the receiver took before: a copy of it reached the receiver first."""
+
+    kind = "replayed"
 
 
 class _Signer(hms.HTTPSignatureKeyResolver):

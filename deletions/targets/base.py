@@ -71,9 +71,13 @@ def inconclusive(answer: NotFound | Unreadable, *, submitted_at: datetime, where
     )
 
 
+CALL_REFUSED = "call_refused"  # a receiver checked the call itself and refused it whole: nothing applied
+
+
 class TargetRefused(Exception):
     """The target applied nothing: `kind` (stale, expired, revoked, tampered, not_in_inventory,
-    source_changed, rules_changed, record_mismatch, constraint, incomplete) and its sentence."""
+    source_changed, rules_changed, record_mismatch, constraint, incomplete, `CALL_REFUSED`) and its
+    sentence."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)

@@ -41,6 +41,7 @@ from core import clock, grants
 from deletions.errors import Refused
 from deletions.store import receivers
 from deletions.targets.base import (
+    CALL_REFUSED,
     Capabilities,
     Found,
     Lookup,
@@ -54,6 +55,10 @@ from wire import calls, evidence
 from wire.evidence import BadEvidence
 
 VERSION = 1
+# The statuses of a call the receiver checked and refused before it wrote anything (the protocol's
+# document): that call applied nothing. A 401 for a replayed nonce is not one of them: a copy of the
+# call reached the receiver first, and that copy may have applied.
+REFUSED_WHOLE = frozenset({400, 401, 404, 405, 413, 414, 415, 431})
 DISCOVERY_SECONDS = 60.0
 REACH_SECONDS = 30.0  # health's discovery, per receiver and process
 REACH_CONNECT_SECONDS = 1.0  # health's discovery waits at most this long for a connection
@@ -282,6 +287,16 @@ def rewound(r: Registration) -> str:
     return why or went_back(r.state, state, r.where())
 
 
+def call_refused(status: int, answer: Any) -> str:
+    """Why the receiver refused a call itself, in its words ("" when it did not, or when a copy of the
+    call may have applied: a replay): a refusal in `REFUSED_WHOLE` in the protocol's one JSON line."""
+    if status not in REFUSED_WHOLE or not isinstance(answer, dict) or not isinstance(answer.get("error"), str):
+        return ""
+    if status == 401 and answer.get("kind") == calls.Replayed.kind:
+        return ""
+    return answer["error"][:300] or f"HTTP {status}"
+
+
 class HttpTarget:
     """A receiver reached over HTTP, as registered."""
 
@@ -346,13 +361,21 @@ class HttpTarget:
         return int(self._answer("fence", {"request_id": str(request_id)})["generation"])
 
     def apply(self, grant: str) -> dict[str, Any]:
-        """The evidence the receiver signed, TargetRefused (nothing applied) or TargetBusy (nothing
-        changed, retry). Any other outcome raises what the handler reads as "effect unknown": the answer
-        was lost or cannot be believed."""
+        """The evidence the receiver signed, TargetRefused (nothing applied: the effect refused, or the call
+        itself, `call_refused`) or TargetBusy (nothing changed, retry). Any other outcome raises what the
+        handler reads as "effect unknown": the answer was lost or cannot be believed."""
         status, answer = self._call("apply", {"grant": grant})
         if status == 409 and isinstance(answer, dict) and isinstance(answer.get("retry"), dict):
             retry = answer["retry"]
             raise TargetBusy(str(retry.get("kind", "retry"))[:40], str(retry.get("message", ""))[:500])
+        refused = call_refused(status, answer)
+        if refused:
+            raise TargetRefused(
+                CALL_REFUSED,
+                f"{self.where()} refused the call itself (HTTP {status}: {refused}), so nothing was applied; "
+                "sending it again changes nothing until what it names is mended (the receiver's public URL "
+                "registered here, the back-office's key configured there, the clocks)",
+            )
         evidence = verify_evidence(self._judged("apply", status, answer)["evidence"], self.r.keys)
         note_state(self.r, evidence)
         return evidence

@@ -158,6 +158,57 @@ def test_a_constraint_in_a_later_community_goes_to_a_person_naming_what_is_done_
     assert len(effects(req.id)) == 5
 
 
+def test_a_call_the_receiver_refused_whole_goes_to_a_person_and_a_replayed_one_stays_unknown(cmd, standin) -> None:
+    """A 401 for the call's signature (after a key rotation, a public URL registered wrong) applied
+    nothing and changes nothing when sent again: a person mends it, told in the receiver's words. A 401
+    for a replayed nonce is no such refusal: a copy of the call reached the receiver first and may have
+    applied, so the effect is unknown and looked up, never called not applied."""
+    said = "call refused: its signature does not verify (no caller key 'backoffice' is configured at this receiver)"
+    standin.append(
+        Rule(
+            "apply",
+            when=lambda g: g["action"] == "purge_db" and g["community_id"] == COMMUNITY_B,
+            answer=(401, {"error": said, "kind": "signature"}),
+            times=1,
+        )
+    )
+    req = submit_and_approve("demo:refused-call")
+    ran = run(cmd, req)
+    assert ran.code == 1 and "waiting for an operator" in ran.err, ran.err
+    case = DeletionRequest.objects.get(id=req.id)
+    row = StageHistory.objects.get(request_id=req.id, is_current=True)
+    assert case.status == "needs_attention" and case.owner == OPERATORS_ON_CALL
+    assert f"{WHERE} refused the call itself (HTTP 401: {said}), so nothing was applied" in case.open_question
+    assert "then resume" in case.open_question and "approve" not in case.open_question
+    assert (row.stage, str(row.target_community_id), row.submitted_at) == ("purge_db", COMMUNITY_B, None)
+    assert StageAttempt.objects.get(stage=row).outcome == "refused"
+    assert [a for _, a, _ in effects(req.id)] == ["gate_user"]  # the refused call applied nothing
+    resumed(req)
+    assert run(cmd, req, at=due(req)).code == 0
+    assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(effects(req.id)) == 5
+
+    replayed = "call refused: replayed (this nonce was used before)"
+    standin.append(
+        Rule(
+            "apply",
+            when=lambda g: g["action"] == "purge_db" and g["community_id"] == COMMUNITY_B,
+            answer=(401, {"error": replayed, "kind": "replayed"}),
+            times=1,
+        )
+    )
+    other = submit_and_approve("demo:replayed-call")
+    assert run(cmd, other).code == 1
+    row = StageHistory.objects.get(request_id=other.id, is_current=True)
+    assert row.submitted_at is not None  # the effect is in question: the next attempt looks it up first
+    assert StageAttempt.objects.get(stage=row).outcome == "effect_unknown"
+    case = DeletionRequest.objects.get(id=other.id)
+    assert case.status == "retry_wait" and case.owner == OPERATORS_ON_CALL
+    assert case.open_question == f"did operation {row.operation_id} (purge_db) take effect? the next check looks it up"
+    assert f"(HTTP 401: {replayed})" in (case.last_error or "") and "looked up before anything is resent" in (
+        case.last_error or ""
+    )
+
+
 def test_data_that_remains_after_the_last_effect_is_never_completed(cmd, standin) -> None:
     standin.append(
         Rule(
