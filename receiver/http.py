@@ -2,7 +2,7 @@
 
 Each call is checked whole before anything is written (`_handle`): its path and method, its body's
 length and type, its signature (`signing.check_call`), its JSON body and every field; only then is its
-nonce taken (`signing.take_nonce`) and the backend (`demo_target.system`, or a dataset's) called once.
+nonce taken (`signing.take_nonce`) and the dataset's backend (`receiver.dataset.backend`) called once.
 Every refusal is one JSON line. The evidence of `apply` and `lookup` is signed by this receiver
 (`signing.evidence`). Every check on the effect itself runs in the backend's transaction.
 
@@ -18,13 +18,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connections
 
 from core.crashpoints import crash_point
-from demo_target import system
-from demo_target.router import ALIAS
-from receiver import protocol, signing
+from receiver import ALIAS, effects, protocol, signing
+from receiver.dataset import backend
 
 logger = logging.getLogger("receiver")
 
@@ -36,16 +34,6 @@ CAPABILITIES = {
 }
 
 StartResponse = Callable[..., Any]
-
-
-def backend() -> Any:
-    """What this receiver serves: an application's database described by a dataset file
-    (`RECEIVER_DATASET`), or the demo target system."""
-    if getattr(settings, "RECEIVER_DATASET", ""):
-        from receiver.dataset import backend as dataset
-
-        return dataset
-    return system
 
 
 class BadBody(Exception):
@@ -89,22 +77,17 @@ def inventory(body: dict[str, Any]) -> Run:
     target, communities = _target(body), _field(body, "communities", int)
     if not 1 <= communities <= protocol.MAX_COMMUNITIES:
         raise BadBody(f"'communities' must be 1 to {protocol.MAX_COMMUNITIES}")
-    return lambda: (200, {"communities": backend().memberships(target, communities)})
+    return lambda: (200, {"communities": backend.memberships(target, communities)})
 
 
 def preview(body: dict[str, Any]) -> Run:
     target, ids = _target(body), _community_ids(body)
-
-    def run() -> Answer:
-        backend().enroll(target)  # (a write: only once every field above is checked)
-        return 200, {"communities": backend().preview(target, ids)}
-
-    return run
+    return lambda: (200, {"communities": backend.preview(target, ids)})
 
 
 def fence(body: dict[str, Any]) -> Run:
     request_id = _uuid(body, "request_id")
-    return lambda: (200, {"generation": backend().fence(request_id)})
+    return lambda: (200, {"generation": backend.fence(request_id)})
 
 
 def apply(body: dict[str, Any]) -> Run:
@@ -112,8 +95,8 @@ def apply(body: dict[str, Any]) -> Run:
 
     def run() -> Answer:
         try:
-            evidence = backend().apply(grant)
-        except system.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
+            evidence = backend.apply(grant)
+        except effects.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
             return 409, {"retry": {"kind": exc.kind, "message": f"nothing changed: {exc.message}; retry"}}
         crash_point("receiver-after-commit")  # applied and committed; the answer is not sent yet
         return 200, {"evidence": signing.evidence(evidence)}
@@ -126,10 +109,10 @@ def lookup(body: dict[str, Any]) -> Run:
 
     def run() -> Answer:
         try:
-            answer = backend().lookup(operation_id)
-        except system.Unreadable as exc:
+            answer = backend.lookup(operation_id)
+        except effects.Unreadable as exc:
             return 200, {"unreadable": str(exc)}
-        if isinstance(answer, system.Found):
+        if isinstance(answer, effects.Found):
             return 200, {"found": signing.evidence(answer.evidence)}
         # Signed too: "not applied as of this watermark" lets the back-office send the operation again.
         said = {"operation_id": body["operation_id"], "watermark": answer.watermark.isoformat()}
@@ -142,7 +125,7 @@ def withdraw(body: dict[str, Any]) -> Run:
     withdrawal = _field(body, "withdrawal", str)
 
     def run() -> Answer:
-        epoch = backend().withdraw(withdrawal)
+        epoch = backend.withdraw(withdrawal)
         # Signed: an acknowledged withdrawal is no longer pushed, so only the receiver may say it enforces it.
         return 200, {"acknowledged": signing.evidence({"withdrawal": withdrawal, "epoch": epoch})}
 
@@ -173,7 +156,7 @@ def discovery() -> dict[str, Any]:
     return {
         "protocol": "deletion-receiver",
         "version": protocol.VERSION,
-        "name": backend().name() if backend() is not system else "demo target system",
+        "name": backend.name(),
         "capabilities": CAPABILITIES,
         "key_id": signing.key_id(),
         "keys": {signing.key_id(): signing.public_key()},
@@ -281,7 +264,7 @@ def _handle(environ: dict[str, Any]) -> Answer:
         return 401, {"error": str(exc)}
     except (BadBody, ValueError, RecursionError) as exc:
         return 400, {"error": f"{name}: {exc}"}
-    except system.Refused as exc:
+    except effects.Refused as exc:
         return 422, {"refused": {"kind": exc.kind, "message": exc.message}}
     except DatabaseError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

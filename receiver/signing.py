@@ -22,8 +22,7 @@ from joserfc import jws
 from joserfc.jwk import OKPKey
 
 from core import grants, keys
-from demo_target.router import ALIAS
-from receiver import protocol
+from receiver import ALIAS, protocol
 
 CALL_COMPONENTS = ("@method", "@target-uri", "content-digest")
 

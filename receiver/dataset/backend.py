@@ -1,12 +1,17 @@
-"""The dataset receiver's backend: the same six answers as the demo target system's
-(`demo_target.system`), read and applied in an application's own database through the objects
-`python -m receiver install` put in its schema `receiver`. The grant is checked as the demo checks
-it (signature, kind, not-after; then everything else inside `receiver.apply`)."""
+"""The dataset receiver's backend: the six answers of the protocol, read and applied in an application's
+own database through the objects `python -m receiver install` put in its schema `receiver`. The grant is
+checked in Python (`receiver.effects`: signature, kind, not-after, its fields), everything else inside
+`receiver.apply`.
+
+Test machinery, refused in production (`receiver.settings`): `RECEIVER_TEST_UNREADABLE_UNTIL` (an ISO
+time) makes every lookup unreadable until then, and `RECEIVER_TEST_LOOKUP_LAG_SECONDS` makes the lookup
+lag that far behind, reporting its watermark that far back (as a streaming replica reports its last
+replayed commit)."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 from uuid import UUID
@@ -14,13 +19,12 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connections
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
-from demo_target import system
-from demo_target.router import ALIAS
+from receiver import ALIAS, effects
 from receiver.dataset import catalog, compile, complete
 
 SQL = complete.SQL
-Refused, Unreadable, Found, NotFound = system.Refused, system.Unreadable, system.Found, system.NotFound
 
 
 @cache
@@ -46,8 +50,10 @@ def name() -> str:
 
 
 def check_installed() -> None:
-    """Refuse to serve a dataset file other than the one installed (a changed file is installed again),
-    or one the application's tables have outgrown (a table added since that reaches the person, say)."""
+    """Refuse to serve no dataset file, or one other than the one installed (a changed file is installed
+    again), or one the application's tables have outgrown (a table added since that reaches the person)."""
+    if not getattr(settings, "RECEIVER_DATASET", ""):
+        raise compile.Refused("RECEIVER_DATASET names no dataset file: the receiver serves the one installed")
     with connections[ALIAS].cursor() as cur:
         row = SQL.one(cur, "installed", dataset=dataset()["dataset"])
     if row is None or row[1] != compile.digest(dataset()):
@@ -67,10 +73,6 @@ def _rows(handle: str) -> list[tuple[Any, ...]]:
         return list(cur.fetchall())
 
 
-def enroll(handle: str) -> None:
-    """(The preview enrolls the person: a version row per community and for their own records.)"""
-
-
 def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
     """Every place the person's data is: each community where they are or were a member or where a named
     table holds a row of theirs, then their own records (always last); refused, with the counts, when
@@ -81,7 +83,9 @@ def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
     big = [(n, rows + agents) for _, n, _, rows, agents, _, _ in found if rows + agents > limit]
     if big:
         said = ", ".join(f"{count:,} in {n}" for n, count in big)
-        raise system.Refused(f"{handle} has more rows than one effect may change here ({said}; the limit is {limit:,})")
+        raise effects.Refused(
+            f"{handle} has more rows than one effect may change here ({said}; the limit is {limit:,})"
+        )
     digest = rules()["digest"]
     return [{"id": str(cid), "role": role, "rules": digest} for cid, _, role, _, _, _, _ in found]
 
@@ -116,7 +120,7 @@ def fence(request_id: UUID) -> int:
 
 
 def withdraw(token: str) -> int:
-    request_id, epoch = system.withdrawal(token)
+    request_id, epoch = effects.withdrawal(token)
     with connections[ALIAS].cursor() as cur:
         row = SQL.one(cur, "withdraw", request_id=request_id, epoch=epoch, now=timezone.now())
     assert row is not None
@@ -138,26 +142,29 @@ def apply(token: str) -> dict[str, Any]:
         return complete.run(cur, c, params)
 
     try:
-        return system.apply(token, sql=SQL, effect=effect, atomic=True)
+        return effects.apply(token, effect)
     except complete.Incomplete as exc:
-        raise Incomplete(str(exc)) from None
+        raise effects.Incomplete(str(exc)) from None
     except complete.Mismatched as exc:
-        raise system.RulesChanged(str(exc)) from None
-    except system.Broken as exc:
-        raise system.Broken(complete.broken(c, exc.table, exc.constraint, exc.message), table=exc.table) from None
+        raise effects.RulesChanged(str(exc)) from None
+    except effects.Broken as exc:
+        raise effects.Broken(complete.broken(c, exc.table, exc.constraint, exc.message), table=exc.table) from None
 
 
-class Incomplete(system.Refused):
-    kind = "incomplete"
-
-
-def lookup(operation_id: UUID) -> system.Found | system.NotFound:
-    watermark: datetime = timezone.now()
+def lookup(operation_id: UUID) -> effects.Found | effects.NotFound:
+    """What this receiver recorded for an operation, as of its watermark; Unreadable when it cannot say."""
+    now = timezone.now()
+    until = parse_datetime(getattr(settings, "RECEIVER_TEST_UNREADABLE_UNTIL", "") or "")
+    if until is not None and now < until:
+        raise effects.Unreadable(f"the receiver's records cannot be read until {until.isoformat()}")
+    watermark: datetime = now - timedelta(seconds=int(getattr(settings, "RECEIVER_TEST_LOOKUP_LAG_SECONDS", 0)))
     with connections[ALIAS].cursor() as cur:
         row = SQL.one(cur, "lookup", operation_id=operation_id, watermark=watermark)
     if row is None:
-        return system.NotFound(watermark)
+        return effects.NotFound(watermark)
     _, evidence, grant, applied_at = row
-    made_by = system._made_by(grant)
-    system._check_matches(grant, operation_id, applied_at, {**made_by, "operation_id": str(operation_id)})
-    return system.Found(json.loads(evidence) if isinstance(evidence, str) else evidence)
+    # The operation id names the request, the stage and the community: a grant of ours for it is a grant
+    # for this effect.
+    made = effects.made_by(grant)
+    effects.check_matches(grant, operation_id, applied_at, {**made, "operation_id": str(operation_id)})
+    return effects.Found(json.loads(evidence) if isinstance(evidence, str) else evidence)

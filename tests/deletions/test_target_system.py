@@ -164,7 +164,7 @@ def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd
     gate_op = operation_id(uuid.UUID(req["id"]), "gate_user", None)
     with connections["target"].cursor() as cur:
         cur.execute(
-            """INSERT INTO target_operations
+            """INSERT INTO receiver.receiver_operations
                (operation_id, request_id, action, community_id, generation, executor, "grant", evidence, applied_at)
                VALUES (%s, %s, 'gate_user', NULL, 1, 'someone', '', %s, %s)""",
             [gate_op, req["id"], json.dumps({"gated": True}), timezone.now() - timedelta(days=1)],
@@ -223,9 +223,10 @@ def _grant(target: str, community: str, version: int, **changes) -> str:
 
 
 def test_the_effect_lands_in_one_statement_once_and_a_refused_one_leaves_nothing_behind(cmd) -> None:
-    from core import grants
     from demo_target import system
     from demo_target.models import Fence, Operation
+
+    from core import grants
 
     before = at_target(cmd, "demo:onestatement")[COMMUNITY_B]
     seen: list[str] = []

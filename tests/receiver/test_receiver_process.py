@@ -258,7 +258,7 @@ def test_an_operation_sent_again_is_answered_with_the_same_signed_evidence_and_a
     assert run_command("run_deletion", str(req.id)).code == 0
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     with connections["target"].cursor() as cur:
-        cur.execute('SELECT "grant" FROM target_operations WHERE operation_id = %s', [gate.operation_id])
+        cur.execute('SELECT "grant" FROM receiver.receiver_operations WHERE operation_id = %s', [gate.operation_id])
         (grant,) = cur.fetchone()
     before = effects(req.id)
     again = targets.for_target("demo:sent-twice").apply(grant)

@@ -18,6 +18,7 @@ from core import keys
 from core.commands import ServiceCommand
 from core.errors import shown
 from ops import chaos
+from samples.demo import inprocess
 
 
 class Command(ServiceCommand):
@@ -134,7 +135,7 @@ class Command(ServiceCommand):
 
     def inner(self, options: dict[str, Any]) -> None:
         call_command("migrate", verbosity=0)
-        call_command("migrate", database="target", verbosity=0)
+        inprocess.install()  # the demo application on the scratch server, its receiver installed
         seed = options["seed"]
         rng = random.Random(seed)
         orchestrator = chaos.Orchestrator(
