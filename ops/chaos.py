@@ -661,6 +661,6 @@ def kept(folder: Path) -> list[str]:
         f"kept in {folder}: the run's database (pg/, stopped cleanly), its output (output.txt), the workers' logs",
         "query it (this starts it): the receiver's effects, then the cases (\\connect postgres);",
         "the SQL that checks the JSON line below: docs/explanation/testing.md, saved as check.sql:",
-        f"  {env} .venv/bin/python manage.py dbshell -- -c '\\connect postgres_target' -f check.sql",
+        f"  {env} .venv/bin/python manage.py dbshell -- -c '\\connect postgres_target postgres' -f check.sql",
         f"stop it: {env} .venv/bin/python manage.py embedded_db stop",
     ]

@@ -47,17 +47,24 @@ def set_agents(target: str, community: UUID | str, agents: int) -> dict[str, Any
 
 
 def show(target: str) -> dict[str, Any]:
-    """Per community: id, name, membership, rows, agents; and whether a deletion passed the gate."""
+    """Per community: id, name, membership, rows, agents and the data version the receiver keeps (None
+    before any preview); and whether a deletion passed the gate."""
     with connections[ALIAS].cursor() as cur:
         shown = seed.show(cur, target)
-        cur.execute("SELECT gated_at IS NOT NULL FROM receiver.receiver_people WHERE person_key = %s", [target])
-        row = cur.fetchone()
-    return {**shown, "gated": bool(row and row[0])}
+        cur.execute(
+            "SELECT v.community_id::text, v.version, p.gated_at IS NOT NULL FROM receiver.receiver_people p "
+            "LEFT JOIN receiver.receiver_versions v ON v.person_pk = p.person_pk WHERE p.person_key = %s",
+            [target],
+        )
+        found = cur.fetchall()
+    versions = {cid: version for cid, version, _ in found}
+    communities = [{**c, "version": versions.get(c["id"])} for c in shown["communities"]]
+    return {**shown, "communities": communities, "gated": any(gated for *_, gated in found)}
 
 
-def counts(target: str) -> dict[str, dict[str, int]]:
-    """Community id -> its rows and agents."""
-    return {c["id"]: {"rows": c["rows"], "agents": c["agents"]} for c in show(target)["communities"]}
+def at_target(target: str) -> dict[str, dict[str, Any]]:
+    """Community id -> what `show` says of it."""
+    return {c["id"]: c for c in show(target)["communities"]}
 
 
 def operations(request_id: Any = None) -> list[tuple[Any, ...]]:
@@ -69,12 +76,15 @@ def operations(request_id: Any = None) -> list[tuple[Any, ...]]:
         return list(cur.fetchall())
 
 
-def fence(request_id: Any) -> tuple[int, int] | None:
-    """A request's fence at the receiver: (generation, lowest epoch), or None."""
+def fence(request_id: Any) -> dict[str, Any] | None:
+    """A request's fence at the receiver (generation, min_epoch, epoch_raised_at), or None."""
     with connections[ALIAS].cursor() as cur:
-        cur.execute("SELECT generation, min_epoch FROM receiver.receiver_fences WHERE request_id = %s", [request_id])
+        cur.execute(
+            "SELECT generation, min_epoch, epoch_raised_at FROM receiver.receiver_fences WHERE request_id = %s",
+            [request_id],
+        )
         row = cur.fetchone()
-    return (int(row[0]), int(row[1])) if row else None
+    return dict(zip(("generation", "min_epoch", "epoch_raised_at"), row, strict=True)) if row else None
 
 
 def reset() -> None:

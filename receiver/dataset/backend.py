@@ -91,9 +91,12 @@ def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
 
 
 def preview(handle: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per community asked about: what the person holds there now. A community where nothing of theirs
+    is left (its effects applied, their membership gone) still answers, with nothing and the data
+    version this receiver keeps for them there: an approval of the rest of a case it began sees it."""
     wanted = set(community_ids)
     reasons = {e.table: e.reason for e in compiled().entries if e.action == "keep"}
-    return {
+    found = {
         str(cid): {
             "id": str(cid),
             "name": n,
@@ -107,6 +110,21 @@ def preview(handle: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
         for cid, n, role, rows, agents, kept, version in _rows(handle)
         if str(cid) in wanted
     }
+    with connections[ALIAS].cursor() as cur:
+        cur.execute(SQL.sql("emptied"), {"handle": handle})
+        for cid, key, version in cur.fetchall():
+            if str(cid) in wanted and str(cid) not in found:
+                found[str(cid)] = {
+                    "id": str(cid),
+                    "name": f"community {key} (nothing of theirs left)",
+                    "membership": compile.NOT_A_MEMBER,
+                    "rows": 0,
+                    "agents": 0,
+                    "version": version,
+                    "rules": rules(),
+                    "kept": {},
+                }
+    return found
 
 
 def _json(value: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-PACKAGES = ("config", "core", "deletions", "retirements", "api", "ops", "demo_target", "receiver")
+PACKAGES = ("config", "core", "deletions", "retirements", "api", "ops", "receiver")
 LINT = str(Path(sys.executable).with_name("lint-imports"))  # the one `make check` runs
 
 

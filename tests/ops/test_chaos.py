@@ -208,7 +208,7 @@ def kept_run_checked(folder: Path) -> None:
     page = (ROOT / "docs" / "explanation" / "testing.md").read_text()
     body = page.split("<!-- chaos-check:start -->")[1].split("<!-- chaos-check:end -->")[0]
     (sql,) = re.findall(r"```sql\n(.*?)```", body, flags=re.S)
-    shell = {**env, "DATABASE_URL": "postgresql://nobody@/elsewhere", "TARGET_DATABASE_URL": "postgresql://x@/y"}
+    shell = {**env, "DATABASE_URL": "postgresql://nobody@/elsewhere", "DEMO_DATABASE_URL": "postgresql://x@/y"}
     (folder / "check.sql").write_text(sql)
     try:
         checked = subprocess.run(  # the printed command, as printed, with psql told to stop on an error
