@@ -34,7 +34,7 @@ def section(name: str) -> str:
 
 @pytest.fixture(autouse=True)
 def demo_receiver_process(settings: Any) -> Iterator[None]:
-    """As a reader runs them: the demo target's receiver in its own process (`make receiver`),
+    """As a reader runs them: the demo application's receiver in its own process (`make receiver`),
     registered for demo:, reached over HTTP by every command of the walkthrough."""
     from tests.receiver.conftest import Receiver, free_port
 
@@ -47,7 +47,10 @@ def demo_receiver_process(settings: Any) -> Iterator[None]:
 
 
 def run(script: str, **env: str) -> subprocess.CompletedProcess[str]:
-    shell = subprocess_env(**{"RECEIVER_IN_PROCESS": "", **env})
+    from core.store import connection_url
+
+    # (the demo application's own tool, `python -m samples.demo.seed`, on the receiver's database)
+    shell = subprocess_env(**{"RECEIVER_IN_PROCESS": "", "RECEIVER_DATABASE_URL": connection_url("target"), **env})
     shell.pop("DEMO_TOKEN_DIR", None)  # as a reader's shell: the tokens in .demo-tokens/, as the pages say
     proc = subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + script],

@@ -276,7 +276,11 @@ def test_every_refusal_of_the_receiver_command_is_one_line_and_a_non_zero_exit(
 
 def test_a_receiver_told_to_listen_where_one_already_does_refuses_in_one_line(receiver: Receiver) -> None:
     ran = receiver_command(
-        "serve", "--bind", f"127.0.0.1:{receiver.port}", RECEIVER_DATABASE_URL=connection_url("target")
+        "serve",
+        "--bind",
+        f"127.0.0.1:{receiver.port}",
+        RECEIVER_DATABASE_URL=connection_url("target"),
+        RECEIVER_DATASET=DEMO,
     )
     assert ran.returncode == 1 and ran.stderr.startswith(f"refused: cannot listen on 127.0.0.1:{receiver.port} ")
     assert ran.stderr.count("\n") == 1, ran.stderr
