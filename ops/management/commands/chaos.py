@@ -84,7 +84,7 @@ class Command(ServiceCommand):
             token = secrets.token_hex(16)
             chaos.mark_scratch(url, token)
             os.environ["CHAOS_SCRATCH_TOKEN"] = token  # handed to the inner role and its workers only
-            # The demo target's receiver signs with a key made for this run (the inner role starts it).
+            # The demo application's receiver signs with a key made for this run (the inner role starts it).
             os.environ["RECEIVER_SIGNING_KEY"] = keys.b64(secrets.token_bytes(32))
             seed = options["seed"] if options["seed"] is not None else random.randrange(1_000_000)
             argv = [
