@@ -5,10 +5,11 @@ bench run it (`RECEIVER_IN_PROCESS=samples.demo.inprocess.application`).
 `database` is that connection (alias `target`, the receiver's own): the database `DEMO_DATABASE_URL`
 names, else `<name>_target` on the back-office's own server (what `make run` serves). `mount` adds it
 to a process running the back-office's settings, with the receiver's settings it reads there (the demo
-dataset file, the test switches `RECEIVER_TEST_*` from the environment). `application` is the receiver's
-WSGI application, which first enrolls the person an inventory asks about in the demo application (a
-`demo:` person exists the first time anything asks: the suite names hundreds of them); a receiver in
-its own process serves only the people its application holds (`python -m samples.demo.seed`).
+dataset file; the test switches `RECEIVER_TEST_*` and the effect's timeouts from the environment).
+`application` is the receiver's WSGI application, which first enrolls the person an inventory asks
+about in the demo application (a `demo:` person exists the first time anything asks: the suite names
+hundreds of them); a receiver in its own process serves only the people its application holds
+(`python -m samples.demo.seed`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ from samples.demo import seed
 ALIAS = "target"  # receiver.ALIAS
 URL = "DEMO_DATABASE_URL"
 DATASET = Path(__file__).with_name("dataset.yaml")
-FROM_ENVIRONMENT = ("RECEIVER_TEST_UNREADABLE_UNTIL", "RECEIVER_TEST_LOOKUP_LAG_SECONDS")
+FROM_ENVIRONMENT = (
+    "RECEIVER_TEST_UNREADABLE_UNTIL",
+    "RECEIVER_TEST_LOOKUP_LAG_SECONDS",
+    "RECEIVER_LOCK_TIMEOUT_MS",
+    "RECEIVER_STATEMENT_TIMEOUT_MS",
+)
 
 
 def _refuse_in_production() -> None:
@@ -72,7 +78,7 @@ def mount() -> None:
     for name in FROM_ENVIRONMENT:
         if not hasattr(settings, name) and os.environ.get(name):
             value = os.environ[name]
-            setattr(settings, name, int(value) if name.endswith("_SECONDS") else value)
+            setattr(settings, name, int(value) if name.endswith(("_SECONDS", "_MS")) else value)
     if ALIAS not in settings.DATABASES:
         settings.DATABASES[ALIAS] = database(settings.DATABASES["default"])
     if ALIAS not in connections.settings:

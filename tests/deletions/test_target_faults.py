@@ -121,8 +121,8 @@ def test_a_statement_timeout_at_the_target_is_nothing_changed_retried_without_an
 
     req = submit_and_approve("demo:busy")
     with psycopg.connect(connection_url("target")) as holder:  # an application holds the person's row
-        holder.execute("SELECT id FROM target_people WHERE handle = %s FOR UPDATE", ["demo:busy"])
-        worker = start_worker(req.id, "--executor-id", "worker-a", TARGET_STATEMENT_TIMEOUT_MS="1000")
+        holder.execute("SELECT id FROM people WHERE handle = %s FOR UPDATE", ["busy"])
+        worker = start_worker(req.id, "--executor-id", "worker-a", RECEIVER_STATEMENT_TIMEOUT_MS="1000")
         _, err = worker.communicate(timeout=120)
         holder.rollback()
     assert worker.returncode == 1, err
