@@ -160,6 +160,7 @@ def test_grant_key_rotation_as_written() -> None:
     given it accepts the calls of a back-office process under the new key (a submission reads the
     inventory there, as the web server does) and refuses one still under the old key."""
     from core import keys
+    from core.store import connection_url
     from tests.receiver.conftest import Receiver, free_port
 
     proc = run(section("grant-key-rotation") + '\necho "NEW=$NEW"  # (the test reads the new key too)')
@@ -172,12 +173,13 @@ def test_grant_key_rotation_as_written() -> None:
     rotated.register()
     submit = (
         ".venv/bin/python manage.py demo_setup --no-data --keep-password >/dev/null\n"
-        '.venv/bin/python manage.py submit_deletion --target "demo:rotated-$(date +%s%N)" '
+        'T="demo:rotated-$(date +%s%N)"; .venv/bin/python -m samples.demo.seed enroll "$T" >/dev/null\n'
+        '.venv/bin/python manage.py submit_deletion --target "$T" '
         "--requested-by operator-1 --token-file .demo-tokens/operator-1"
     )
     try:
         assert '"status": "submitted"' in run(submit, DELETION_GRANT_SIGNING_KEY=new).stdout
-        shell = subprocess_env(RECEIVER_IN_PROCESS="")
+        shell = subprocess_env(RECEIVER_IN_PROCESS="", RECEIVER_DATABASE_URL=connection_url("target"))
         shell.pop("DEMO_TOKEN_DIR", None)
         old = subprocess.run(
             ["bash", "-c", submit], cwd=ROOT, env=shell,
