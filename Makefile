@@ -22,7 +22,8 @@ migrate: install
 run: migrate
 	./bin/run-dev
 
-# The demo target's receiver alone, registered for demo: people (the walkthroughs reach it over HTTP).
+# The demo application's receiver alone (its tables, people and dataset installed), registered for demo:
+# people (the walkthroughs reach it over HTTP).
 receiver: migrate
 	./bin/run-receiver
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
-OURS = ("api", "core", "deletions", "ops", "retirements", "demo_target")
+OURS = ("api", "core", "deletions", "ops", "retirements")
 
 
 def _commands() -> str:

@@ -58,7 +58,7 @@ def drain(
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
-        "TARGET_DATABASE_URL": target_url,
+        "DEMO_DATABASE_URL": target_url,
         "DJANGO_SETTINGS_MODULE": "bench.settings_drain",
         "BENCH_Q_OPTIONS": json.dumps(q_options or {}),
         "DJANGO_DEBUG": "0",

@@ -1,6 +1,6 @@
 """The floor of a stage: the work the seeds' guarantees need and nothing more, on the engine's
-own tables as they are (their triggers, foreign keys and indexes) and against the demo target
-system's real rows, so the bench's ratios compare the engine with the least the same work costs.
+own tables as they are (their triggers, foreign keys and indexes) and against the demo
+application's real rows, so the bench's ratios compare the engine with the least the same work costs.
 
 Per request: the receiver's fence read (the same call the engine makes), the claim (lease,
 generation past the saved one and the fence, the lease event) and the start (running, the first
@@ -9,11 +9,11 @@ stage row), one statement each. Per stage, five round trips:
 2. the grant read: the request locked under the lease, the latest approval, its approver's and the
    requester's permissions now, the digest and the data version (one statement), then the grant
    signed (Ed25519) in the process;
-3. the target effect: the same signed call to the demo target's receiver the engine makes (through
-   the same adapter, `deletions.targets.http`), where the grant is verified and `target_apply`
-   called, one statement in the target database that fences, checks the epoch, the membership and
-   its version, deletes the same rows the engine's run deletes and records the operation with its
-   evidence; the answer's signature verified;
+3. the target effect: the same signed call to the demo application's receiver the engine makes
+   (through the same adapter, `deletions.targets.http`), where the grant is verified and
+   `receiver.apply` called (generated from the demo's dataset), one transaction there that fences,
+   checks the epoch, the membership and its version, deletes the same rows the engine's run deletes
+   and records the operation with its evidence; the answer's signature verified;
 4. the result: completed and current, the attempt closed (one fenced statement);
 5. the transition: the row retired with its decision and the successor inserted, or, after the
    last stage, the request completed and its lease released (one fenced statement).

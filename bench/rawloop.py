@@ -32,7 +32,7 @@ def environment(database_url: str, target_url: str, **extra: str) -> dict[str, s
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
-        "TARGET_DATABASE_URL": target_url,
+        "DEMO_DATABASE_URL": target_url,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_DEBUG": "0",
         "LOG_LEVEL": "WARNING",

@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["DJANGO_DEBUG"] = "0"  # Django keeps no query log, as in production
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
-# The demo target's receiver is mounted in each process (the same signed calls and evidence, no
-# socket), the bench's children included.
-os.environ.setdefault("RECEIVER_IN_PROCESS", "receiver.http.application")
+# The demo application's receiver is mounted in each process (the same signed calls and evidence, no
+# socket), the bench's children included (test machinery: samples/demo/inprocess.py).
+os.environ.setdefault("RECEIVER_IN_PROCESS", "samples.demo.inprocess.application")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 import django  # noqa: E402
@@ -67,14 +67,16 @@ def main() -> None:
     setup_test_environment()
     counted = server.preload_statement_stats()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    old_target = connections["target"].creation.create_test_db(verbosity=0, autoclobber=True)  # the target system's
+    old_target = connections["target"].creation.create_test_db(verbosity=0, autoclobber=True)  # the demo application's
     result: dict[str, Any] = {}
     table: list[list[str]] = []
     by_section: dict[str, list[list[str]]] = {}
     try:
         from core.store import connection_url
+        from samples.demo import inprocess
         from tests.conftest import ensure_demo_receiver, ensure_people
 
+        inprocess.install()  # its tables, and the receiver for its dataset
         ensure_people()
         ensure_demo_receiver()
         result["machine"] = server.settings()
@@ -190,7 +192,9 @@ def receiver_process(target_url: str) -> Iterator[None]:
     from ops import netcut
 
     port = netcut.free_port()
-    proc = netcut.serve_receiver(port, target_url, RECEIVER_LOG_LEVEL="WARNING")
+    from samples.demo.inprocess import DATASET
+
+    proc = netcut.serve_receiver(port, target_url, RECEIVER_DATASET=str(DATASET), RECEIVER_LOG_LEVEL="WARNING")
     previous = targets.registered()
     try:
         netcut.register_started(name="demo target system", prefix="demo:", base_url=netcut.receiver_url(port))

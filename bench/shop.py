@@ -554,7 +554,7 @@ class Floor:
 
         from core import grants
         from deletions.targets.http import verify_evidence
-        from demo_target import system
+        from receiver import effects
         from receiver.dataset import complete
         from receiver.protocol import EVIDENCE_ALGORITHM, SIGNATURE_MAX_AGE_SECONDS
         from receiver.signing import TAKE_NONCE
@@ -564,7 +564,7 @@ class Floor:
         not_after = parse_datetime(str(g.get("not_after", "")))
         if not_after is None or not_after <= now:
             raise RuntimeError(f"floor: grant expired at {g.get('not_after')}")
-        params = {**system._fields(g), "grant": token, "now": now, "applied_at": now.isoformat()}
+        params = {**effects._fields(g), "grant": token, "now": now, "applied_at": now.isoformat()}
         self.timed.spent.clear()
         started = time.perf_counter()
         with self.shop.transaction(), self.shop.cursor() as cur:

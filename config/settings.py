@@ -74,7 +74,6 @@ INSTALLED_APPS = [
     "core",
     "deletions",
     "retirements",
-    "demo_target",
     "api",
     "ops",
 ]
@@ -214,31 +213,7 @@ _db.setdefault("OPTIONS", {})["options"] = "-c statement_timeout=60000 -c lock_t
 # command per execute(); not for a pooler in transaction mode (pgbouncer < 1.21).
 _db["OPTIONS"]["server_side_binding"] = True
 _db["OPTIONS"]["prepare_threshold"] = 5
-# The demo target system: a separate database (TARGET_DATABASE_URL; by default one more database,
-# `<name>_target`, on the same server, created on first connection). Only `demo_target` lives there.
-_target: dict[str, Any] = {k: v for k, v in _db.items() if k not in ("OPTIONS", "MIGRATION")}
-_target.update(_db.get("MIGRATION", {}))  # another system's database: not the application role's
-# Its own statement timeout (TARGET_STATEMENT_TIMEOUT_MS, default 60 s): an effect the target does
-# not finish in time is cancelled there, and the case reads "effect unknown" until it is looked up.
-_target_options = (
-    f"-c statement_timeout={int(os.environ.get('TARGET_STATEMENT_TIMEOUT_MS', '60000'))} -c lock_timeout=30000"
-)
-_target["OPTIONS"] = {"options": _target_options}
-if os.environ.get("TARGET_DATABASE_URL"):
-    _target.update(dj_database_url.parse(os.environ["TARGET_DATABASE_URL"], conn_max_age=_CONN_MAX_AGE))
-    _target["ENGINE"] = "config.embedded_pg"
-    _target.pop("EMBEDDED_DATADIR", None)
-    if "host" in _target.get("OPTIONS", {}):
-        _target["HOST"] = _target["OPTIONS"].pop("host")
-    _target.setdefault("OPTIONS", {})["options"] = _target_options
-else:
-    _target["NAME"] = f"{_db['NAME']}_target"
-    _target["CREATE_IF_MISSING"] = True
-# Bound by the server and prepared after the fifth run, as the case database's: the effect's
-# statement is planned once per connection, not on every call.
-_target["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
-DATABASES: dict[str, dict[str, Any]] = {"default": _db, "target": _target}
-DATABASE_ROUTERS = ["demo_target.router.TargetRouter"]
+DATABASES: dict[str, dict[str, Any]] = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -337,10 +312,6 @@ DELETION_TASK_SECONDS = int(os.environ.get("DELETION_TASK_SECONDS", "30"))
 # Development/test knob: a dummy delay in every queued stage, to watch or interrupt work.
 DELETION_DEMO_STAGE_DELAY_MS = int(os.environ.get("DELETION_DEMO_STAGE_DELAY_MS", "0"))
 DELETION_APPROVAL_TTL_DAYS = int(os.environ.get("DELETION_APPROVAL_TTL_DAYS", "7"))
-# Demo switches (off by default): the target system's lookup raises until this ISO time,
-# and answers "not found" for this many seconds after an effect was applied.
-DEMO_TARGET_UNREADABLE_UNTIL = os.environ.get("DEMO_TARGET_UNREADABLE_UNTIL", "")
-DEMO_TARGET_LOOKUP_LAG_SECONDS = int(os.environ.get("DEMO_TARGET_LOOKUP_LAG_SECONDS", "0"))
 # Grants: the back-office signs each effect's grant (Ed25519, 32 bytes base64url; derived from
 # SECRET_KEY when unset) and the target system checks it with the public key alone.
 DELETION_GRANT_SIGNING_KEY = os.environ.get("DELETION_GRANT_SIGNING_KEY", "")

@@ -9,10 +9,15 @@ if not os.environ.get("DATABASE_URL"):
     os.environ.setdefault("EMBEDDED_PG_CLEANUP", "delete")
 
 from config.settings import *  # noqa: F403
+from samples.demo import inprocess
 
-# The reference receiver's WSGI application serves the registered demo target in this process, on the
-# test's own target connection (tests/conftest.py registers it; tests/receiver start it as a process).
-RECEIVER_IN_PROCESS = "receiver.http.application"
+# The reference receiver's WSGI application serves the demo application in this process, on the test's
+# own database of it (alias `target`: the suite creates its tables and installs its dataset once,
+# tests/conftest.py; tests/receiver start the receiver as a process on it). No migration runs there.
+DATABASES["target"] = inprocess.database(DATABASES["default"])  # noqa: F405
+DATABASE_ROUTERS = ["tests.target.Router"]
+RECEIVER_IN_PROCESS = "samples.demo.inprocess.application"
+RECEIVER_DATASET = str(inprocess.DATASET)
 RECEIVER_PUBLIC_URL = "http://127.0.0.1:8100/receiver/v1/"  # the URL it is registered under (tests/conftest.py)
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

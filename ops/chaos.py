@@ -33,6 +33,8 @@ from django.conf import settings
 from django.db import connection, connections
 from django.db.models import Count
 
+from samples.demo import inprocess
+
 LEASE_SECONDS = 3
 WAITING = ("needs_review", "needs_attention", "retry_wait", "submitted", "approved", "running")
 
@@ -98,10 +100,10 @@ def worker_env(database_url: str, *, lagging: bool = False, receiver_url: str = 
     and key: one receiver, two transports; the mount takes calls signed for `receiver_url`, the URL
     registered for the receiver)."""
     # The scratch server's own target database, whatever the caller's environment names.
-    dropped = ("TARGET_DATABASE_URL", "MIGRATION_DATABASE_URL")
+    dropped = ("DEMO_DATABASE_URL", "MIGRATION_DATABASE_URL")
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDDED_PG") and k not in dropped}
     env.update(
-        RECEIVER_IN_PROCESS="receiver.http.application" if lagging else "",
+        RECEIVER_IN_PROCESS="samples.demo.inprocess.application" if lagging else "",
         RECEIVER_PUBLIC_URL=receiver_url,
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=database_url,
@@ -113,7 +115,7 @@ def worker_env(database_url: str, *, lagging: bool = False, receiver_url: str = 
         EMAIL_BACKEND="django.core.mail.backends.dummy.EmailBackend",
         CONN_MAX_AGE="0",
         PYTHONUNBUFFERED="1",
-        DEMO_TARGET_LOOKUP_LAG_SECONDS=str(LOOKUP_LAG_SECONDS if lagging else 0),
+        RECEIVER_TEST_LOOKUP_LAG_SECONDS=str(LOOKUP_LAG_SECONDS if lagging else 0),
         TARGET_STATEMENT_TIMEOUT_MS="5000",
     )
     return env
@@ -169,6 +171,7 @@ def seed(requests: int) -> None:
     approver = authority.named("chaos-approver")
     retirements_wanted = max(1, requests // 5)
     for n in range(requests - retirements_wanted):
+        inprocess.enroll(f"demo:chaos-{n}", 2)  # in the demo application, which the receiver serves
         req = services.deletion_submit(actor=operator, target=f"demo:chaos-{n}")
         services.deletion_approve(actor=approver, request_id=req.id, digest=req.inventory_digest)
     for n in range(retirements_wanted):
@@ -247,8 +250,8 @@ class Orchestrator:
         getattr(self, f"do_{self.rng.choice(choices)}")()
 
     def start_receiver(self) -> None:
-        """The demo target's receiver in its own process on the scratch target database, behind a
-        network chaos can cut; registered for demo: at the proxy's address (the first time)."""
+        """The demo application's receiver in its own process on the scratch server's demo database,
+        behind a network chaos can cut; registered for demo: at the proxy's address (the first time)."""
         from core.store import connection_url
         from ops import netcut
 
@@ -260,9 +263,10 @@ class Orchestrator:
         with (self.logs / "receiver.log").open("ab") as stderr:
             self.receiver = netcut.serve_receiver(
                 self.receiver_port,
-                connection_url("target"),
+                connection_url(inprocess.ALIAS),
                 stderr=stderr,
                 public_url=self.proxy.url,  # the URL it is registered under, which the calls are signed for
+                RECEIVER_DATASET=str(inprocess.DATASET),
                 RECEIVER_LOG_LEVEL="WARNING",
                 TARGET_STATEMENT_TIMEOUT_MS="5000",
             )
@@ -324,7 +328,9 @@ class Orchestrator:
         from deletions import services
 
         self.submitted += 1
-        req = services.deletion_submit(actor=self.actor("chaos-operator"), target=f"demo:chaos-late-{self.submitted}")
+        target = f"demo:chaos-late-{self.submitted}"
+        inprocess.enroll(target, 2)
+        req = services.deletion_submit(actor=self.actor("chaos-operator"), target=target)
         services.deletion_approve(actor=self.actor("chaos-approver"), request_id=req.id, digest=req.inventory_digest)
 
     def do_cancel(self) -> None:
@@ -499,17 +505,17 @@ def verdict(seconds: float, tally: Tally) -> dict[str, Any]:
             lost += 1
             offenders.append(f"retirement {ret.id}")
     with connections["target"].cursor() as cur:  # what the separate target system applied, read there
-        cur.execute("SELECT count(*) FROM target_operations")
+        cur.execute("SELECT count(*) FROM receiver.receiver_operations")
         effects = cur.fetchone()[0]
         # The same intended effect (request, action, community) applied more than once.
         cur.execute(
-            """SELECT request_id FROM target_operations
+            """SELECT request_id FROM receiver.receiver_operations
                GROUP BY request_id, action, community_id HAVING count(*) > 1"""
         )
         doubled = [str(r[0]) for r in cur.fetchall()]
         duplicates = len(doubled)
         offenders += doubled
-        cur.execute("SELECT operation_id, generation, request_id FROM target_operations")
+        cur.execute("SELECT operation_id, generation, request_id FROM receiver.receiver_operations")
         applied = cur.fetchall()
     generation_of = {op: gen for op, gen, _ in applied}
     # A case that ended believing an applied operation was not applied, or cancelled "before any effect"
@@ -581,7 +587,7 @@ def explain(request_id: str) -> list[str]:
         )
     with connections["target"].cursor() as cur:
         cur.execute(
-            "SELECT operation_id, action, generation, executor FROM target_operations"
+            "SELECT operation_id, action, generation, executor FROM receiver.receiver_operations"
             " WHERE request_id = %s ORDER BY applied_at",
             [req.id],
         )
@@ -654,11 +660,11 @@ def statuses() -> dict[str, int]:
 
 def kept(folder: Path) -> list[str]:
     """What `chaos --keep DIR` says it left, and the exact commands to query and stop it."""
-    env = f"env -u DATABASE_URL -u TARGET_DATABASE_URL EMBEDDED_PGDATA={folder / 'pg'}"
+    env = f"env -u DATABASE_URL -u DEMO_DATABASE_URL EMBEDDED_PGDATA={folder / 'pg'}"
     return [
         f"kept in {folder}: the run's database (pg/, stopped cleanly), its output (output.txt), the workers' logs",
         "query it (this starts it): the receiver's effects, then the cases (\\connect postgres);",
         "the SQL that checks the JSON line below: docs/explanation/testing.md, saved as check.sql:",
-        f"  {env} .venv/bin/python manage.py dbshell --database target -- -f check.sql",
+        f"  {env} .venv/bin/python manage.py dbshell -- -c '\\connect postgres_target postgres' -f check.sql",
         f"stop it: {env} .venv/bin/python manage.py embedded_db stop",
     ]

@@ -24,6 +24,8 @@ from deletions.handlers import RunOptions
 from deletions.models import DeletionRequest
 from retirements import services as retirements
 from retirements.models import Lifecycle, Workspace
+from samples.demo import inprocess
+from samples.demo.seed import TOUR
 
 DEMO_USERS = [
     ("operator-1", "operators"),
@@ -101,6 +103,12 @@ def seed(demo_user: Any) -> list[str]:
         return []
     import time_machine  # development only (requirements-dev.txt)
 
+    # The README's people, in the demo application the receiver serves (test machinery: its database
+    # is mounted in this process, as for the back-dated history below).
+    inprocess.mount()
+    for name in TOUR:
+        inprocess.enroll(f"demo:{name}", 2)
+
     operator = authority.named("operator-1")
     approver = authority.named("approver-1")
     # Requests come in through the privacy portal: a submitter never holds their own case, so both
@@ -132,7 +140,7 @@ def seed(demo_user: Any) -> list[str]:
     # outside production; the rest of the demo goes over HTTP).
     registered = next(r.base_url for r in targets.registered() if r.prefix == "demo:")  # (its calls signed for it)
     with (
-        override_settings(RECEIVER_IN_PROCESS="receiver.http.application", RECEIVER_PUBLIC_URL=registered),
+        override_settings(RECEIVER_IN_PROCESS="samples.demo.inprocess.application", RECEIVER_PUBLIC_URL=registered),
         time_machine.travel(start - timedelta(hours=3, minutes=10), tick=False) as traveller,
     ):
         frank = submit("demo:frank", "ticket DEL-106")
@@ -225,7 +233,7 @@ def _worker_killed_after_submit(req: DeletionRequest) -> None:
     # It reports at the deployment's pace, so the faces' "not reporting since" is true of it too.
     env.update(
         DATABASE_URL=connection_url(),
-        TARGET_DATABASE_URL=connection_url("target"),
+        DEMO_DATABASE_URL=connection_url(inprocess.ALIAS),
         CRASH_AT="after-submit-mark",
         DELETION_LEASE_SECONDS="900",
         DELETION_HEARTBEAT_SECONDS=str(settings.DELETION_HEARTBEAT_SECONDS),

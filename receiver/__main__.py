@@ -1,11 +1,9 @@
-"""python -m receiver serve [--bind HOST:PORT]   the receiver's HTTP service (`/receiver/v1/`)
-python -m receiver migrate                      create or update its tables in its database
+"""python -m receiver serve [--bind HOST:PORT]   the receiver's HTTP service (`/receiver/v1/`) for RECEIVER_DATASET
 python -m receiver key                          its key id and public key, to register it in the back-office
 python -m receiver check DATASET [--rehearse N]  check a dataset file against the application's database,
                                                  and run its deletion for N real people, rolled back
 python -m receiver install DATASET [--rehearse N]  install the receiver for it in that database (schema
-                                                 `receiver`), after rehearsing 3 people (or N)
-python -m receiver demo show|add-rows|set-agents ...   read or change the demo data as an application would
+                                                 `receiver`, its own tables too), after rehearsing 3 people (or N)
 """
 
 from __future__ import annotations
@@ -46,8 +44,6 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"refused: the receiver's settings do not read ({_first_line(exc)})", file=sys.stderr)
         return 1
-    from django.core.management import call_command
-    from django.core.management.base import CommandError
     from django.db import Error as DatabaseError
 
     from receiver import signing
@@ -73,30 +69,23 @@ def main(argv: list[str]) -> int:
     if command == "serve" and bind is None:
         print("refused: serve takes --bind HOST:PORT only, a port 0-65535 (default 127.0.0.1:8100)", file=sys.stderr)
         return 2
-    if command not in ("serve", "migrate", "check", "install", "key", "demo"):
+    if command not in ("serve", "check", "install", "key"):
         print(f"refused: unknown command {command!r} (python -m receiver --help lists them)", file=sys.stderr)
         return 2
     try:
         if command in ("serve", "key"):
             signing.check_keys()
         if command == "serve":
-            from django.db import connections
-            from django.db.migrations.loader import MigrationLoader
-
-            from receiver import http, serve
-            from receiver.dataset.compile import Refused as NotInstalled
-            from wire import rollout
+            from receiver import serve
+            from receiver.dataset import backend
 
             untrusted = serve.tls_refused()
             if untrusted:
                 print(f"refused: {untrusted}", file=sys.stderr)
                 return 1
             try:
-                if http.backend() is http.system:
-                    rollout.require_known_schema(MigrationLoader(connections["target"], ignore_no_migrations=True))
-                else:
-                    http.backend().check_installed()
-            except (rollout.NewerSchema, NotInstalled) as refused:
+                backend.check_installed()
+            except DatasetRefused as refused:
                 print(refused, file=sys.stderr)
                 return 3
             assert bind is not None
@@ -109,18 +98,13 @@ def main(argv: list[str]) -> int:
             except KeyboardInterrupt:
                 print("Receiver stopped", file=sys.stderr)
                 return 0
-        elif command == "migrate":
-            call_command("migrate", database="target", interactive=False, verbosity=0)
-            print("receiver database up to date")
         elif command in ("check", "install"):
             from receiver.dataset import install
 
             print(install.run(rest[0], write=command == "install", rehearse=rehearse))
-        elif command == "key":
-            print(f"{signing.key_id()}={signing.public_key()}")
         else:
-            call_command("demo_target", *rest)
-    except (CommandError, DatasetRefused, signing.BadKey) as exc:
+            print(f"{signing.key_id()}={signing.public_key()}")
+    except (DatasetRefused, signing.BadKey) as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
     except DatabaseError as exc:

@@ -2,7 +2,7 @@
 
 Each call is checked whole before anything is written (`_handle`): its path and method, its body's
 length and type, its signature (`signing.check_call`), its JSON body and every field; only then is its
-nonce taken (`signing.take_nonce`) and the backend (`demo_target.system`, or a dataset's) called once.
+nonce taken (`signing.take_nonce`) and the dataset's backend (`receiver.dataset.backend`) called once.
 Every refusal is one JSON line. The evidence of `apply` and `lookup` is signed by this receiver
 (`signing.evidence`). Every check on the effect itself runs in the backend's transaction.
 
@@ -31,9 +31,8 @@ from django.db import DatabaseError, close_old_connections, connections
 from django.db import Error as DatabaseFault
 from django.utils import timezone
 
-from demo_target import system
-from demo_target.router import ALIAS
-from receiver import metrics, protocol, signing
+from receiver import ALIAS, effects, metrics, protocol, signing
+from receiver.dataset import backend
 from wire.crashpoints import crash_point
 
 logger = logging.getLogger("receiver")
@@ -46,16 +45,6 @@ CAPABILITIES = {
 }
 
 StartResponse = Callable[..., Any]
-
-
-def backend() -> Any:
-    """What this receiver serves: an application's database described by a dataset file
-    (`RECEIVER_DATASET`), or the demo target system."""
-    if getattr(settings, "RECEIVER_DATASET", ""):
-        from receiver.dataset import backend as dataset
-
-        return dataset
-    return system
 
 
 class BadBody(Exception):
@@ -99,22 +88,17 @@ def inventory(body: dict[str, Any]) -> Run:
     target, communities = _target(body), _field(body, "communities", int)
     if not 1 <= communities <= protocol.MAX_COMMUNITIES:
         raise BadBody(f"'communities' must be 1 to {protocol.MAX_COMMUNITIES}")
-    return lambda: (200, {"communities": backend().memberships(target, communities)})
+    return lambda: (200, {"communities": backend.memberships(target, communities)})
 
 
 def preview(body: dict[str, Any]) -> Run:
     target, ids = _target(body), _community_ids(body)
-
-    def run() -> Answer:
-        backend().enroll(target)  # (a write: only once every field above is checked)
-        return 200, {"communities": backend().preview(target, ids)}
-
-    return run
+    return lambda: (200, {"communities": backend.preview(target, ids)})
 
 
 def fence(body: dict[str, Any]) -> Run:
     request_id = _uuid(body, "request_id")
-    return lambda: (200, {"generation": backend().fence(request_id)})
+    return lambda: (200, {"generation": backend.fence(request_id)})
 
 
 def apply(body: dict[str, Any]) -> Run:
@@ -123,8 +107,8 @@ def apply(body: dict[str, Any]) -> Run:
     def run() -> Answer:
         began = timezone.now()
         try:
-            evidence = backend().apply(grant)
-        except system.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
+            evidence = backend.apply(grant)
+        except effects.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
             return 409, {"retry": {"kind": exc.kind, "message": f"nothing changed: {exc.message}; retry"}}
         metrics.applied(evidence, began)
         crash_point("receiver-after-commit", production=settings.PRODUCTION)  # committed; not answered yet
@@ -138,35 +122,29 @@ def lookup(body: dict[str, Any]) -> Run:
 
     def run() -> Answer:
         try:
-            answer = backend().lookup(operation_id)
-        except system.Unreadable as exc:
+            answer = backend.lookup(operation_id)
+        except effects.Unreadable as exc:
             return 200, {"unreadable": str(exc)}
-        if isinstance(answer, system.Found):
+        if isinstance(answer, effects.Found):
             return 200, {"found": signing.evidence(answer.evidence)}
         # Signed too: "not applied as of this watermark" lets the back-office send the operation again; with
         # what this database has applied, so a "not found" after a restore is told from one before the apply.
-        said = {"operation_id": body["operation_id"], "watermark": answer.watermark.isoformat(), **_state()}
+        said = {
+            "operation_id": body["operation_id"],
+            "watermark": answer.watermark.isoformat(),
+            "receiver_state": backend.state(),
+        }
         return 200, {"not_found": signing.evidence(said)}
 
     return run
 
 
-def _state() -> dict[str, Any]:
-    """`{"receiver_state": {incarnation, applied}}` where the backend keeps one (a dataset), else nothing."""
-    state = getattr(backend(), "state", None)
-    return {"receiver_state": state()} if state is not None else {}
-
-
 def health() -> Answer:
-    """`GET /receiver/v1/health`: whether this receiver reaches its database and, for a dataset, the
-    installed dataset's name, version and digest, its schema version and its state (what it has
-    applied), the state signed as its evidence is, so the back-office can believe it. 503 when the
-    database does not answer."""
+    """`GET /receiver/v1/health`: whether this receiver reaches its database, the installed dataset's
+    name, version and digest, its schema version and its state (what it has applied), the state signed
+    as its evidence is, so the back-office can believe it. 503 when the database does not answer."""
     try:
-        with connections[ALIAS].cursor() as cur:
-            cur.execute("SELECT 1")
-        read = getattr(backend(), "health", None)
-        said: dict[str, Any] = read() if read is not None else {}
+        said: dict[str, Any] = backend.health()
     except DatabaseError as exc:
         if not connections[ALIAS].in_atomic_block:
             connections[ALIAS].close()
@@ -180,7 +158,7 @@ def withdraw(body: dict[str, Any]) -> Run:
     withdrawal = _field(body, "withdrawal", str)
 
     def run() -> Answer:
-        epoch = backend().withdraw(withdrawal)
+        epoch = backend.withdraw(withdrawal)
         # Signed: an acknowledged withdrawal is no longer pushed, so only the receiver may say it enforces it.
         return 200, {"acknowledged": signing.evidence({"withdrawal": withdrawal, "epoch": epoch})}
 
@@ -212,7 +190,7 @@ def discovery() -> dict[str, Any]:
     return {
         "protocol": "deletion-receiver",
         "version": protocol.VERSION,
-        "name": backend().name() if backend() is not system else "demo target system",
+        "name": backend.name(),
         "capabilities": CAPABILITIES,
         "key_id": signing.key_id(),
         "keys": {signing.key_id(): signing.public_key()},
@@ -361,7 +339,7 @@ def _handle(environ: dict[str, Any]) -> Answer:
         return 401, {"error": str(exc), "kind": exc.kind}
     except (BadBody, ValueError, RecursionError) as exc:
         return 400, {"error": f"{name}: {exc}"}
-    except system.Refused as exc:
+    except effects.Refused as exc:
         return 422, {"refused": {"kind": exc.kind, "message": exc.message}}
     except DatabaseError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

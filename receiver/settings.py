@@ -1,8 +1,10 @@
 """The receiver's own settings: its database, its key, the back-office's key. Nothing of the
 back-office's settings is read here.
 
-- `RECEIVER_DATABASE_URL`: the database the receiver applies effects in (the demo target's). Unset
-  in development: the `<name>_target` database on the embedded PostgreSQL `make run` starts.
+- `RECEIVER_DATABASE_URL`: the application's database the receiver applies effects in, where
+  `python -m receiver install` put its own schema `receiver`. Unset in development: the demo
+  application's, the `<name>_target` database on the embedded PostgreSQL `make run` starts.
+- `RECEIVER_DATASET`: the dataset file it serves (the one installed in that database).
 - `RECEIVER_SIGNING_KEY` (32 bytes, base64url) and `RECEIVER_KEY_ID`: the key its evidence is signed
   with. Unset in development: derived from `RECEIVER_SECRET_KEY`.
 - `RECEIVER_SIGNING_KEY_FILE`: a file holding that key instead (readable by its owner only: a systemd
@@ -83,12 +85,12 @@ if PRODUCTION:
         missing.remove("RECEIVER_SIGNING_KEY")
     if missing:
         raise ImproperlyConfigured(f"{', '.join(missing)} must be set when DEPLOYMENT_ENV=production")
-    for _machinery in crashpoints.MACHINERY:
+    for _machinery in (*crashpoints.MACHINERY, "RECEIVER_TEST_UNREADABLE_UNTIL", "RECEIVER_TEST_LOOKUP_LAG_SECONDS"):
         if os.environ.get(_machinery):
             raise ImproperlyConfigured(f"{_machinery} is test machinery and must not be set in production")
 DEBUG = False
 ALLOWED_HOSTS = ["*"]  # the receiver answers only calls the back-office signed, over the URL it signed
-INSTALLED_APPS = ["demo_target"]
+INSTALLED_APPS: list[str] = []
 USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -117,7 +119,7 @@ else:  # development: the embedded server the back-office's `make run` starts, i
         "CREATE_IF_MISSING": True,
         "EMBEDDED_DATADIR": os.environ.get("EMBEDDED_PGDATA", str(BASE_DIR / ".pgdata")),
     }
-# A dataset file (RECEIVER_DATASET): the receiver serves the application database RECEIVER_DATABASE_URL
+# The dataset file (RECEIVER_DATASET): the receiver serves the application database RECEIVER_DATABASE_URL
 # names, through the objects `python -m receiver install` put in its schema `receiver`.
 RECEIVER_DATASET = os.environ.get("RECEIVER_DATASET", "")
 RECEIVER_MAX_ROWS = _int("RECEIVER_MAX_ROWS", 100000)  # one effect changes at most this many rows
@@ -125,11 +127,9 @@ RECEIVER_MAX_ROWS = _int("RECEIVER_MAX_ROWS", 100000)  # one effect changes at m
 # The back-office's read timeout for a receiver must be longer than the statement timeout.
 RECEIVER_LOCK_TIMEOUT_MS = _int("RECEIVER_LOCK_TIMEOUT_MS", 5000)
 RECEIVER_STATEMENT_TIMEOUT_MS = _int("RECEIVER_STATEMENT_TIMEOUT_MS", 20000)
-if RECEIVER_DATASET:
-    _options["options"] += " -c search_path=receiver,public"
+_options["options"] += " -c search_path=receiver,public"
 _target["OPTIONS"] = {**_target.get("OPTIONS", {}), **_options}
 DATABASES: dict[str, dict[str, Any]] = {"default": {}, "target": _target}
-DATABASE_ROUTERS = ["demo_target.router.TargetRouter"]
 
 # Every call is checked as signed for this URL plus the call's path, never for the request's Host.
 RECEIVER_PUBLIC_URL = os.environ.get("RECEIVER_PUBLIC_URL", "")
@@ -141,8 +141,10 @@ RECEIVER_KEY_ID = os.environ.get("RECEIVER_KEY_ID", "receiver-1")
 TARGET_GRANT_PUBLIC_KEY = os.environ.get("RECEIVER_BACKOFFICE_KEY", "")  # the grants' and the calls' key
 RECEIVER_CALLER_KEYS: dict[str, str] = {}  # key id -> key; empty: {"backoffice": TARGET_GRANT_PUBLIC_KEY}
 DELETION_GRANT_SIGNING_KEY = ""  # (development: the back-office's key is derived from SECRET_KEY, as it does)
-DEMO_TARGET_UNREADABLE_UNTIL = os.environ.get("DEMO_TARGET_UNREADABLE_UNTIL", "")
-DEMO_TARGET_LOOKUP_LAG_SECONDS = _int("DEMO_TARGET_LOOKUP_LAG_SECONDS", 0)
+# Test machinery (refused in production, above): every lookup unreadable until this ISO time, and the
+# lookup lagging this many seconds behind (receiver.dataset.backend.lookup).
+RECEIVER_TEST_UNREADABLE_UNTIL = os.environ.get("RECEIVER_TEST_UNREADABLE_UNTIL", "")
+RECEIVER_TEST_LOOKUP_LAG_SECONDS = _int("RECEIVER_TEST_LOOKUP_LAG_SECONDS", 0)
 
 # How `python -m receiver serve` serves (gunicorn, one process: `receiver/serve.py`). An idle connection
 # holds no thread, so these bound what slow or idle clients can take: a thread each while a call runs.

@@ -16,8 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 from django.db import connections
 
-from demo_target.router import ALIAS
-from receiver import protocol
+from receiver import ALIAS, protocol
 from wire import calls, grants, keys
 from wire import evidence as jws
 

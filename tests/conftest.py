@@ -8,6 +8,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=database_url(),
-        TARGET_DATABASE_URL=connection_url("target"),
+        DEMO_DATABASE_URL=connection_url("target"),
         RECEIVER_IN_PROCESS=settings.RECEIVER_IN_PROCESS,
         # The mounted receiver's URL; a receiver the child starts itself derives its own from its address.
         RECEIVER_PUBLIC_URL=settings.RECEIVER_PUBLIC_URL if mounted else "",
@@ -125,8 +126,17 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return alongside.report(pyfuncitem)
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> None:
+    """The test databases, then the demo application's tables and its receiver installed in its own."""
+    from samples.demo import inprocess
+
+    with django_db_blocker.unblock():
+        inprocess.install()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test that uses the database uses both: the case database and the demo target system's.
+    """Every test that uses the database uses both: the case database and the demo application's.
     Then the tests marked `alongside` start in a pytest process of their own (`tests.alongside`)."""
     for item in items:
         marker = item.get_closest_marker("django_db")
@@ -170,8 +180,8 @@ DEMO_RECEIVER_URL = settings.RECEIVER_PUBLIC_URL  # the in-process receiver chec
 
 
 def ensure_demo_receiver() -> None:
-    """The demo target system registered as a receiver (`demo:`), with the key the reference receiver
-    signs with here; the settings mount it in process (RECEIVER_IN_PROCESS), so no socket is opened."""
+    """The demo application's receiver registered (`demo:`), with the key the reference receiver signs
+    with here; the settings mount it in process (RECEIVER_IN_PROCESS), so no socket is opened."""
     from deletions import targets
     from receiver import signing
 
@@ -202,10 +212,20 @@ def people(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(autouse=True)
-def demo_receiver(request: pytest.FixtureRequest) -> None:
-    """Every test that uses the database reaches the demo target through its receiver."""
-    if _database(request):
-        ensure_demo_receiver()
+def demo_receiver(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test that uses the database reaches the demo application through its receiver; what a
+    transactional test committed there is gone after it (no model of the back-office's lives there, so
+    Django's flush does not reach it)."""
+    if not _database(request):
+        yield
+        return
+    ensure_demo_receiver()
+    yield
+    marker = request.node.get_closest_marker("django_db")
+    if "transactional_db" in request.fixturenames or bool(marker and marker.kwargs.get("transaction")):
+        from tests import target
+
+        target.reset()
 
 
 def submit_and_approve(target: str = "demo:alice") -> Any:

@@ -45,14 +45,18 @@ def race(n: int, fn: Callable[[int], Any], timeout: float = 60) -> list[Any]:
     return results
 
 
+# The demo application's tables and the receiver's records: in its own database (alias `target`).
+DEMO_TABLES = ("people", "memberships", "posts", "agents", "receiver.receiver_operations")
+
+
 def table_rows(*tables: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of the named tables: compared before and after a refusal. `target_*` tables are
-    read from the demo target system's own database."""
+    """Every row of the named tables: compared before and after a refusal. `DEMO_TABLES` are read
+    from the demo application's own database."""
     from django.db import connections
 
     out = {}
     for table in tables:
-        with connections["target" if table.startswith("target_") else "default"].cursor() as cur:
+        with connections["target" if table in DEMO_TABLES else "default"].cursor() as cur:
             cur.execute(f"SELECT * FROM {table} ORDER BY 1")
             out[table] = cur.fetchall()
     return out

@@ -34,7 +34,7 @@ def section(name: str) -> str:
 
 @pytest.fixture(autouse=True)
 def demo_receiver_process(settings: Any) -> Iterator[None]:
-    """As a reader runs them: the demo target's receiver in its own process (`make receiver`),
+    """As a reader runs them: the demo application's receiver in its own process (`make receiver`),
     registered for demo:, reached over HTTP by every command of the walkthrough."""
     from tests.receiver.conftest import Receiver, free_port
 
@@ -47,7 +47,10 @@ def demo_receiver_process(settings: Any) -> Iterator[None]:
 
 
 def run(script: str, **env: str) -> subprocess.CompletedProcess[str]:
-    shell = subprocess_env(**{"RECEIVER_IN_PROCESS": "", **env})
+    from core.store import connection_url
+
+    # (the demo application's own tool, `python -m samples.demo.seed`, on the receiver's database)
+    shell = subprocess_env(**{"RECEIVER_IN_PROCESS": "", "RECEIVER_DATABASE_URL": connection_url("target"), **env})
     shell.pop("DEMO_TOKEN_DIR", None)  # as a reader's shell: the tokens in .demo-tokens/, as the pages say
     proc = subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + script],
@@ -156,6 +159,7 @@ def test_grant_key_rotation_as_written() -> None:
     """The rotation how-to's block prints the new public key alone (`$(…)` takes it); a receiver
     given it accepts the calls of a back-office process under the new key (a submission reads the
     inventory there, as the web server does) and refuses one still under the old key."""
+    from core.store import connection_url
     from tests.receiver.conftest import Receiver, free_port
     from wire import keys
 
@@ -169,12 +173,13 @@ def test_grant_key_rotation_as_written() -> None:
     rotated.register()
     submit = (
         ".venv/bin/python manage.py demo_setup --no-data --keep-password >/dev/null\n"
-        '.venv/bin/python manage.py submit_deletion --target "demo:rotated-$(date +%s%N)" '
+        'T="demo:rotated-$(date +%s%N)"; .venv/bin/python -m samples.demo.seed enroll "$T" >/dev/null\n'
+        '.venv/bin/python manage.py submit_deletion --target "$T" '
         "--requested-by operator-1 --token-file .demo-tokens/operator-1"
     )
     try:
         assert '"status": "submitted"' in run(submit, DELETION_GRANT_SIGNING_KEY=new).stdout
-        shell = subprocess_env(RECEIVER_IN_PROCESS="")
+        shell = subprocess_env(RECEIVER_IN_PROCESS="", RECEIVER_DATABASE_URL=connection_url("target"))
         shell.pop("DEMO_TOKEN_DIR", None)
         old = subprocess.run(
             ["bash", "-c", submit], cwd=ROOT, env=shell,

@@ -1,6 +1,6 @@
 """What the back-office and a receiver agree on: the keys' text forms (`keys`), the grant's format and
 check (`grants`), the components a call's signature covers (`calls`), the evidence document
-(`evidence`), named SQL (`sql`), the rollout rule (`rollout`) and the test-only crash points
+(`evidence`), named SQL (`sql`) and the test-only crash points
 (`crashpoints`).
 
 Both sides import this package and nothing of each other: a receiver installs with it alone. So it

@@ -45,7 +45,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return super().get_connection_params()
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
-        """A database marked CREATE_IF_MISSING (the demo target's, beside the case database) is
+        """A database marked CREATE_IF_MISSING (the demo application's, beside the case database) is
         created on the same server the first time it is missing."""
         try:
             return super().get_new_connection(conn_params)

@@ -1,12 +1,17 @@
-"""The dataset receiver's backend: the same six answers as the demo target system's
-(`demo_target.system`), read and applied in an application's own database through the objects
-`python -m receiver install` put in its schema `receiver`. The grant is checked as the demo checks
-it (signature, kind, not-after; then everything else inside `receiver.apply`)."""
+"""The dataset receiver's backend: the six answers of the protocol, read and applied in an application's
+own database through the objects `python -m receiver install` put in its schema `receiver`. The grant is
+checked in Python (`receiver.effects`: signature, kind, not-after, its fields), everything else inside
+`receiver.apply`.
+
+Test machinery, refused in production (`receiver.settings`): `RECEIVER_TEST_UNREADABLE_UNTIL` (an ISO
+time) makes every lookup unreadable until then, and `RECEIVER_TEST_LOOKUP_LAG_SECONDS` makes the lookup
+lag that far behind, reporting its watermark that far back (as a streaming replica reports its last
+replayed commit)."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 from uuid import UUID
@@ -14,13 +19,12 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connections
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
-from demo_target import system
-from demo_target.router import ALIAS
+from receiver import ALIAS, effects
 from receiver.dataset import catalog, compile, complete
 
 SQL = complete.SQL
-Refused, Unreadable, Found, NotFound = system.Refused, system.Unreadable, system.Found, system.NotFound
 
 
 @cache
@@ -46,9 +50,11 @@ def name() -> str:
 
 
 def check_installed() -> None:
-    """Refuse to serve a dataset file other than the one installed (a changed file is installed again),
-    one installed by an older receiver (its schema keeps no state: installed again), or one the
+    """Refuse to serve no dataset file, or one other than the one installed (a changed file is installed
+    again), one installed by an older receiver (its schema keeps no state: installed again), or one the
     application's tables have outgrown (a table added since that reaches the person, say)."""
+    if not getattr(settings, "RECEIVER_DATASET", ""):
+        raise compile.Refused("RECEIVER_DATASET names no dataset file: the receiver serves the one installed")
     with connections[ALIAS].cursor() as cur:
         row = SQL.one(cur, "installed", dataset=dataset()["dataset"])
         keeps = bool((SQL.one(cur, "keeps_state") or (False,))[0])
@@ -101,10 +107,6 @@ def _rows(handle: str) -> list[tuple[Any, ...]]:
         return list(cur.fetchall())
 
 
-def enroll(handle: str) -> None:
-    """(The preview enrolls the person: a version row per community and for their own records.)"""
-
-
 def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
     """Every place the person's data is: each community where they are or were a member or where a named
     table holds a row of theirs, then their own records (always last); refused, with the counts, when
@@ -115,15 +117,20 @@ def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
     big = [(n, rows + agents) for _, n, _, rows, agents, _, _ in found if rows + agents > limit]
     if big:
         said = ", ".join(f"{count:,} in {n}" for n, count in big)
-        raise system.Refused(f"{handle} has more rows than one effect may change here ({said}; the limit is {limit:,})")
+        raise effects.Refused(
+            f"{handle} has more rows than one effect may change here ({said}; the limit is {limit:,})"
+        )
     digest = rules()["digest"]
     return [{"id": str(cid), "role": role, "rules": digest} for cid, _, role, _, _, _, _ in found]
 
 
 def preview(handle: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per community asked about: what the person holds there now. A community where nothing of theirs
+    is left (its effects applied, their membership gone) still answers, with nothing and the data
+    version this receiver keeps for them there: an approval of the rest of a case it began sees it."""
     wanted = set(community_ids)
     reasons = {e.table: e.reason for e in compiled().entries if e.action == "keep"}
-    return {
+    found = {
         str(cid): {
             "id": str(cid),
             "name": n,
@@ -137,6 +144,21 @@ def preview(handle: str, community_ids: list[str]) -> dict[str, dict[str, Any]]:
         for cid, n, role, rows, agents, kept, version in _rows(handle)
         if str(cid) in wanted
     }
+    with connections[ALIAS].cursor() as cur:
+        cur.execute(SQL.sql("emptied"), {"handle": handle})
+        for cid, key, version in cur.fetchall():
+            if str(cid) in wanted and str(cid) not in found:
+                found[str(cid)] = {
+                    "id": str(cid),
+                    "name": f"community {key} (nothing of theirs left)",
+                    "membership": compile.NOT_A_MEMBER,
+                    "rows": 0,
+                    "agents": 0,
+                    "version": version,
+                    "rules": rules(),
+                    "kept": {},
+                }
+    return found
 
 
 def _json(value: Any) -> dict[str, Any]:
@@ -150,7 +172,7 @@ def fence(request_id: UUID) -> int:
 
 
 def withdraw(token: str) -> int:
-    request_id, epoch = system.withdrawal(token)
+    request_id, epoch = effects.withdrawal(token)
     with connections[ALIAS].cursor() as cur:
         row = SQL.one(cur, "withdraw", request_id=request_id, epoch=epoch, now=timezone.now())
     assert row is not None
@@ -172,26 +194,29 @@ def apply(token: str) -> dict[str, Any]:
         return complete.run(cur, c, params)
 
     try:
-        return system.apply(token, sql=SQL, effect=effect, atomic=True)
+        return effects.apply(token, effect)
     except complete.Incomplete as exc:
-        raise Incomplete(str(exc)) from None
+        raise effects.Incomplete(str(exc)) from None
     except complete.Mismatched as exc:
-        raise system.RulesChanged(str(exc)) from None
-    except system.Broken as exc:
-        raise system.Broken(complete.broken(c, exc.table, exc.constraint, exc.message), table=exc.table) from None
+        raise effects.RulesChanged(str(exc)) from None
+    except effects.Broken as exc:
+        raise effects.Broken(complete.broken(c, exc.table, exc.constraint, exc.message), table=exc.table) from None
 
 
-class Incomplete(system.Refused):
-    kind = "incomplete"
-
-
-def lookup(operation_id: UUID) -> system.Found | system.NotFound:
-    watermark: datetime = timezone.now()
+def lookup(operation_id: UUID) -> effects.Found | effects.NotFound:
+    """What this receiver recorded for an operation, as of its watermark; Unreadable when it cannot say."""
+    now = timezone.now()
+    until = parse_datetime(getattr(settings, "RECEIVER_TEST_UNREADABLE_UNTIL", "") or "")
+    if until is not None and now < until:
+        raise effects.Unreadable(f"the receiver's records cannot be read until {until.isoformat()}")
+    watermark: datetime = now - timedelta(seconds=int(getattr(settings, "RECEIVER_TEST_LOOKUP_LAG_SECONDS", 0)))
     with connections[ALIAS].cursor() as cur:
         row = SQL.one(cur, "lookup", operation_id=operation_id, watermark=watermark)
     if row is None:
-        return system.NotFound(watermark)
+        return effects.NotFound(watermark)
     _, evidence, grant, applied_at = row
-    made_by = system._made_by(grant)
-    system._check_matches(grant, operation_id, applied_at, {**made_by, "operation_id": str(operation_id)})
-    return system.Found(json.loads(evidence) if isinstance(evidence, str) else evidence)
+    # The operation id names the request, the stage and the community: a grant of ours for it is a grant
+    # for this effect.
+    made = effects.made_by(grant)
+    effects.check_matches(grant, operation_id, applied_at, {**made, "operation_id": str(operation_id)})
+    return effects.Found(json.loads(evidence) if isinstance(evidence, str) else evidence)

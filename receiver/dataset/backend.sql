@@ -24,6 +24,11 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true), set_config('statement
 -- name: preview
 SELECT community_id, name, role, n_rows, n_agents, kept, version FROM receiver.preview(%(handle)s)
 
+-- name: emptied
+-- Every community this receiver keeps a data version of the person in (it saw them there).
+SELECT v.community_id, v.community_pk, v.version FROM receiver.receiver_versions v
+JOIN receiver.receiver_people p ON p.person_pk = v.person_pk WHERE p.person_key = %(handle)s
+
 -- name: fence
 SELECT generation FROM receiver.receiver_fences WHERE request_id = %(request_id)s
 

@@ -22,7 +22,10 @@ The plan a person's deletion follows: the gate (every approved version checked, 
 then each community (`purge_db`, then `purge_agents` when agents exist), then **their own records**,
 always last (a community of its own in the inventory, `OWN_RECORDS`): the rows of the tables that
 belong to no community (and rows of community tables that name none), then the person's own row,
-then the completeness walk (`complete.remains`), all in that last effect's transaction.
+then the completeness walk (`complete.remains`), all in that last effect's transaction. A file whose
+person can have nothing in no community (their own row unchanged, every named table's rows always in
+one: the demo application's) lists no own records, and so has no last effect to walk in. A community
+keyed by a UUID keeps it as its id in the protocol (`place_id`).
 """
 
 from __future__ import annotations
@@ -75,8 +78,17 @@ def own_records_id(dataset: str) -> str:
 
 
 def community_id(dataset: str, key: str) -> str:
-    """A community's id in the protocol: a UUID from the dataset's name and the community's key."""
+    """A community's id in the protocol: a UUID from the dataset's name and the community's key (a
+    community keyed by a UUID keeps it: `place_id`)."""
     return str(uuid.UUID(hashlib.md5(f"{dataset}|{key}".encode()).hexdigest()))
+
+
+def place_id(c: Compiled, key: str) -> str:
+    """The SQL of a place's id in the protocol, from the SQL of its key as text: a community keyed by a
+    UUID keeps its key (already unique everywhere), any other is named from the dataset and its key."""
+    if c.community_pk_type == "uuid":
+        return f"({key})::uuid"
+    return f"md5({literal(c.dataset + '|')} || {key})::uuid"
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,9 @@ class Compiled:
     memberships: dict[str, str]
     entries: list[Entry]  # in delete order: children before parents
     types: dict[str, dict[str, str]]  # table -> column -> type, for every table named
+    # Whether a person can have records in no community (their own row changes, or a named table's rows
+    # may name no community): only then does the inventory list their own records, last.
+    own_records: bool = True
 
     @property
     def dataset(self) -> str:
@@ -249,7 +264,13 @@ def check(data: dict[str, Any], cat: Catalog) -> Compiled:
         memberships=m,
         entries=ordered,
         types=types,
+        own_records=bool(person_anonymize) or any(_outside(cat, e) for e in ordered),
     )
+
+
+def _outside(cat: Catalog, e: Entry) -> bool:
+    """Whether an entry's rows may be in no community: it has none, or its path may be empty on the way."""
+    return e.community is None or any(col not in cat.tables[h.table].not_null for h in e.community for col in h.columns)
 
 
 def _table(cat: Catalog, where: str, table: str) -> None:
@@ -518,6 +539,23 @@ END $$"""
         for scope in ("community", "own")
     }
     own = own_records_id(dataset)
+    own_records = (
+        f"""    -- Their own records, always last: the tables in no community, and their own row.
+    community_id := {literal(own)}::uuid;
+    INSERT INTO receiver.receiver_versions (person_pk, community_id, community_pk)
+    VALUES (v_person::text, community_id, '{OWN}') ON CONFLICT DO NOTHING;
+    name := 'their own records (in no community)';
+    role := '{OWN_RECORDS_ROLE}';
+    n_rows := {counts[("purge_db", "own")]};
+    n_agents := 0;
+    kept := {kept["own"]};
+    SELECT v.version INTO version FROM receiver.receiver_versions v
+    WHERE v.person_pk = v_person::text AND v.community_id = preview.community_id;
+    RETURN NEXT;
+"""
+        if c.own_records
+        else ""
+    )
     out.append(
         f"""CREATE OR REPLACE FUNCTION receiver.preview(p_handle text)
 RETURNS TABLE (community_id uuid, name text, role text, n_rows bigint, n_agents bigint, kept jsonb, version bigint)
@@ -544,7 +582,7 @@ BEGIN
              FROM {ct} k WHERE k.{cpk}::text IN (SELECT x.out_place FROM receiver.places(v_person) x)
              ORDER BY k.{cpk} LOOP
         v_community := r.cid;
-        community_id := md5({literal(dataset + "|")} || r.cid::text)::uuid;
+        community_id := {place_id(c, "r.cid::text")};
         INSERT INTO receiver.receiver_versions (person_pk, community_id, community_pk)
         VALUES (v_person::text, community_id, r.cid::text) ON CONFLICT DO NOTHING;
         name := r.name;
@@ -556,19 +594,7 @@ BEGIN
         WHERE v.person_pk = v_person::text AND v.community_id = preview.community_id;
         RETURN NEXT;
     END LOOP;
-    -- Their own records, always last: the tables in no community, and their own row.
-    community_id := {literal(own)}::uuid;
-    INSERT INTO receiver.receiver_versions (person_pk, community_id, community_pk)
-    VALUES (v_person::text, community_id, '{OWN}') ON CONFLICT DO NOTHING;
-    name := 'their own records (in no community)';
-    role := '{OWN_RECORDS_ROLE}';
-    n_rows := {counts[("purge_db", "own")]};
-    n_agents := 0;
-    kept := {kept["own"]};
-    SELECT v.version INTO version FROM receiver.receiver_versions v
-    WHERE v.person_pk = v_person::text AND v.community_id = preview.community_id;
-    RETURN NEXT;
-END $$"""
+{own_records}END $$"""
     )
     out.append(_apply(c))
     out.append(
@@ -766,10 +792,10 @@ BEGIN
         END LOOP;
         IF p_expected_versions IS NOT NULL THEN
             SELECT x.out_place INTO v_place FROM receiver.places(v_person) x
-            WHERE NOT p_expected_versions ? md5({literal(c.dataset + "|")} || x.out_place)::uuid::text LIMIT 1;
+            WHERE NOT p_expected_versions ? {place_id(c, "x.out_place")}::text LIMIT 1;
             IF FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'TR001', MESSAGE = 'source_changed',
-                    DETAIL = jsonb_build_object('unseen', md5({literal(c.dataset + "|")} || v_place)::uuid)::text;
+                    DETAIL = jsonb_build_object('unseen', {place_id(c, "v_place")})::text;
             END IF;
         END IF;
         UPDATE receiver.receiver_people SET gated_at = coalesce(gated_at, p_now) WHERE person_key = p_handle;

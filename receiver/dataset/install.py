@@ -19,8 +19,7 @@ import psycopg
 from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 
-from demo_target import system
-from demo_target.router import ALIAS
+from receiver import ALIAS, effects
 from receiver.dataset import catalog, compile, complete
 from receiver.dataset.compile import Compiled, Entry, Identity, Refused, joins, literal, value
 
@@ -268,7 +267,7 @@ def _rehearse_one(cur: Any, c: Compiled, target: str, out: Rehearsal) -> str | N
         cause = exc.__cause__
         if not isinstance(cause, psycopg.Error):
             raise
-        if cause.sqlstate == system.REFUSAL:
+        if cause.sqlstate == effects.REFUSAL:
             return f"refused ({cause.diag.message_primary}: {cause.diag.message_detail})"
         table, constraint = cause.diag.table_name, cause.diag.constraint_name
         first = (cause.diag.message_primary or str(cause)).splitlines()[0]

@@ -102,9 +102,9 @@ def test_confirm_not_applied_is_offered_for_an_unknown_effect_and_lets_the_next_
     cmd, login, staff, settings
 ) -> None:
     req = approved()
-    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # the look-up is behind the submission: effect unknown
+    settings.RECEIVER_TEST_LOOKUP_LAG_SECONDS = 3600  # the look-up is behind the submission: effect unknown
     take_over(cmd, crash_at("after-submit-mark", req.id))
-    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 0  # caught up: its "not found" is evidence now
+    settings.RECEIVER_TEST_LOOKUP_LAG_SECONDS = 0  # caught up: its "not found" is evidence now
     req = DeletionRequest.objects.get(id=req.id)
     assert req.status == Status.RETRY_WAIT and req.open_question
     client = login("operator")
@@ -126,10 +126,10 @@ def test_confirm_not_applied_is_offered_for_an_unknown_effect_and_lets_the_next_
 def test_confirm_not_applied_is_refused_when_the_target_has_the_record(cmd, login, staff, settings) -> None:
     req = approved()
     crashed = crash_at("after-effect", req.id)  # applied at the target, then the worker died
-    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # ... and the target's look-up lags behind
+    settings.RECEIVER_TEST_LOOKUP_LAG_SECONDS = 3600  # ... and the target's look-up lags behind
     take_over(cmd, crashed)
     assert DeletionRequest.objects.get(id=req.id).status == Status.RETRY_WAIT  # unknown to the worker
-    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 0  # the record now shows
+    settings.RECEIVER_TEST_LOOKUP_LAG_SECONDS = 0  # the record now shows
     done = login("operator").post(url("settle", req), {"reason": "looked", "confirm": "on"}, follow=True)
     assert "has a record of operation" in " ".join(messages_of(done))
     assert not DeletionDecision.objects.filter(request=req, action="confirm_not_applied").exists()

@@ -14,7 +14,7 @@ from core.sql import Statements
 from tests.conftest import ROOT
 
 APPS = ("core", "deletions", "retirements", "api", "ops", "config")
-OUR_TABLE = r"(entity_deletion_\w+|retirements_\w+)"  # the demo target system (target_*) is another system
+OUR_TABLE = r"(entity_deletion_\w+|retirements_\w+)"  # the demo application (its own database) is another system
 WRITE = re.compile(rf"\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+{OUR_TABLE}", re.IGNORECASE)
 
 

@@ -148,7 +148,7 @@ def seeded(db) -> Iterator[User]:
     ivan = deletion_submit(actor=named("operator-1"), target="demo:ivan")
     deletion_approve(actor=named("approver-1"), request_id=ivan.id, digest=ivan.inventory_digest)
     crashed = crash_at("after-submit-mark", ivan.id)
-    with override_settings(DEMO_TARGET_LOOKUP_LAG_SECONDS=3600):  # the look-up is behind the submission
+    with override_settings(RECEIVER_TEST_LOOKUP_LAG_SECONDS=3600):  # the look-up is behind the submission
         take_over(run_command, crashed)
     unknown = DeletionRequest.objects.get(id=ivan.id)
     assert unknown.status == "retry_wait" and "effect unknown" in (unknown.last_error or "")  # the state shot

@@ -110,6 +110,7 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
     env.pop("EMBEDDED_PG_CLEANUP", None)
     tokens = tmp_path / "tokens"  # demo_setup writes each demo person's token here
     env["DEMO_TOKEN_DIR"] = str(tokens)
+    env["RECEIVER_DATASET"] = "samples/demo/dataset.yaml"  # the receiver serves the demo application
 
     def manage(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -139,10 +140,15 @@ def test_a_killed_postmaster_is_restarted_by_the_running_processes(tmp_path: Pat
     log = (tmp_path / "workers.log").open("w")
     try:
         assert manage("migrate", "--noinput").returncode == 0
-        # The receiver migrates its own database beside the case database, on the same embedded server.
-        assert receiver("migrate").returncode == 0
-        shown = receiver("demo", "show", "demo:after-restart", "--json")
-        assert shown.returncode == 0 and len(json.loads(shown.stdout)["communities"]) == 2, shown.stderr
+        # The demo application beside the case database, on the same embedded server: its tables and the
+        # person, then the receiver installed for its dataset (as bin/run-receiver does).
+        seeded = subprocess.run(
+            [sys.executable, "-m", "samples.demo.seed", "enroll", "demo:after-restart"],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert seeded.returncode == 0, seeded.stderr
+        installed = receiver("install", env["RECEIVER_DATASET"])
+        assert installed.returncode == 0 and "installed in schema receiver" in installed.stdout, installed.stderr
         served = subprocess.Popen(
             [sys.executable, "-m", "receiver", "serve", "--bind", f"127.0.0.1:{receiver_port}"],
             env=env,

@@ -372,7 +372,7 @@ def test_an_effect_unknown_case_is_told_to_whom_its_story_waits_on_in_its_words(
 
     req = submit_and_approve("demo:told-unknown@example.com")
     crashed = crash_at("after-submit-mark", req.id)  # a real worker, SIGKILLed right after it submitted
-    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # its replacement's lookup cannot settle it: an alarm
+    settings.RECEIVER_TEST_LOOKUP_LAG_SECONDS = 3600  # its replacement's lookup cannot settle it: an alarm
     assert take_over(cmd, crashed).code == 1
     assert crashed.lease_expires_at is not None
     with time_machine.travel(crashed.lease_expires_at + timedelta(seconds=2), tick=False):

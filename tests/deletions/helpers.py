@@ -13,6 +13,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from deletions.models import DeletionRequest, StageHistory
+from tests import target
 from tests.conftest import ROOT, manage_argv, subprocess_env
 from tests.support import table_rows
 
@@ -87,14 +88,9 @@ def start_worker(request_id: Any, *args: str, **env: str) -> subprocess.Popen[st
 
 
 def effects(request_id: Any) -> list[tuple[Any, ...]]:
-    """What the demo target system applied for a request, read from its own database:
+    """What the demo application's receiver applied for a request, read from its records:
     (operation, action, generation)."""
-    with connections["target"].cursor() as cur:
-        cur.execute(
-            "SELECT operation_id, action, generation FROM target_operations WHERE request_id = %s ORDER BY applied_at",
-            [request_id],
-        )
-        return cur.fetchall()
+    return [(op, action, generation) for op, action, _, generation, _ in target.operations(request_id)]
 
 
 def believed(result: dict[str, Any], prefix: str = "demo:") -> dict[str, Any]:
@@ -110,9 +106,9 @@ def believed(result: dict[str, Any], prefix: str = "demo:") -> dict[str, Any]:
 
 
 def recorded(operation_id: Any) -> Any:
-    """The evidence the demo target system recorded for an operation (None: no record)."""
+    """The evidence the demo application's receiver recorded for an operation (None: no record)."""
     with connections["target"].cursor() as cur:
-        cur.execute("SELECT evidence FROM target_operations WHERE operation_id = %s", [operation_id])
+        cur.execute("SELECT evidence FROM receiver.receiver_operations WHERE operation_id = %s", [operation_id])
         row = cur.fetchone()
     return None if row is None else (json.loads(row[0]) if isinstance(row[0], str) else row[0])
 

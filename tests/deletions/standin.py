@@ -1,12 +1,12 @@
 """A receiver that answers as the reference one does, except where a test says otherwise: mounted in
 this process (`RECEIVER_IN_PROCESS=tests.deletions.standin.application`), it hands every signed call
-to the reference receiver's WSGI application unless a rule of the test answers it first, or changes the
-reference's answer on its way back.
+to the reference receiver's WSGI application (as the suite mounts it: `samples.demo.inprocess`) unless
+a rule of the test answers it first, or changes the reference's answer on its way back.
 
-It stands in for answers the demo target does not give (yet): "nothing changed, retry" (409), a
-constraint of the application's database or data that remains (422 `constraint`, `incomplete`), rules
-changed since the approval (422 `rules_changed`), the dataset's digest in the inventory and preview.
-Every `apply` is kept with its grant's payload (`APPLIED`), so a test reads what each grant carried."""
+It stands in for answers the demo application does not give on demand: "nothing changed, retry" (409),
+a constraint of the application's database or data that remains (422 `constraint`, `incomplete`), rules
+changed since the approval (422 `rules_changed`). Every `apply` is kept with its grant's payload
+(`APPLIED`), so a test reads what each grant carried."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core import grants
-from receiver import http as reference
+from samples.demo import inprocess as reference
 
 MOUNT = "tests.deletions.standin.application"
 PREFIX = "/receiver/v1/"

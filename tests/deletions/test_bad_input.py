@@ -210,22 +210,6 @@ def test_unknown_fail_stage_is_bad_usage(cmd) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (("add-rows", "demo:x", "--community", "not-a-uuid", "--rows", "5"), "--community 'not-a-uuid' is not a UUID"),
-        (("add-rows", "demo:x", "--community", str(uuid.UUID(int=11)), "--rows", "0"), "--rows 0 is out of range"),
-        (("add-rows", "alice", "--community", str(uuid.UUID(int=11)), "--rows", "1"), "demo: people only"),
-        (("set-agents", "demo:x", "--community", str(uuid.UUID(int=15)), "--agents", "0"), "has no membership"),
-    ],
-)
-def test_changing_the_demo_target_refuses_bad_input_and_changes_nothing(cmd, args, message: str) -> None:
-    before = cmd("demo_target", "show", "demo:x", "--json").out
-    ran = cmd("demo_target", *args)
-    assert ran.code == 2 and message in ran.err, ran.err
-    assert cmd("demo_target", "show", "demo:x", "--json").out == before
-
-
 def test_resume_of_a_request_not_needing_attention_is_refused(cmd) -> None:
     rid = _approved(cmd)
     refused(cmd, 1, "only a request that needs attention can be resumed", "resume_deletion", rid, "--by", "operator-c")

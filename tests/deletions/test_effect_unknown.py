@@ -24,7 +24,7 @@ def test_not_found_behind_the_submission_stays_unknown_and_confirm_not_applied_w
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     assert gate.submitted_at is not None and gate.status == "running" and recorded(gate.operation_id) is None
 
-    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # the lookup source is an hour behind
+    settings.RECEIVER_TEST_LOOKUP_LAG_SECONDS = 3600  # the lookup source is an hour behind
     ran = take_over(cmd, crashed)
     assert ran.code == 1 and "retry not before" in ran.err
     after = DeletionRequest.objects.get(id=req.id)
@@ -38,7 +38,7 @@ def test_not_found_behind_the_submission_stays_unknown_and_confirm_not_applied_w
     assert StageHistory.objects.get(id=gate.id).submitted_at is not None  # nothing recorded
     assert not after.decisions.filter(action="confirm_not_applied").exists()
 
-    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 0  # caught up: its "not found" is now evidence
+    settings.RECEIVER_TEST_LOOKUP_LAG_SECONDS = 0  # caught up: its "not found" is now evidence
     resumed = cmd(
         "resume_deletion",
         str(req.id),
@@ -134,7 +134,7 @@ def test_a_source_that_cannot_be_read_keeps_the_effect_unknown_and_alerts_the_ow
 
     req = submit_and_approve()
     crashed = crash_at("after-effect", req.id)  # the effect was applied; its outcome was never saved
-    settings.DEMO_TARGET_UNREADABLE_UNTIL = (timezone.now() + timedelta(hours=1)).isoformat()
+    settings.RECEIVER_TEST_UNREADABLE_UNTIL = (timezone.now() + timedelta(hours=1)).isoformat()
     with caplog.at_level(logging.ERROR, logger="deletions"):
         ran = take_over(cmd, crashed)
     alarm_lines = [r for r in caplog.records if r.getMessage() == "alarm" and r.levelno == logging.ERROR]
@@ -148,7 +148,7 @@ def test_a_source_that_cannot_be_read_keeps_the_effect_unknown_and_alerts_the_ow
     assert "alarm: effect_unknown" in seen
     overview = admin_client.get("/admin/operations/").content.decode()
     assert f"deletion {req.target}" in overview and "effect_unknown" in overview
-    settings.DEMO_TARGET_UNREADABLE_UNTIL = ""  # the source is back: the next check settles it from the record
+    settings.RECEIVER_TEST_UNREADABLE_UNTIL = ""  # the source is back: the next check settles it from the record
     with time_machine.travel((after.next_attempt_at or timezone.now()) + timedelta(seconds=1), tick=False):
         assert cmd("run_deletion", str(req.id), "--executor-id", "worker-c").code == 0
     assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(effects(req.id)) == 5
@@ -159,7 +159,7 @@ def test_a_source_that_cannot_be_read_keeps_the_effect_unknown_and_alerts_the_ow
 def test_a_lagging_lookup_that_says_not_found_is_not_taken_as_no_effect(cmd, settings, observe) -> None:
     req = submit_and_approve()
     crashed = crash_at("after-effect", req.id)
-    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 3600  # the record exists but the lookup is an hour behind
+    settings.RECEIVER_TEST_LOOKUP_LAG_SECONDS = 3600  # the record exists but the lookup is an hour behind
     assert take_over(cmd, crashed).code == 1
     seen = unknown_case(req)
     assert "effects at receiver: 1;" in seen and "alarm: effect_unknown" in seen
@@ -169,7 +169,7 @@ def test_a_lagging_lookup_that_says_not_found_is_not_taken_as_no_effect(cmd, set
     confirm = cmd("resume_deletion", str(req.id), "--by", "operator-c", "--effect-not-applied", "--reason", "x")
     assert confirm.code == 1 and "evidence inconclusive" in confirm.err
     assert not DeletionRequest.objects.get(id=req.id).decisions.filter(action="confirm_not_applied").exists()
-    settings.DEMO_TARGET_LOOKUP_LAG_SECONDS = 0
+    settings.RECEIVER_TEST_LOOKUP_LAG_SECONDS = 0
     after = DeletionRequest.objects.get(id=req.id)
     with time_machine.travel((after.next_attempt_at or timezone.now()) + timedelta(seconds=1), tick=False):
         assert cmd("run_deletion", str(req.id), "--executor-id", "worker-c").code == 0
@@ -191,11 +191,11 @@ def test_worker_killed_while_the_source_is_unavailable_leaves_a_case_the_replace
         "--executor-id",
         "worker-a",
         CRASH_AT="after-submit-mark",
-        DEMO_TARGET_UNREADABLE_UNTIL=down_until,
+        RECEIVER_TEST_UNREADABLE_UNTIL=down_until,
     )
     worker.communicate(timeout=60)
     assert worker.returncode == -signal.SIGKILL
-    settings.DEMO_TARGET_UNREADABLE_UNTIL = down_until  # still down for the replacement
+    settings.RECEIVER_TEST_UNREADABLE_UNTIL = down_until  # still down for the replacement
     crashed = DeletionRequest.objects.get(id=req.id)
     ran = take_over(cmd, crashed)
     assert ran.code == 1
@@ -219,7 +219,7 @@ def test_a_cancel_while_the_effect_is_unknown_keeps_the_case_open_until_the_look
     req = submit_and_approve()
     crashed = crash_at("after-effect", req.id)  # the gate was applied; its outcome was never saved
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
-    settings.DEMO_TARGET_UNREADABLE_UNTIL = (timezone.now() + timedelta(hours=1)).isoformat()
+    settings.RECEIVER_TEST_UNREADABLE_UNTIL = (timezone.now() + timedelta(hours=1)).isoformat()
     assert take_over(cmd, crashed).code == 1
     ran = cmd("cancel_deletion", str(req.id), "--by", "operator-c", "--reason", "customer withdrew")
     assert ran.code == 0, ran.err
@@ -230,7 +230,7 @@ def test_a_cancel_while_the_effect_is_unknown_keeps_the_case_open_until_the_look
     assert str(gate.operation_id) in held.open_question
     assert held.alarms.filter(resolved_at__isnull=True, kind="effect_unknown").count() == 1
 
-    settings.DEMO_TARGET_UNREADABLE_UNTIL = ""  # the lookup finds the effect
+    settings.RECEIVER_TEST_UNREADABLE_UNTIL = ""  # the lookup finds the effect
     ran = cmd("run_deletion", str(req.id), "--executor-id", "worker-c")
     assert ran.code == 1 and "request cancelled" in ran.err
     done = DeletionRequest.objects.get(id=req.id)

@@ -21,6 +21,7 @@ from deletions.models import DeletionRequest, TargetSystem
 from deletions.services import deletion_approve, deletion_submit
 from deletions.targets import http
 from ops.health import report
+from tests import target as demo
 from tests.conftest import submit_and_approve
 from tests.receiver import conftest as receivers
 from tests.receiver.conftest import Receiver
@@ -32,6 +33,8 @@ receiver = receivers.receiver  # the fixture: a receiver process on a free port,
 def test_a_stopped_receiver_is_named_on_the_case_page_in_health_the_overview_and_the_log(
     cmd, client, caplog, receiver: Receiver
 ) -> None:
+    for person in ("demo:silent-run", "demo:silent-approve"):  # in the demo application the process serves
+        demo.enroll(person)
     waiting = submit_and_approve("demo:silent-run")
     to_approve = deletion_submit(target="demo:silent-approve", actor=named("operator-a"), reason="silent")
     receiver.stop()

@@ -73,7 +73,7 @@ def test_the_target_stopped_between_grant_and_effect_leaves_it_unknown_then_sett
 SLOW_COMMIT = """
 CREATE OR REPLACE FUNCTION test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS
 $$ BEGIN PERFORM pg_sleep(60); RETURN NULL; END $$;
-CREATE CONSTRAINT TRIGGER test_slow_commit AFTER INSERT ON target_operations
+CREATE CONSTRAINT TRIGGER test_slow_commit AFTER INSERT ON receiver.receiver_operations
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_slow_commit();
 """
 
@@ -97,7 +97,7 @@ def test_a_connection_killed_during_the_targets_commit_leaves_it_unknown_then_se
         _, err = worker.communicate(timeout=120)
     finally:
         with connections["target"].cursor() as cur:
-            cur.execute("DROP TRIGGER IF EXISTS test_slow_commit ON target_operations")
+            cur.execute("DROP TRIGGER IF EXISTS test_slow_commit ON receiver.receiver_operations")
     assert worker.returncode == 1, err
     case = unknown_and_owned(req.id)
     assert effects(req.id) == []  # the COMMIT did not complete: nothing is recorded there
@@ -121,8 +121,8 @@ def test_a_statement_timeout_at_the_target_is_nothing_changed_retried_without_an
 
     req = submit_and_approve("demo:busy")
     with psycopg.connect(connection_url("target")) as holder:  # an application holds the person's row
-        holder.execute("SELECT id FROM target_people WHERE handle = %s FOR UPDATE", ["demo:busy"])
-        worker = start_worker(req.id, "--executor-id", "worker-a", TARGET_STATEMENT_TIMEOUT_MS="1000")
+        holder.execute("SELECT id FROM people WHERE handle = %s FOR UPDATE", ["busy"])
+        worker = start_worker(req.id, "--executor-id", "worker-a", RECEIVER_STATEMENT_TIMEOUT_MS="1000")
         _, err = worker.communicate(timeout=120)
         holder.rollback()
     assert worker.returncode == 1, err

@@ -1,6 +1,7 @@
-"""The target system is a separate database: what a case believes is what the target recorded there,
-and the target refuses what the approval did not cover (a changed source, a community outside the
-approved inventory, a record it did not make)."""
+"""The target system is a separate database (the demo application, served by the dataset receiver like
+any database): what a case believes is what the receiver recorded there, and it refuses what the
+approval did not cover (a changed source, a community outside the approved inventory, a record it did
+not make)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from deletions.models import DeletionRequest, StageHistory
 from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C
 from deletions.store.stages import operation_id
 from deletions.tasks import StageFailed, run_deletion
+from tests import target
 from tests.deletions.helpers import believed, effects, recorded, start_worker
 from tests.support import force, wait_for
 
@@ -35,12 +37,6 @@ def approve(cmd, req: dict, by: str = "operator-b") -> None:
     assert ran.code == 0, ran.err
 
 
-def at_target(cmd, target: str) -> dict[str, dict]:
-    ran = cmd("demo_target", "show", target, "--json")
-    assert ran.code == 0, ran.err
-    return {c["id"]: c for c in json.loads(ran.out)["communities"]}
-
-
 def results(rid: str) -> dict[tuple[str, str | None], dict]:
     return {
         (s.stage, str(s.target_community_id) if s.target_community_id else None): s.metadata_json.get("result")
@@ -50,7 +46,7 @@ def results(rid: str) -> dict[tuple[str, str | None], dict]:
 
 def test_a_full_run_leaves_its_evidence_at_the_target_and_none_in_the_case_database(cmd, observe) -> None:
     req = submit(cmd, "demo:evidence")
-    before = at_target(cmd, "demo:evidence")
+    before = target.at_target("demo:evidence")
     approve(cmd, req)
     assert cmd("run_deletion", req["id"]).code == 0
     saved = results(req["id"])
@@ -58,8 +54,8 @@ def test_a_full_run_leaves_its_evidence_at_the_target_and_none_in_the_case_datab
         db, agents = saved[("purge_db", cid)], saved[("purge_agents", cid)]
         assert (db["rows_before"], db["rows_deleted"], db["rows_remaining"]) == (before[cid]["rows"],) * 2 + (0,)
         assert (agents["agents_removed"], agents["agents_remaining"]) == (before[cid]["agents"], 0)
-        assert agents["version_after"] == before[cid]["version"] + 2
-    after = at_target(cmd, "demo:evidence")
+        assert agents["version_after"] > db["version_after"] > before[cid]["version"]  # moved on by each effect
+    after = target.at_target("demo:evidence")
     assert all(c["rows"] == 0 and c["agents"] == 0 for c in after.values())
     ops = [op for op, _, _ in effects(req["id"])]
     assert len(ops) == len(set(ops)) == 5
@@ -86,15 +82,14 @@ def test_a_row_added_after_approval_sends_the_case_back_to_review_and_a_new_appr
     approve(cmd, req)
     for _ in range(3):  # gate, B purge_db, B purge_agents
         assert cmd("run_deletion", req["id"], "--next-step").code == 0
-    rows_then = at_target(cmd, "demo:changed")[COMMUNITY_C]["rows"]
-    added = cmd("demo_target", "add-rows", "demo:changed", "--community", COMMUNITY_C, "--rows", "4")
-    assert added.code == 0, added.err
+    rows_then = target.at_target("demo:changed")[COMMUNITY_C]["rows"]
+    target.add_rows("demo:changed", COMMUNITY_C, 4)
 
     refused = cmd("run_deletion", req["id"])
     assert refused.code == 1 and "back in review, nothing applied" in refused.err and "source changed" in refused.err
     case = DeletionRequest.objects.get(id=req["id"])
     assert case.status == "needs_review" and case.owner == "approvers" and "source changed" in case.open_question
-    assert at_target(cmd, "demo:changed")[COMMUNITY_C]["rows"] == rows_then + 4  # nothing applied there
+    assert target.at_target("demo:changed")[COMMUNITY_C]["rows"] == rows_then + 4  # nothing applied there
     shown = json.loads(cmd("show_deletion", req["id"], "--json").out)
     c_line = next(c for c in shown["proposal"]["communities"] if c["community_id"] == COMMUNITY_C)
     assert c_line["rows"] == rows_then + 4  # the fresh evidence the approvers see
@@ -119,7 +114,7 @@ def test_an_inventory_swapped_around_the_claim_lands_nothing_outside_the_approve
     x = str(uuid.UUID(int=0xABC))
     req = submit(cmd, "demo:swap")
     approve(cmd, req)
-    assert cmd("demo_target", "add-rows", "demo:swap", "--community", x, "--rows", "5").code == 0
+    target.add_rows("demo:swap", x, 5)
     rows = DeletionRequest.objects.filter(id=req["id"])
     original = rows.get().inventory_json
     swapped = {**original, "communities": [{"id": x, "role": "participant"}, original["communities"][1]]}
@@ -138,7 +133,7 @@ def test_an_inventory_swapped_around_the_claim_lands_nothing_outside_the_approve
     case = rows.get()
     assert case.status == "needs_review" and "the inventory this run read" in case.open_question
     assert effects(req["id"]) == []  # not the gate, not X, nothing
-    assert at_target(cmd, "demo:swap")[x]["rows"] == 5
+    assert target.at_target("demo:swap")[x]["rows"] == 5
     observe(f"plan read with X swapped in, inventory restored: refused at the first grant ({case.status}), X rows 5")
 
 
@@ -148,13 +143,13 @@ def test_a_stage_moved_to_a_community_outside_the_inventory_is_refused_before_it
     x = str(uuid.UUID(int=0xABD))
     req = submit(cmd, "demo:moved")
     approve(cmd, req)
-    assert cmd("demo_target", "add-rows", "demo:moved", "--community", x, "--rows", "5").code == 0
     assert cmd("run_deletion", req["id"], "--next-step").code == 0  # the gate; a community's purge is current
+    target.add_rows("demo:moved", x, 5)  # (after the gate, which refuses rows in a community it did not see)
     force(StageHistory.objects.filter(request_id=req["id"], is_current=True), target_community_id=x)
     ran = cmd("run_deletion", req["id"])
     assert ran.code == 1 and f"is purge_db for {x}; rules v1 expected purge_db for" in ran.err, ran.err
     assert [a for _, a, _ in effects(req["id"])] == ["gate_user"]
-    assert at_target(cmd, "demo:moved")[x]["rows"] == 5
+    assert target.at_target("demo:moved")[x]["rows"] == 5
     observe(f"current stage moved to X: refused before its grant ({ran.err}), X rows still 5")
 
 
@@ -164,7 +159,7 @@ def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd
     gate_op = operation_id(uuid.UUID(req["id"]), "gate_user", None)
     with connections["target"].cursor() as cur:
         cur.execute(
-            """INSERT INTO target_operations
+            """INSERT INTO receiver.receiver_operations
                (operation_id, request_id, action, community_id, generation, executor, "grant", evidence, applied_at)
                VALUES (%s, %s, 'gate_user', NULL, 1, 'someone', '', %s, %s)""",
             [gate_op, req["id"], json.dumps({"gated": True}), timezone.now() - timedelta(days=1)],
@@ -177,8 +172,7 @@ def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd
     assert case.status == "needs_review" and "not made by a grant" in case.open_question
     assert "record_mismatch" in case.open_question and case.owner == "approvers" and case.next_check_at
     assert gate.status == "pending" and gate.metadata_json.get("result") is None  # not adopted
-    shown = cmd("demo_target", "show", "demo:planted", "--json")
-    assert json.loads(shown.out)["gated"] is False  # and nothing was applied in its name
+    assert target.show("demo:planted")["gated"] is False  # and nothing was applied in its name
     # A foreign record is an integrity fault: an alarm health reports, and no advice to approve again.
     alarm = case.alarms.get(resolved_at__isnull=True)
     assert alarm.kind == "integrity_fault" and str(gate_op) in alarm.message
@@ -222,53 +216,48 @@ def _grant(target: str, community: str, version: int, **changes) -> str:
     )
 
 
-def test_the_effect_lands_in_one_statement_once_and_a_refused_one_leaves_nothing_behind(cmd) -> None:
+def test_the_effect_lands_in_one_transaction_once_and_a_refused_one_leaves_nothing_behind(cmd) -> None:
     from core import grants
-    from demo_target import system
-    from demo_target.models import Fence, Operation
+    from receiver import effects as said
+    from receiver.dataset import backend
 
-    before = at_target(cmd, "demo:onestatement")[COMMUNITY_B]
-    seen: list[str] = []
-
-    def count(execute, sql, params, many, context):
-        seen.append(sql)
-        return execute(sql, params, many, context)
-
+    target.enroll("demo:onestatement")
+    backend.preview("demo:onestatement", [COMMUNITY_B, COMMUNITY_C])  # the approval's look: versions kept
+    before = target.at_target("demo:onestatement")[COMMUNITY_B]
     token = _grant("demo:onestatement", COMMUNITY_B, before["version"])
-    with connections["target"].execute_wrapper(count):
-        evidence = system.apply(token)
-    assert len(seen) == 1, seen  # no BEGIN, no COMMIT: one statement is its own transaction
+    evidence = backend.apply(token)
     assert (evidence["rows_before"], evidence["rows_deleted"], evidence["rows_remaining"]) == (
         before["rows"],
         before["rows"],
         0,
     )
-    assert (evidence["version_before"], evidence["version_after"]) == (before["version"], before["version"] + 1)
+    assert evidence["version_before"] == before["version"] < evidence["version_after"]
     g = grants.verify(token, grants.receiver_key())
-    saved = Operation.objects.using("target").get(operation_id=g["operation_id"])
-    assert saved.evidence == evidence and saved.grant == token
-    assert system.apply(token) == evidence  # applied once: the same operation answers with its first record
-    assert Operation.objects.using("target").filter(request_id=g["request_id"]).count() == 1
+    saved = [e for op, *_, e in target.operations(g["request_id"]) if str(op) == g["operation_id"]]
+    assert [json.loads(e) if isinstance(e, str) else e for e in saved] == [evidence]
+    assert backend.apply(token) == evidence  # applied once: the same operation answers with its first record
+    assert len(target.operations(g["request_id"])) == 1
 
     # A grant for the version the approval saw, now moved on: refused, and its fence is not raised.
     stale_version = _grant(
-        "demo:onestatement", COMMUNITY_C, at_target(cmd, "demo:onestatement")[COMMUNITY_C]["version"] - 1
+        "demo:onestatement", COMMUNITY_C, target.at_target("demo:onestatement")[COMMUNITY_C]["version"] - 1
     )
-    with pytest.raises(system.SourceChanged, match="the approval saw version"):
-        system.apply(stale_version)
+    with pytest.raises(said.SourceChanged, match="the approval saw version"):
+        backend.apply(stale_version)
     request_id = grants.verify(stale_version, grants.receiver_key())["request_id"]
-    assert not Fence.objects.using("target").filter(request_id=request_id).exists()
-    assert at_target(cmd, "demo:onestatement")[COMMUNITY_C]["rows"] > 0
+    assert target.fence(request_id) is None
+    assert target.at_target("demo:onestatement")[COMMUNITY_C]["rows"] > 0
 
     # A lower generation than the fence holds: refused as stale, nothing recorded.
     lower = _grant("demo:onestatement", COMMUNITY_C, 1, request_id=g["request_id"], generation=2)
-    with pytest.raises(system.Stale, match="generation 2 of test is fenced out: generation 3 owns"):
-        system.apply(lower)
-    assert Operation.objects.using("target").filter(request_id=g["request_id"]).count() == 1
+    with pytest.raises(said.Stale, match="generation 2 of test is fenced out: generation 3 owns"):
+        backend.apply(lower)
+    assert len(target.operations(g["request_id"])) == 1
 
-    # A withdrawal raises the epoch: an older grant is refused, saying when the target acknowledged it.
-    system.withdraw(grants.sign({"kind": "withdrawal", "request_id": g["request_id"], "epoch": 1, "issued_at": "x"}))
-    raised_at = Fence.objects.using("target").get(request_id=g["request_id"]).epoch_raised_at
+    # A withdrawal raises the epoch: an older grant is refused, saying when the receiver acknowledged it.
+    backend.withdraw(grants.sign({"kind": "withdrawal", "request_id": g["request_id"], "epoch": 1, "issued_at": "x"}))
+    fenced = target.fence(g["request_id"])
+    assert fenced is not None
     older = _grant("demo:onestatement", COMMUNITY_C, 1, request_id=g["request_id"])
-    with pytest.raises(system.Revoked, match=f"epoch 1, acknowledged {raised_at:%Y-%m-%d %H:%M:%S} UTC"):
-        system.apply(older)
+    with pytest.raises(said.Revoked, match=f"epoch 1, acknowledged {fenced['epoch_raised_at']:%Y-%m-%d %H:%M:%S} UTC"):
+        backend.apply(older)

@@ -10,6 +10,7 @@ import time_machine
 from django.utils import timezone
 
 from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C
+from tests import target as demo
 from tests.deletions.helpers import current, show_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,9 +24,9 @@ def submit(cmd, target: str = "demo:workflow-1") -> dict:
 
 
 def submit_approve(cmd, target: str = "demo:workflow-1", no_agents_in: tuple[str, ...] = ()) -> str:
-    for community in no_agents_in:  # the person has no agents there at the target system
-        ran = cmd("demo_target", "set-agents", target, "--community", community, "--agents", "0")
-        assert ran.code == 0, ran.err
+    for community in no_agents_in:  # the person has no agents there in the demo application
+        demo.enroll(target)
+        demo.set_agents(target, community, 0)
     sub = submit(cmd, target)
     ran = cmd(
         "approve_deletion", sub["id"], "--approved-by", "operator-b", "--inventory-digest", sub["inventory_digest"]

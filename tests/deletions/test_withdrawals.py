@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def min_epoch(request_id) -> int | None:
     with connections["target"].cursor() as cur:
-        cur.execute("SELECT min_epoch FROM target_fences WHERE request_id = %s", [request_id])
+        cur.execute("SELECT min_epoch FROM receiver.receiver_fences WHERE request_id = %s", [request_id])
         row = cur.fetchone()
     return row[0] if row else None
 

@@ -42,9 +42,9 @@ def test_a_second_effect_for_the_same_intended_change_is_a_duplicate(cmd) -> Non
     req = completed(cmd, "demo:dup")
     with connections["target"].cursor() as cur:
         cur.execute(
-            """INSERT INTO target_operations
+            """INSERT INTO receiver.receiver_operations
                SELECT %s, request_id, action, community_id, generation, executor, "grant", evidence, applied_at
-               FROM target_operations WHERE request_id = %s AND action = 'gate_user'""",
+               FROM receiver.receiver_operations WHERE request_id = %s AND action = 'gate_user'""",
             [uuid.uuid4(), req.id],
         )
     result = chaos.verdict(1.0, chaos.Tally())
@@ -55,8 +55,8 @@ def test_an_effect_from_an_older_generation_later_in_the_chain_is_a_stale_write(
     req = completed(cmd, "demo:stale")
     last = chaos_tail(req)
     with connections["target"].cursor() as cur:
-        cur.execute("UPDATE target_operations SET generation = generation + 1 WHERE request_id = %s", [req.id])
-        cur.execute("UPDATE target_operations SET generation = 1 WHERE operation_id = %s", [last.operation_id])
+        cur.execute("UPDATE receiver_operations SET generation = generation + 1 WHERE request_id = %s", [req.id])
+        cur.execute("UPDATE receiver_operations SET generation = 1 WHERE operation_id = %s", [last.operation_id])
     result = chaos.verdict(1.0, chaos.Tally())
     assert result["stale_writes_accepted"] == 1 and chaos.failed(result)
 
@@ -208,7 +208,7 @@ def kept_run_checked(folder: Path) -> None:
     page = (ROOT / "docs" / "explanation" / "testing.md").read_text()
     body = page.split("<!-- chaos-check:start -->")[1].split("<!-- chaos-check:end -->")[0]
     (sql,) = re.findall(r"```sql\n(.*?)```", body, flags=re.S)
-    shell = {**env, "DATABASE_URL": "postgresql://nobody@/elsewhere", "TARGET_DATABASE_URL": "postgresql://x@/y"}
+    shell = {**env, "DATABASE_URL": "postgresql://nobody@/elsewhere", "DEMO_DATABASE_URL": "postgresql://x@/y"}
     (folder / "check.sql").write_text(sql)
     try:
         checked = subprocess.run(  # the printed command, as printed, with psql told to stop on an error

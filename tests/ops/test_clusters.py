@@ -63,7 +63,7 @@ def schedules_due_now() -> None:
 
 def effects() -> list[tuple]:
     with connections["target"].cursor() as cur:
-        cur.execute("SELECT operation_id, request_id, generation, executor FROM target_operations")
+        cur.execute("SELECT operation_id, request_id, generation, executor FROM receiver.receiver_operations")
         return cur.fetchall()
 
 

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 import pytest
 from django.contrib.auth.models import User
 
-from deletions.rules.inventory import COMMUNITY_B as B
 from tests.conftest import submit_and_approve
-from tests.support import table_rows
+from tests.support import DEMO_TABLES, table_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,11 +40,7 @@ TABLES = (
     "retirements_noticeslot",
     "retirements_decision",
     "auth_user",
-    "target_people",
-    "target_memberships",
-    "target_posts",
-    "target_agents",
-    "target_operations",
+    *DEMO_TABLES,
     "entity_deletion_operator_records",
 )
 
@@ -97,16 +92,6 @@ SLOTS = [
     Slot("run --executor-id", ("run_deletion", "{id}", "--executor-id", "{v}"), frozenset({"negative", "huge number"})),
     Slot("run --stage-delay-ms", ("run_deletion", "{id}", "--stage-delay-ms", "{v}")),
     Slot("run --fail-stage", ("run_deletion", "{id}", "--fail-stage", "{v}")),
-    Slot("demo_target show target", ("demo_target", "show", "{v}")),
-    Slot(
-        "demo_target add-rows --community",
-        ("demo_target", "add-rows", "demo:hostile", "--community", "{v}", "--rows", "1"),
-    ),
-    Slot("demo_target add-rows --rows", ("demo_target", "add-rows", "demo:hostile", "--community", B, "--rows", "{v}")),
-    Slot(
-        "demo_target set-agents --agents",
-        ("demo_target", "set-agents", "demo:hostile", "--community", B, "--agents", "{v}"),
-    ),
     Slot("show_deletion id", ("show_deletion", "{v}")),
     Slot("create_workspace --slug", ("create_workspace", "--slug", "{v}", "--name", "N"), frozenset({"huge number"})),
     Slot(

@@ -1,5 +1,6 @@
-"""The reference receiver as its own process (`python -m receiver serve`) on the test's target
-database, registered for `demo:` in place of the in-process mount the rest of the suite uses."""
+"""The reference receiver as its own process (`python -m receiver serve`) on the test's database of the
+demo application (its dataset installed there once per session), registered for `demo:` in place of the
+in-process mount the rest of the suite uses; it serves only the people a test enrolled (`tests.target`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from core.store import connection_url
 from deletions import targets
 from ops import netcut
 from ops.netcut import Proxy, free_port  # noqa: F401  (the tests' receiver, as chaos runs it)
+from samples.demo.inprocess import DATASET
 from wire import keys
+
+DEMO = str(DATASET)
 
 
 @dataclass
@@ -47,7 +51,7 @@ class Receiver:
             connection_url("target"),
             stderr=self.log,
             public_url=self.public_url,
-            **{"RECEIVER_SIGNING_KEY": self.key, "RECEIVER_KEY_ID": self.key_id, **env},
+            **{"RECEIVER_SIGNING_KEY": self.key, "RECEIVER_KEY_ID": self.key_id, "RECEIVER_DATASET": DEMO, **env},
         )
         return self
 

@@ -25,6 +25,7 @@ from core import clock, grants
 from core.store import connection_url
 from deletions import targets
 from deletions.models import TargetSystem
+from tests import target as demo
 from tests.conftest import ROOT, run_command
 from tests.receiver.conftest import Receiver, free_port
 
@@ -32,12 +33,15 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def rows_everywhere() -> dict[str, int]:
-    """Every table of the receiver's database and its row count."""
+    """Every table of the receiver's database (the application's and the receiver's own) and its row count."""
     conn = connections["target"]
     with conn.cursor() as cur:
-        cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+        cur.execute(
+            "SELECT schemaname || '.' || tablename FROM pg_tables WHERE schemaname IN ('public', 'receiver') ORDER BY 1"
+        )
         tables = [t for (t,) in cur.fetchall()]
-        cur.execute(" UNION ALL ".join(f"SELECT %s, count(*) FROM {conn.ops.quote_name(t)}" for t in tables), tables)
+        quoted = [".".join(conn.ops.quote_name(part) for part in t.split(".")) for t in tables]
+        cur.execute(" UNION ALL ".join(f"SELECT %s, count(*) FROM {q}" for q in quoted), tables)
         return {t: int(n) for t, n in cur.fetchall()}
 
 
@@ -129,7 +133,7 @@ def test_a_signature_that_does_not_cover_the_body_is_refused_in_one_json_line_an
         assert rows_everywhere() == before  # not even the nonce was taken
         covered = client.send(signed_over(receiver, "fence", body, ("@method", "@target-uri", "content-digest")))
     assert covered.status_code == 200 and covered.json() == {"generation": 0}  # the same call, the body covered
-    assert rows_everywhere()["receiver_call_nonces"] == before["receiver_call_nonces"] + 1
+    assert rows_everywhere()["receiver.receiver_call_nonces"] == before["receiver.receiver_call_nonces"] + 1
 
 
 SIGNED_LENGTH = "Content-Type: application/json"
@@ -230,6 +234,7 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
 def test_a_signed_call_with_malformed_input_is_refused_before_anything_is_written(receiver: Receiver) -> None:
     """The preview used to enroll (and commit) the person before it read the community ids; no call
     writes, not even its nonce, before its whole input is checked."""
+    demo.enroll("demo:fresh")  # in the demo application (a receiver in its own process enrolls no one)
     adapter = targets.for_target("demo:fresh")
     before = rows_everywhere()
     with httpx.Client() as client:
@@ -242,7 +247,7 @@ def test_a_signed_call_with_malformed_input_is_refused_before_anything_is_writte
         ok = client.send(adapter.signed("preview", {"target": "demo:fresh", "community_ids": []}))  # type: ignore[attr-defined]
     assert ok.status_code == 200, ok.text
     after = rows_everywhere()
-    assert after["target_people"] == before["target_people"] + 1, after
+    assert after["receiver.receiver_people"] == before["receiver.receiver_people"] + 1, after
     assert "Traceback" not in receiver.logged(), receiver.logged()
 
 
@@ -255,6 +260,13 @@ def receiver_command(*argv: str, **env: str) -> subprocess.CompletedProcess[str]
 
 
 NOWHERE = "postgresql://nobody@127.0.0.1:{port}/nothing"
+DEMO = "samples/demo/dataset.yaml"
+PRODUCTION = {
+    "DEPLOYMENT_ENV": "production",
+    "RECEIVER_SIGNING_KEY": "k",
+    "RECEIVER_BACKOFFICE_KEY": "k",
+    "RECEIVER_PUBLIC_URL": "https://receiver.example.org/receiver/v1/",
+}
 
 
 @pytest.mark.parametrize(
@@ -263,9 +275,10 @@ NOWHERE = "postgresql://nobody@127.0.0.1:{port}/nothing"
         (["serve", "--bind", ":99999"], {}, 2, "refused: serve takes --bind HOST:PORT only, a port 0-65535"),
         (["serve", "--bind", "127.0.0.1:123456"], {}, 2, "refused: serve takes --bind HOST:PORT only"),
         (["serve", "--bind"], {}, 2, "refused: serve takes --bind HOST:PORT only"),
-        (["migrate"], {"RECEIVER_DATABASE_URL": NOWHERE}, 1, "refused: the receiver's database cannot be used ("),
-        (["serve"], {"RECEIVER_DATABASE_URL": NOWHERE}, 1, "refused: the receiver's database cannot be used ("),
-        (["demo", "show", "demo:x"], {"RECEIVER_DATABASE_URL": NOWHERE}, 1, "refused: the receiver's database"),
+        (["check", DEMO], {"RECEIVER_DATABASE_URL": NOWHERE}, 1, "refused: the receiver's database cannot be used ("),
+        (["serve"], {"RECEIVER_DATASET": DEMO}, 1, "refused: the receiver's database cannot be used ("),
+        (["serve"], {}, 3, "RECEIVER_DATASET names no dataset file: the receiver serves the one installed"),
+        (["install", DEMO], {"RECEIVER_DATABASE_URL": NOWHERE}, 1, "refused: the receiver's database"),
         (["key"], {"RECEIVER_SIGNING_KEY": "not-a-key"}, 1, "refused: RECEIVER_SIGNING_KEY is not an Ed25519"),
         (["serve"], {"RECEIVER_SIGNING_KEY": "A" * 42}, 1, "refused: RECEIVER_SIGNING_KEY is not an Ed25519"),
         (["serve"], {"RECEIVER_BACKOFFICE_KEY": "short"}, 1, "refused: RECEIVER_BACKOFFICE_KEY is not an Ed25519"),
@@ -275,7 +288,7 @@ NOWHERE = "postgresql://nobody@127.0.0.1:{port}/nothing"
             ["key"],
             {"DEPLOYMENT_ENV": "production"},
             1,
-            "refused: RECEIVER_SIGNING_KEY, RECEIVER_BACKOFFICE_KEY, RECEIVER_PUBLIC_URL must be set",
+            "refused: RECEIVER_SIGNING_KEY, RECEIVER_BACKOFFICE_KEY, RECEIVER_PUBLIC_URL must",
         ),
         (["key"], {"RECEIVER_PUBLIC_URL": "receiver.example.org"}, 1, "refused: RECEIVER_PUBLIC_URL 'receiver.exa"),
         (
@@ -284,6 +297,8 @@ NOWHERE = "postgresql://nobody@127.0.0.1:{port}/nothing"
             1,
             "refused: RECEIVER_PUBLIC_URL 'https://receiver.example.org/v1/' must end with /receiver/v1/",
         ),
+        (["key"], {**PRODUCTION, "RECEIVER_TEST_LOOKUP_LAG_SECONDS": "5"}, 1, "refused: RECEIVER_TEST_LOOKUP_LAG"),
+        (["key"], {**PRODUCTION, "RECEIVER_TEST_UNREADABLE_UNTIL": "2099-01-01"}, 1, "refused: RECEIVER_TEST_UNREAD"),
         (["nonsense"], {}, 2, "refused: unknown command 'nonsense'"),
         (["key"], {"RECEIVER_THREADS": "0"}, 1, "refused: RECEIVER_THREADS must be 1 to 100000, not 0"),
         (["key"], {"RECEIVER_KEEPALIVE_SECONDS": "1s"}, 1, "refused: RECEIVER_KEEPALIVE_SECONDS must be a whole"),
@@ -306,7 +321,11 @@ def test_every_refusal_of_the_receiver_command_is_one_line_and_a_non_zero_exit(
 
 def test_a_receiver_told_to_listen_where_one_already_does_refuses_in_one_line(receiver: Receiver) -> None:
     ran = receiver_command(
-        "serve", "--bind", f"127.0.0.1:{receiver.port}", RECEIVER_DATABASE_URL=connection_url("target")
+        "serve",
+        "--bind",
+        f"127.0.0.1:{receiver.port}",
+        RECEIVER_DATABASE_URL=connection_url("target"),
+        RECEIVER_DATASET=DEMO,
     )
     assert ran.returncode == 1 and ran.stderr.startswith(f"refused: cannot listen on 127.0.0.1:{receiver.port} ")
     assert ran.stderr.count("\n") == 1, ran.stderr

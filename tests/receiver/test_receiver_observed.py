@@ -58,7 +58,7 @@ def test_a_call_signed_for_one_receiver_is_refused_by_another_that_takes_the_sam
         assert rows_everywhere() == before  # not its nonce, not a fence: nothing written there
         taken = client.send(call)  # the same call where it was signed for: its nonce was never taken
     assert taken.status_code == 200 and taken.json() == {"generation": 0}
-    assert rows_everywhere()["receiver_call_nonces"] == before["receiver_call_nonces"] + 1
+    assert rows_everywhere()["receiver.receiver_call_nonces"] == before["receiver.receiver_call_nonces"] + 1
 
 
 def _nonces(*rows: tuple[str, str]) -> None:
@@ -66,13 +66,14 @@ def _nonces(*rows: tuple[str, str]) -> None:
     with psycopg.connect(connection_url("target"), autocommit=True) as conn:
         for nonce, kept in rows:
             conn.execute(
-                "INSERT INTO receiver_call_nonces (nonce, kept_until) VALUES (%s, now() + %s::interval)", [nonce, kept]
+                "INSERT INTO receiver.receiver_call_nonces (nonce, kept_until) VALUES (%s, now() + %s::interval)",
+                [nonce, kept],
             )
 
 
 def _kept() -> set[str]:
     with psycopg.connect(connection_url("target"), autocommit=True) as conn:
-        return {n for (n,) in conn.execute("SELECT nonce FROM receiver_call_nonces").fetchall()}
+        return {n for (n,) in conn.execute("SELECT nonce FROM receiver.receiver_call_nonces").fetchall()}
 
 
 def test_expired_nonces_are_swept_beside_the_calls_and_the_kept_ones_stay(receiver: Receiver) -> None:
@@ -94,7 +95,7 @@ def test_a_call_waits_on_no_other_calls_nonce(receiver: Receiver) -> None:
     _nonces((held, "-5 minutes"))
     adapter = targets.for_target("demo:anyone")
     with psycopg.connect(connection_url("target")) as holder:
-        holder.execute("SELECT nonce FROM receiver_call_nonces WHERE nonce = %s FOR UPDATE", [held])
+        holder.execute("SELECT nonce FROM receiver.receiver_call_nonces WHERE nonce = %s FOR UPDATE", [held])
         started = time.monotonic()
         with httpx.Client(timeout=10) as client:
             answered = client.send(adapter.signed("fence", {"request_id": str(uuid4())}))  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""The demo target reached only over HTTP, through the reference receiver running as its own process:
+"""The demo application reached only over HTTP, through the reference receiver running as its own process:
 signed calls, signed evidence, and what a lost answer or a forged one means."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from deletions.models import DeletionAlarm, DeletionRequest, StageHistory, Targe
 from deletions.services import deletion_approve, deletion_submit
 from deletions.store import alarms
 from deletions.targets.http import BadEvidence, verify_evidence
+from tests import target as demo
 from tests.conftest import run_command
 from tests.deletions.helpers import believed, effects, recorded
 from tests.receiver.conftest import Proxy, Receiver
@@ -26,6 +27,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def approved(target: str) -> DeletionRequest:
+    demo.enroll(target)  # in the demo application: a receiver in its own process serves only who it holds
     req = deletion_submit(target=target, actor=named("operator-a"), reason="over HTTP")
     deletion_approve(request_id=req.id, actor=named("operator-b"), digest=req.inventory_digest)
     return req
@@ -260,7 +262,7 @@ def test_an_operation_sent_again_is_answered_with_the_same_signed_evidence_and_a
     assert run_command("run_deletion", str(req.id)).code == 0
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     with connections["target"].cursor() as cur:
-        cur.execute('SELECT "grant" FROM target_operations WHERE operation_id = %s', [gate.operation_id])
+        cur.execute('SELECT "grant" FROM receiver.receiver_operations WHERE operation_id = %s', [gate.operation_id])
         (grant,) = cur.fetchone()
     before = effects(req.id)
     again = targets.for_target("demo:sent-twice").apply(grant)

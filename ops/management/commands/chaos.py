@@ -17,6 +17,7 @@ from django.core.management.base import CommandError, CommandParser
 from core.commands import ServiceCommand
 from core.errors import shown
 from ops import chaos
+from samples.demo import inprocess
 from wire import keys
 
 
@@ -83,7 +84,7 @@ class Command(ServiceCommand):
             token = secrets.token_hex(16)
             chaos.mark_scratch(url, token)
             os.environ["CHAOS_SCRATCH_TOKEN"] = token  # handed to the inner role and its workers only
-            # The demo target's receiver signs with a key made for this run (the inner role starts it).
+            # The demo application's receiver signs with a key made for this run (the inner role starts it).
             os.environ["RECEIVER_SIGNING_KEY"] = keys.b64(secrets.token_bytes(32))
             seed = options["seed"] if options["seed"] is not None else random.randrange(1_000_000)
             argv = [
@@ -134,7 +135,7 @@ class Command(ServiceCommand):
 
     def inner(self, options: dict[str, Any]) -> None:
         call_command("migrate", verbosity=0)
-        call_command("migrate", database="target", verbosity=0)
+        inprocess.install()  # the demo application on the scratch server, its receiver installed
         seed = options["seed"]
         rng = random.Random(seed)
         orchestrator = chaos.Orchestrator(

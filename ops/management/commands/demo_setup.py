@@ -20,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--keep-password", action="store_true", help="leave existing logins' passwords as they are (scripts)"
         )
-        parser.add_argument("--receiver", help="register the demo target's receiver at this URL (bin/run-dev does)")
+        parser.add_argument("--receiver", help="register the demo application's receiver at this URL")
         parser.add_argument("--receiver-key", help="its key, KEY_ID=PUBLIC_KEY, as `python -m receiver key` prints it")
 
     def handle(self, *args: Any, **options: Any) -> None:
