@@ -142,6 +142,28 @@ def test_the_override_and_a_second_run_change_nothing_more(cmd) -> None:
     assert refused.code == 2 and "a number of days" in refused.err
 
 
+def test_a_case_whose_effects_were_reapplied_after_a_restore_is_erased_whole(cmd) -> None:
+    """Its re-applications (evidence rows that name the case) go with it, never stop it."""
+    with time_machine.travel(timezone.now() - timedelta(days=10), tick=True):
+        req = completed("demo:reapplied")
+    stage = StageHistory.objects.filter(request=req, stage="purge_db").first()
+    assert stage is not None
+    with connection.cursor() as cur:  # (as the re-application statement writes one, answered)
+        cur.execute(
+            "INSERT INTO entity_deletion_reapplications (id, request_id, stage_id, first_operation_id, operation_id,"
+            " generation, because, created_at, answer) VALUES (gen_random_uuid(), %s, %s, %s, gen_random_uuid(), 2,"
+            " 'the receiver went back in time', now(), '{\"evidence\": {}}')",
+            [str(req.id), str(stage.id), str(stage.operation_id)],
+        )
+    assert rows_of(req.id, {"entity_deletion_reapplications": "request_id"}) == {"entity_deletion_reapplications": 1}
+    with pytest.raises((IntegrityError, InternalError)), transaction.atomic(), connection.cursor() as cur:
+        cur.execute("DELETE FROM entity_deletion_reapplications WHERE request_id = %s", [str(req.id)])
+    erased = json.loads(cmd("apply_retention", "--closed-case-days", "5").out)
+    assert erased["counts"]["deletion tombstones"] == 1, erased
+    assert not DeletionRequest.objects.filter(id=req.id).exists()
+    assert rows_of(req.id, {"entity_deletion_reapplications": "request_id"}) == {"entity_deletion_reapplications": 0}
+
+
 def test_evidence_is_deleted_only_by_the_retention_job() -> None:
     req = completed("demo:evidence")
     decision = DeletionDecision.objects.filter(request=req).first()

@@ -103,6 +103,7 @@ CASE_TABLES = (
     "entity_deletion_alarms",
     "entity_deletion_authority_withdrawals",
     "entity_deletion_operator_records",
+    "entity_deletion_reapplications",
 )
 
 
