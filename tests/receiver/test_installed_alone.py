@@ -116,8 +116,8 @@ def test_the_receiver_installed_alone_checks_installs_serves_and_deletes_a_forum
         assert DeletionRequest.objects.get(id=req.id).status == "completed"
         for table, column in (("comments", "author_id"), ("memberships", "user_id")):
             assert rows(forum, f"SELECT count(*) FROM {table} WHERE {column} = %(u)s", u=uid) == [(0,)], table
-        said = rows(forum, "SELECT DISTINCT title, body FROM posts WHERE author_id = %(u)s", u=uid)
-        assert said in ([], [("[deleted]", "[deleted]")]), said  # (the dataset anonymizes posts: the thread stays)
+        left = rows(forum, "SELECT DISTINCT title, body FROM posts WHERE author_id = %(u)s", u=uid)
+        assert left in ([], [("[deleted]", "[deleted]")]), left  # (the dataset anonymizes posts: the thread stays)
     finally:
         served.terminate()
         assert served.wait(timeout=60) == 0
