@@ -21,7 +21,7 @@ from receiver import protocol
 REGISTRY = CollectorRegistry()
 CALLS = Counter(
     "receiver_calls",
-    "Calls answered, by call (discovery, openapi, metrics, one of the protocol's calls, or other) and HTTP status",
+    "Calls answered, by call (discovery, openapi, metrics, health, a protocol call, or other) and HTTP status",
     ["call", "status"],
     registry=REGISTRY,
 )
@@ -61,7 +61,7 @@ def call_name(path: str) -> str:
         return "discovery"
     if name == "openapi.json":
         return "openapi"
-    return name if name in (*protocol.CALLS, "metrics") else "other"
+    return name if name in (*protocol.CALLS, "metrics", "health") else "other"
 
 
 def answered(path: str, status: int, body: dict[str, Any], seconds: float) -> None:
