@@ -36,7 +36,8 @@ from typing import Any, cast
 
 from django.db import connection
 
-STAGES_PER_REQUEST = 5  # gate_user, then purge_db and purge_agents in each of the demo's two communities
+# gate_user, purge_db and purge_agents in each of the demo's two communities, then their own records' purge_db
+STAGES_PER_REQUEST = 6
 
 
 def seed(n: int, label: str) -> list[uuid.UUID]:
@@ -133,14 +134,16 @@ def run(request_id: uuid.UUID, owner: str) -> int:
 
 def _plan(inv: dict[str, Any]) -> list[Any]:
     """The stages the rules run for this inventory: the gate, then each community's purge of its
-    rows and of its agents (the demo's people have agents in each)."""
+    rows and of its agents (the demo's people have agents in each), then their own records' purge of
+    rows (no agents are ever there), last."""
     from deletions.contract import NewStage
 
     target = inv["target"]
     plan = [NewStage("gate_user", None, {"target": target})]
     for c in inv["communities"]:
         cid = c["id"]
-        plan += [NewStage(s, cid, {"target": target, "community_id": cid}) for s in ("purge_db", "purge_agents")]
+        steps = ("purge_db",) if c.get("role") == "own_records" else ("purge_db", "purge_agents")
+        plan += [NewStage(s, cid, {"target": target, "community_id": cid}) for s in steps]
     return plan
 
 

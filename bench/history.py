@@ -51,12 +51,13 @@ def growth(rounds: int, small: int = 50, large: int = 500) -> dict[str, Any]:
 
 def reconstruct(stages: int = 10_000, *, quick: bool = False) -> dict[str, Any]:
     """Replay of `stages` saved rows from scratch (pure; the rows a 10,000-stage request would load),
-    and the real load + replay of the largest request the rules allow (1,000 communities)."""
+    and the real load + replay of the largest request the rules allow (1,000 places: 999 communities and
+    their own records)."""
     from datetime import UTC, datetime
 
     from deletions.contract import NewStage, StageSnapshot
     from deletions.rules import workflow
-    from deletions.rules.inventory import MAX_COMMUNITIES
+    from deletions.rules.inventory import MAX_DEMO_COMMUNITIES
     from deletions.selectors import load_history
     from deletions.store.stages import operation_id
 
@@ -104,8 +105,8 @@ def reconstruct(stages: int = 10_000, *, quick: bool = False) -> dict[str, Any]:
     from deletions import worker
     from deletions.models import DeletionRequest
 
-    largest = submitted_and_approved(MAX_COMMUNITIES)  # 2,001 stages; run all but the last, which stays current
-    ran = worker.run(uuid.UUID(largest), executor_id="bench-history", budget=2 * MAX_COMMUNITIES)
+    largest = submitted_and_approved(MAX_DEMO_COMMUNITIES)  # 2,000 stages; all but the last run, it stays current
+    ran = worker.run(uuid.UUID(largest), executor_id="bench-history", budget=2 * MAX_DEMO_COMMUNITIES + 1)
     assert ran.more_to_do, ran
 
     req = DeletionRequest.objects.get(id=largest)

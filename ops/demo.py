@@ -189,7 +189,7 @@ def seed(demo_user: Any) -> list[str]:
     approve(bob)
     shown.append(
         "demo:bob    approved; under `make run` it runs slowly (DELETION_DEMO_STAGE_DELAY_MS) so the live "
-        "page shows progress for about 12 min"
+        "page shows progress for about 15 min"
     )
 
     now = clock.now()

@@ -9,10 +9,14 @@ from uuid import UUID
 
 from django.db import connections, transaction
 
+from receiver.dataset.compile import load, own_records_id
 from samples.demo import seed
 from samples.demo.seed import COMMUNITY_B, COMMUNITY_C  # noqa: F401  (the tests' communities)
 
 ALIAS = "target"
+# Their own records, the last place of every demo person's inventory: nothing of theirs is kept there,
+# but its purge_db is the effect the completeness walk runs in.
+OWN_RECORDS = own_records_id(load(seed.SCHEMA.with_name("dataset.yaml"))["dataset"])
 # What a test leaves in the demo application and the receiver's records; the dataset installed stays.
 TABLES = (
     "posts, agents, memberships, communities, people, receiver.receiver_fences, receiver.receiver_operations, "

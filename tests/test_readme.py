@@ -68,7 +68,7 @@ def test_deletion_walkthrough_runs_as_written() -> None:
     proc = run(section("walkthrough"))
     out = proc.stdout
     assert out.count("(0 rows)") >= 1  # zero stage rows right after approval
-    assert "request completed (5 stages)" in out
+    assert "request completed (6 stages)" in out
     assert "already completed" in out
     assert "Exit code: 1" in out and "(retry not due yet)" in out
     assert "not due until" in proc.stderr

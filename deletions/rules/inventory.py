@@ -45,14 +45,16 @@ def validate_target(target: str) -> str:
 
 
 DEMO_COMMUNITIES = 2
+# A demo person's inventory lists their own records after their communities, always: one place fewer.
+MAX_DEMO_COMMUNITIES = MAX_COMMUNITIES - 1
 
 
 def check_community_count(communities: int) -> int:
     """How many communities a demo person is given (B and C always first)."""
-    if not DEMO_COMMUNITIES <= communities <= MAX_COMMUNITIES:
+    if not DEMO_COMMUNITIES <= communities <= MAX_DEMO_COMMUNITIES:
         raise BadInput(
-            f"--demo-communities {communities} is refused: give {DEMO_COMMUNITIES}-{MAX_COMMUNITIES:,} "
-            "(B and C are always the first two)"
+            f"--demo-communities {communities} is refused: give {DEMO_COMMUNITIES}-{MAX_DEMO_COMMUNITIES:,} "
+            "(B and C are always the first two, their own records the last place)"
         )
     return communities
 

@@ -22,10 +22,10 @@ The plan a person's deletion follows: the gate (every approved version checked, 
 then each community (`purge_db`, then `purge_agents` when agents exist), then **their own records**,
 always last (a community of its own in the inventory, `OWN_RECORDS`): the rows of the tables that
 belong to no community (and rows of community tables that name none), then the person's own row,
-then the completeness walk (`complete.remains`), all in that last effect's transaction. A file whose
-person can have nothing in no community (their own row unchanged, every named table's rows always in
-one: the demo application's) lists no own records, and so has no last effect to walk in. A community
-keyed by a UUID keeps it as its id in the protocol (`place_id`).
+then the completeness walk (`complete.remains`), all in that last effect's transaction. Every file
+lists them, even one whose person can have nothing in no community (the demo application's): that
+effect is where the walk runs, so no deletion is called complete without it. A community keyed by a
+UUID keeps it as its id in the protocol (`place_id`).
 """
 
 from __future__ import annotations
@@ -141,9 +141,6 @@ class Compiled:
     memberships: dict[str, str]
     entries: list[Entry]  # in delete order: children before parents
     types: dict[str, dict[str, str]]  # table -> column -> type, for every table named
-    # Whether a person can have records in no community (their own row changes, or a named table's rows
-    # may name no community): only then does the inventory list their own records, last.
-    own_records: bool = True
 
     @property
     def dataset(self) -> str:
@@ -264,13 +261,7 @@ def check(data: dict[str, Any], cat: Catalog) -> Compiled:
         memberships=m,
         entries=ordered,
         types=types,
-        own_records=bool(person_anonymize) or any(_outside(cat, e) for e in ordered),
     )
-
-
-def _outside(cat: Catalog, e: Entry) -> bool:
-    """Whether an entry's rows may be in no community: it has none, or its path may be empty on the way."""
-    return e.community is None or any(col not in cat.tables[h.table].not_null for h in e.community for col in h.columns)
 
 
 def _table(cat: Catalog, where: str, table: str) -> None:
@@ -539,23 +530,6 @@ END $$"""
         for scope in ("community", "own")
     }
     own = own_records_id(dataset)
-    own_records = (
-        f"""    -- Their own records, always last: the tables in no community, and their own row.
-    community_id := {literal(own)}::uuid;
-    INSERT INTO receiver.receiver_versions (person_pk, community_id, community_pk)
-    VALUES (v_person::text, community_id, '{OWN}') ON CONFLICT DO NOTHING;
-    name := 'their own records (in no community)';
-    role := '{OWN_RECORDS_ROLE}';
-    n_rows := {counts[("purge_db", "own")]};
-    n_agents := 0;
-    kept := {kept["own"]};
-    SELECT v.version INTO version FROM receiver.receiver_versions v
-    WHERE v.person_pk = v_person::text AND v.community_id = preview.community_id;
-    RETURN NEXT;
-"""
-        if c.own_records
-        else ""
-    )
     out.append(
         f"""CREATE OR REPLACE FUNCTION receiver.preview(p_handle text)
 RETURNS TABLE (community_id uuid, name text, role text, n_rows bigint, n_agents bigint, kept jsonb, version bigint)
@@ -594,7 +568,19 @@ BEGIN
         WHERE v.person_pk = v_person::text AND v.community_id = preview.community_id;
         RETURN NEXT;
     END LOOP;
-{own_records}END $$"""
+    -- Their own records, always last: the tables in no community, and their own row.
+    community_id := {literal(own)}::uuid;
+    INSERT INTO receiver.receiver_versions (person_pk, community_id, community_pk)
+    VALUES (v_person::text, community_id, '{OWN}') ON CONFLICT DO NOTHING;
+    name := 'their own records (in no community)';
+    role := '{OWN_RECORDS_ROLE}';
+    n_rows := {counts[("purge_db", "own")]};
+    n_agents := 0;
+    kept := {kept["own"]};
+    SELECT v.version INTO version FROM receiver.receiver_versions v
+    WHERE v.person_pk = v_person::text AND v.community_id = preview.community_id;
+    RETURN NEXT;
+END $$"""
     )
     out.append(_apply(c))
     out.append(

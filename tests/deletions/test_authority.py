@@ -113,7 +113,7 @@ def test_approver_removed_between_stages_stops_the_next_stage_until_a_new_approv
     ran = cmd("run_deletion", req["id"])
     assert ran.code == 0, ran.err
     assert case(req).status == "completed"
-    assert len(effects(req["id"])) == distinct_effects(req["id"]) == 5  # each stage applied exactly once
+    assert len(effects(req["id"])) == distinct_effects(req["id"]) == 6  # each stage applied exactly once
     observe(
         f"approver removed: next stage refused at the receiver (effects 1 -> 1), needs_review owned by approvers; "
         f"re-approved by operator-c, completed with {len(effects(req['id']))} effects, each once"
@@ -130,7 +130,7 @@ def test_requester_deactivated_mid_run_stops_the_next_stage(cmd) -> None:
     User.objects.filter(username="operator-a").update(is_active=True)  # authority restored, then re-approved
     approve(cmd, req, "operator-c")
     assert cmd("run_deletion", req["id"]).code == 0
-    assert case(req).status == "completed" and len(effects(req["id"])) == 5
+    assert case(req).status == "completed" and len(effects(req["id"])) == 6
 
 
 def test_approval_expiring_after_the_first_stage_blocks_new_effects(cmd, observe) -> None:
@@ -145,7 +145,7 @@ def test_approval_expiring_after_the_first_stage_blocks_new_effects(cmd, observe
         assert distinct_effects(req["id"]) == 1
         approve(cmd, req, "operator-c")  # a fresh approval of the same digest
         assert cmd("run_deletion", req["id"]).code == 0
-    assert case(req).status == "completed" and len(effects(req["id"])) == 5
+    assert case(req).status == "completed" and len(effects(req["id"])) == 6
     observe(
         f"approval expired after gate_user: purge_db refused at the receiver ({saved.open_question[:40]}...), "
         f"no new effect; fresh approval resumed, {len(effects(req['id']))} effects in all, none repeated"
@@ -261,7 +261,7 @@ def test_worker_stopped_while_the_approval_is_withdrawn_finds_the_same_proposal_
     assert len(effects(req["id"])) == 1
     approve(cmd, req, "operator-b")  # a new approval of the same digest
     assert cmd("run_deletion", req["id"]).code == 0
-    assert case(req).status == "completed" and len(effects(req["id"])) == 5
+    assert case(req).status == "completed" and len(effects(req["id"])) == 6
     observe(
         f"worker killed after gate_user, approval revoked meanwhile: the replacement found digest "
         f"{req['inventory_digest'][:12]}, status {shown['request']['status']}, approval revoked at "

@@ -262,6 +262,7 @@ def test_show_deletion_says_what_an_approver_verifies(cmd) -> None:
     assert [c["role_words"] for c in as_json["proposal"]["communities"]] == [
         "current member",
         "former member (left the community)",
+        "their own records, in no community",  # always last: the effect the completeness walk runs in
     ]
 
 

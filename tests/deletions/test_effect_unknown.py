@@ -69,7 +69,7 @@ def test_not_found_past_the_submission_is_evidence_and_the_operation_is_sent_onc
     assert ran.code == 0, ran.err
     assert DeletionRequest.objects.get(id=req.id).status == "completed"
     ops = [op for op, _, _ in effects(req.id)]
-    assert ops.count(gate.operation_id) == 1 and len(ops) == len(set(ops)) == 5
+    assert ops.count(gate.operation_id) == 1 and len(ops) == len(set(ops)) == 6
     observe(f"not found as of a watermark past the submission: sent once under the same id; {len(ops)} effects")
 
 
@@ -151,9 +151,9 @@ def test_a_source_that_cannot_be_read_keeps_the_effect_unknown_and_alerts_the_ow
     settings.RECEIVER_TEST_UNREADABLE_UNTIL = ""  # the source is back: the next check settles it from the record
     with time_machine.travel((after.next_attempt_at or timezone.now()) + timedelta(seconds=1), tick=False):
         assert cmd("run_deletion", str(req.id), "--executor-id", "worker-c").code == 0
-    assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(effects(req.id)) == 5
+    assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(effects(req.id)) == 6
     assert not after.alarms.filter(resolved_at__isnull=True).exists()
-    observe(f"{seen}; after the source came back: settled from its record, alarm cleared, 5 effects, none twice")
+    observe(f"{seen}; after the source came back: settled from its record, alarm cleared, 6 effects, none twice")
 
 
 def test_a_lagging_lookup_that_says_not_found_is_not_taken_as_no_effect(cmd, settings, observe) -> None:
@@ -173,7 +173,7 @@ def test_a_lagging_lookup_that_says_not_found_is_not_taken_as_no_effect(cmd, set
     after = DeletionRequest.objects.get(id=req.id)
     with time_machine.travel((after.next_attempt_at or timezone.now()) + timedelta(seconds=1), tick=False):
         assert cmd("run_deletion", str(req.id), "--executor-id", "worker-c").code == 0
-    assert len(effects(req.id)) == 5 and not after.alarms.filter(resolved_at__isnull=True).exists()
+    assert len(effects(req.id)) == 6 and not after.alarms.filter(resolved_at__isnull=True).exists()
     observe(f"lookup an hour behind said not found: {seen}; once caught up, settled without a resend")
 
 

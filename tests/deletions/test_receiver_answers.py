@@ -31,6 +31,7 @@ from ops.health import report
 from tests.conftest import DEMO_RECEIVER_URL, ensure_demo_receiver, submit_and_approve
 from tests.deletions.helpers import effects
 from tests.deletions.standin import APPLIED, Rule, mounted
+from tests.target import OWN_RECORDS
 from wire import keys
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -112,7 +113,7 @@ def test_nothing_changed_retry_is_a_plain_retry_with_no_unknown_effect_and_the_c
     assert not DeletionAlarm.objects.filter(request_id=req.id).exists()
     assert [a.outcome for a in StageAttempt.objects.filter(stage=gate).order_by("attempt")] == ["failed", "completed"]
     ops = [op for op, _, _ in effects(req.id)]
-    assert len(ops) == len(set(ops)) == 5
+    assert len(ops) == len(set(ops)) == 6
     assert [g["operation_id"] for g in APPLIED if g["action"] == "gate_user"] == [str(gate.operation_id)] * 2
 
 
@@ -155,7 +156,7 @@ def test_a_constraint_in_a_later_community_goes_to_a_person_naming_what_is_done_
     done = run(cmd, req, at=due(req))
     assert done.code == 0, done.err
     assert DeletionRequest.objects.get(id=req.id).status == "completed"
-    assert len(effects(req.id)) == 5
+    assert len(effects(req.id)) == 6
 
 
 def test_a_call_the_receiver_refused_whole_goes_to_a_person_and_a_replayed_one_stays_unknown(cmd, standin) -> None:
@@ -185,7 +186,7 @@ def test_a_call_the_receiver_refused_whole_goes_to_a_person_and_a_replayed_one_s
     assert [a for _, a, _ in effects(req.id)] == ["gate_user"]  # the refused call applied nothing
     resumed(req)
     assert run(cmd, req, at=due(req)).code == 0
-    assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(effects(req.id)) == 5
+    assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(effects(req.id)) == 6
 
     replayed = "call refused: replayed (this nonce was used before)"
     standin.append(
@@ -213,7 +214,7 @@ def test_data_that_remains_after_the_last_effect_is_never_completed(cmd, standin
     standin.append(
         Rule(
             "apply",
-            when=lambda g: g["action"] == "purge_agents" and g["community_id"] == COMMUNITY_C,
+            when=lambda g: g["action"] == "purge_db" and g["community_id"] == OWN_RECORDS,  # the last effect
             answer=refused("incomplete", "data remains in orders: 3, favourites: 2"),
         )
     )
@@ -222,11 +223,8 @@ def test_data_that_remains_after_the_last_effect_is_never_completed(cmd, standin
     case = DeletionRequest.objects.get(id=req.id)
     assert case.status == "needs_attention" and case.owner == OPERATORS_ON_CALL
     assert "(incomplete): data remains in orders: 3, favourites: 2" in case.open_question
-    assert f"nothing of purge_agents in community {COMMUNITY_C} was applied" in case.open_question
-    assert (
-        f"already done: community {COMMUNITY_B}, purge_db in community {COMMUNITY_C} (their evidence is saved)"
-        in case.open_question
-    )
+    assert f"nothing of purge_db in community {OWN_RECORDS} was applied" in case.open_question
+    assert f"already done: communities {COMMUNITY_B}, {COMMUNITY_C} (their evidence is saved)" in case.open_question
     assert DeletionRequest.objects.get(id=req.id).completed_at is None
     # Resumed while the data still remains: refused again, never completed.
     resumed(req)
@@ -262,9 +260,9 @@ def test_the_first_grant_carries_every_approved_communitys_data_version_and_no_o
     assert run(cmd, req).code == 0
     gate = next(g for g in APPLIED if g["action"] == "gate_user")
     assert gate["expected_versions"] == {cid: seen["version"] for cid, seen in approval.preview.items()}
-    assert set(gate["expected_versions"]) == {COMMUNITY_B, COMMUNITY_C}
+    assert set(gate["expected_versions"]) == {COMMUNITY_B, COMMUNITY_C, OWN_RECORDS}
     assert all("expected_versions" not in g for g in APPLIED if g["action"] != "gate_user")
-    assert len(APPLIED) == 5
+    assert len(APPLIED) == 6
 
 
 def test_a_lookup_under_a_key_not_registered_says_the_effect_is_in_question_never_nothing_applied(cmd) -> None:
@@ -346,12 +344,12 @@ def test_the_inventory_preview_and_approval_carry_the_deletion_rules(cmd, standi
     standin.append(Rule("preview", change=with_rules))
     req = submit_and_approve("demo:rules")
     saved = DeletionRequest.objects.get(id=req.id)
-    assert [c["rules"] for c in saved.inventory_json["communities"]] == [RULES_DIGEST, RULES_DIGEST]
+    assert [c["rules"] for c in saved.inventory_json["communities"]] == [RULES_DIGEST] * 3  # B, C, own records
     assert saved.inventory_digest == inventory_digest(saved.inventory_json)  # the digest covers the rules
     approval = saved.approvals.get()
     assert all(seen["rules"] == rules for seen in approval.preview.values())
     said = proposal.lines(proposal.of_request(saved))
-    assert sum(f"rules: dataset shop v1 (digest {RULES_DIGEST[:12]}…)" in line for line in said) == 2, said
+    assert sum(f"rules: dataset shop v1 (digest {RULES_DIGEST[:12]}…)" in line for line in said) == 3, said
     shown = json.loads(cmd("show_deletion", str(req.id), "--json").out)["proposal"]["communities"]
     assert {c["rules_words"] for c in shown} == {f"rules: dataset shop v1 (digest {RULES_DIGEST[:12]}…)"}
 

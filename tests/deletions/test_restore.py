@@ -72,7 +72,7 @@ def test_restored_backup_does_not_repeat_an_applied_operation(cmd, observe) -> N
     assert DeletionRequest.objects.get(id=req.id).status == "completed"
     ops = [op for op, _, _ in effects(req.id)]
     assert ops.count(b_db_before.operation_id) == 1  # recognised by the target system, not applied twice
-    assert len(ops) == len(set(ops)) == 5
+    assert len(ops) == len(set(ops)) == 6
     assert set(applied_before) <= set(effects(req.id))
     observe(
         f"records restored to before B purge_db; rerun reused operation {str(b_db_before.operation_id)[:8]}; "
@@ -151,7 +151,7 @@ def test_a_restored_pg_dump_is_checked_at_the_target_system_before_resuming(cmd,
 
     assert take_over(cmd, crashed).code == 0  # life goes on: the request completes
     applied = effects(req.id)
-    assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(applied) == 5
+    assert DeletionRequest.objects.get(id=req.id).status == "completed" and len(applied) == 6
 
     pg_restore(backup)  # the case records go back to before the outcome was saved
     restored = DeletionRequest.objects.get(id=req.id)

@@ -18,6 +18,7 @@ from django.db import connection
 
 from deletions import worker
 from deletions.models import DeletionRequest
+from tests import target
 from tests.conftest import manage_argv, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -62,8 +63,8 @@ def window(request_id: UUID, stages: int) -> int:
 
 
 def test_statements_per_stage_do_not_grow_with_the_history(cmd, observe) -> None:
-    small = submitted_and_approved(cmd, "demo:small", 2)  # 5 stages
-    big = submitted_and_approved(cmd, "demo:big", 50)  # 101 stages
+    small = submitted_and_approved(cmd, "demo:small", 2)  # 6 stages
+    big = submitted_and_approved(cmd, "demo:big", 50)  # 102 stages
     for rid in (small, big):
         worker.run(rid, executor_id="counting", budget=1)  # the gate: the first run initializes
     small_window = window(small, 3)
@@ -75,7 +76,7 @@ def test_statements_per_stage_do_not_grow_with_the_history(cmd, observe) -> None
     per_stage = (big_late - single) / 2
     assert per_stage <= 12, per_stage  # running mark 3, effect 3, result + advance 4 (+ at most 2 spare)
     observe(
-        f"statements for 3 stages: 5-stage request {small_window}, 101-stage request early {big_early}, late "
+        f"statements for 3 stages: 6-stage request {small_window}, 102-stage request early {big_early}, late "
         f"{big_late}; {per_stage:g} per stage"
     )
 
@@ -85,8 +86,8 @@ def test_demo_communities_builds_b_and_c_first_and_refuses_what_it_cannot(cmd) -
     assert ran.code == 0, ran.err
     ids = [c["id"] for c in json.loads(ran.out)["inventory"]["communities"]]
     assert ids[:2] == ["00000000-0000-0000-0000-00000000000b", "00000000-0000-0000-0000-00000000000c"]
-    assert len(ids) == len(set(ids)) == 4
-    for bad in ("1", "1001"):
+    assert len(ids) == len(set(ids)) == 5 and ids[-1] == target.OWN_RECORDS  # their own records, last
+    for bad in ("1", "1000"):  # 1,000 communities and their own records: one place over the limit
         ran = cmd(
             "submit_deletion", "--target", f"demo:w{bad}", "--requested-by", "operator-a", "--demo-communities", bad
         )

@@ -42,7 +42,7 @@ def settle(cmd, case: DeletionRequest) -> DeletionRequest:
     assert done.status == "completed"
     assert not DeletionAlarm.objects.filter(request_id=case.id, resolved_at__isnull=True).exists()
     ops = effects(case.id)
-    assert len(ops) == len({op for op, _, _ in ops}) == 5
+    assert len(ops) == len({op for op, _, _ in ops}) == 6
     return done
 
 

@@ -58,7 +58,9 @@ def test_a_full_run_leaves_its_evidence_at_the_target_and_none_in_the_case_datab
     after = target.at_target("demo:evidence")
     assert all(c["rows"] == 0 and c["agents"] == 0 for c in after.values())
     ops = [op for op, _, _ in effects(req["id"])]
-    assert len(ops) == len(set(ops)) == 5
+    assert len(ops) == len(set(ops)) == 6
+    own = saved[("purge_db", target.OWN_RECORDS)]  # the last effect: nothing of theirs there, the walk run
+    assert own["rows_deleted"] == 0 and own["catalog_walk"]["foreign_key_paths"] > 0 and own["remains"] == {}
     for stage in StageHistory.objects.filter(request_id=req["id"]):  # read there and signed, not sent by the worker
         assert believed(stage.metadata_json["result"]) == recorded(stage.operation_id)
     assert not [t for t in connection.introspection.table_names() if "target" in t]
@@ -66,13 +68,14 @@ def test_a_full_run_leaves_its_evidence_at_the_target_and_none_in_the_case_datab
     shown = json.loads(cmd("show_deletion", req["id"], "--json").out)
     assert "approved" in shown["proposal"]["source"]
     assert {c["community_id"]: c["rows"] for c in shown["proposal"]["communities"]} == {
-        cid: before[cid]["rows"] for cid in (COMMUNITY_B, COMMUNITY_C)
+        **{cid: before[cid]["rows"] for cid in (COMMUNITY_B, COMMUNITY_C)},
+        target.OWN_RECORDS: 0,
     }
     b_db = next(s for s in shown["stages"] if s["stage"] == "purge_db" and s["target_community_id"] == COMMUNITY_B)
     assert b_db["evidence"]["rows_deleted"] == before[COMMUNITY_B]["rows"] and b_db["evidence"]["rows_remaining"] == 0
     assert set(b_db["evidence"]) >= {"rows_before", "version_after", "applied_at", "generation"}
     observe(
-        f"5 operations at the target, once each; B rows {before[COMMUNITY_B]['rows']} deleted, C rows "
+        f"6 operations at the target, once each; B rows {before[COMMUNITY_B]['rows']} deleted, C rows "
         f"{before[COMMUNITY_C]['rows']} deleted, 0 remaining; the case database holds no target table"
     )
 
@@ -100,11 +103,46 @@ def test_a_row_added_after_approval_sends_the_case_back_to_review_and_a_new_appr
     c_db = results(req["id"])[("purge_db", COMMUNITY_C)]
     assert c_db["rows_deleted"] == rows_then + 4 and c_db["rows_remaining"] == 0
     ops = [op for op, _, _ in effects(req["id"])]
-    assert len(ops) == len(set(ops)) == 5
+    assert len(ops) == len(set(ops)) == 6
     observe(
         f"4 rows added in C after approval: refused at the target (source changed), back in review with C at "
-        f"{rows_then + 4} rows; re-approved: completed, C deleted {c_db['rows_deleted']}, 5 operations once each"
+        f"{rows_then + 4} rows; re-approved: completed, C deleted {c_db['rows_deleted']}, 6 operations once each"
     )
+
+
+def test_a_row_in_a_table_added_since_the_install_refuses_the_last_effect_and_the_case_is_never_completed(
+    cmd, observe
+) -> None:
+    """The demo application keeps everything of a person in a community, and their inventory still ends
+    with their own records: that effect runs the completeness walk, which finds the row the dataset file
+    does not know (a migration since the install) and refuses; every community is purged, the case is
+    never completed."""
+    req = submit(cmd, "demo:migrated")
+    approve(cmd, req)
+    with connections["target"].cursor() as cur:  # the application ships a migration the dataset file does not know
+        cur.execute(
+            "CREATE TABLE public.bookmarks (id bigserial PRIMARY KEY, person_id bigint NOT NULL REFERENCES people)"
+        )
+        cur.execute("INSERT INTO public.bookmarks (person_id) SELECT id FROM people WHERE handle = 'migrated'")
+    try:
+        ran = cmd("run_deletion", req["id"])
+        with connections["target"].cursor() as cur:
+            cur.execute("SELECT count(*) FROM public.bookmarks")
+            (left,) = cur.fetchone()
+    finally:
+        with connections["target"].cursor() as cur:
+            cur.execute("DROP TABLE public.bookmarks")
+    assert ran.code == 1, ran.out + ran.err
+    case = DeletionRequest.objects.get(id=req["id"])
+    assert case.status == "needs_attention" and case.completed_at is None, case.status
+    assert "data remains" in case.open_question and "bookmarks" in case.open_question, case.open_question
+    # Each community's effects applied; the last refused whole: nothing recorded for their own records.
+    applied = [(action, str(community)) for _, action, community, _, _ in target.operations(req["id"])]
+    assert [a for a, _ in applied] == ["gate_user", "purge_db", "purge_agents", "purge_db", "purge_agents"]
+    assert target.OWN_RECORDS not in {c for _, c in applied} and left == 1
+    current = StageHistory.objects.get(request_id=req["id"], is_current=True)
+    assert (current.stage, str(current.target_community_id)) == ("purge_db", target.OWN_RECORDS)
+    observe(f"a row in a table added since the install: {case.status}, {case.open_question}")
 
 
 def test_an_inventory_swapped_around_the_claim_lands_nothing_outside_the_approved_inventory(cmd, observe) -> None:

@@ -14,7 +14,7 @@ from tests import target as demo
 from tests.deletions.helpers import current, show_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
-B, C = COMMUNITY_B, COMMUNITY_C
+B, C, OWN = COMMUNITY_B, COMMUNITY_C, demo.OWN_RECORDS
 
 
 def submit(cmd, target: str = "demo:workflow-1") -> dict:
@@ -38,7 +38,7 @@ def submit_approve(cmd, target: str = "demo:workflow-1", no_agents_in: tuple[str
 def test_submit_prints_request_with_b_then_c_inventory(cmd) -> None:
     sub = submit(cmd)
     assert sub["status"] == "submitted"
-    assert [c["id"] for c in sub["inventory"]["communities"]] == [B, C]
+    assert [c["id"] for c in sub["inventory"]["communities"]] == [B, C, OWN]  # their own records always last
     assert len(sub["inventory_digest"]) == 64
     request, stages, approvals = show_rows(sub["id"])
     assert request["status"] == "submitted" and stages == [] and approvals == []
@@ -59,11 +59,12 @@ EXPECTED_STEPS = [
     ("purge_db", [("purge_agents", B, "pending")]),
     ("purge_agents", [("purge_db", C, "pending")]),
     ("purge_db", [("purge_agents", C, "pending")]),
-    ("purge_agents", []),
+    ("purge_agents", [("purge_db", OWN, "pending")]),
+    ("purge_db", []),  # their own records: nothing of a demo person there, the completeness walk run
 ]
 
 
-def test_five_next_step_invocations_match_the_seed_table(cmd) -> None:
+def test_six_next_step_invocations_match_the_seed_table(cmd) -> None:
     rid = submit_approve(cmd)
     for n, (_handler, expected_current) in enumerate(EXPECTED_STEPS, start=1):
         ran = cmd("run_deletion", rid, "--next-step", "--executor-id", f"worker-{n}")
@@ -82,6 +83,7 @@ def test_five_next_step_invocations_match_the_seed_table(cmd) -> None:
         "purge_agents",
         "community_complete",
         "purge_agents",
+        "community_complete",
         "community_complete",
     ]
 
@@ -107,8 +109,9 @@ def test_branching_all_at_once_skips_c_agents(cmd) -> None:
         ("purge_db", B),
         ("purge_agents", B),
         ("purge_db", C),
+        ("purge_db", OWN),
     ]
-    c_db = stages[-1]["metadata_json"]
+    c_db = stages[-2]["metadata_json"]
     assert c_db["result"]["has_agents"] is False
     assert c_db["decision"]["transition"] == "community_complete"
 
@@ -198,7 +201,7 @@ def test_show_deletion_prints_chain_and_json(cmd) -> None:
     text = cmd("show_deletion", rid)
     assert text.code == 0 and "status=completed" in text.out and "community_complete" in text.out
     data = json.loads(cmd("show_deletion", rid, "--json").out)
-    assert [s["stage"] for s in data["stages"]] == ["gate_user", "purge_db", "purge_agents", "purge_db"]
+    assert [s["stage"] for s in data["stages"]] == ["gate_user", "purge_db", "purge_agents", "purge_db", "purge_db"]
     assert data["approvals"][0]["approved_by"] == "operator-b"
 
 

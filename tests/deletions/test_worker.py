@@ -65,11 +65,11 @@ def test_crash_during_handler_resumes_same_row_after_lease_expiry(cmd, observe) 
     assert request["status"] == "completed" and request["lease_generation"] == 2
     resumed = StageHistory.objects.get(id=row.id)
     assert resumed.status == "completed" and resumed.started_at == row.started_at and resumed.attempts == 2
-    assert len(rows) == 5 and sum(r["stage"] == "gate_user" for r in rows) == 1
+    assert len(rows) == 6 and sum(r["stage"] == "gate_user" for r in rows) == 1
     assert {g for _, _, g in effects(req.id)} == {2}
     observe(
         f"SIGKILL mid-{row.stage}; competitor refused while leased; after expiry worker-b (generation 2) resumed "
-        f"row {str(row.id)[:8]} (attempts {resumed.attempts}, first start kept); 5 effects, all generation 2"
+        f"row {str(row.id)[:8]} (attempts {resumed.attempts}, first start kept); 6 effects, all generation 2"
     )
 
 
@@ -270,11 +270,11 @@ def test_two_workers_at_the_same_instant_only_one_runs_handlers(observe) -> None
     winners = [r for r in results if isinstance(r, worker.RunOutcome)]
     losers = [r for r in results if isinstance(r, LeaseHeld)]
     assert len(winners) == 1 and len(losers) == 1, results
-    assert winners[0].handlers_run == 5
+    assert winners[0].handlers_run == 6
     ops = effects(req.id)
-    assert len(ops) == 5 and len({op for op, _, _ in ops}) == 5
+    assert len(ops) == 6 and len({op for op, _, _ in ops}) == 6
     assert DeletionRequest.objects.get(id=req.id).lease_generation == 1
-    observe(f"2 threads: 1 ran 5 handlers, 1 refused ({losers[0].message[:40]}...)")
+    observe(f"2 threads: 1 ran 6 handlers, 1 refused ({losers[0].message[:40]}...)")
 
 
 def test_two_worker_processes_at_the_same_instant_only_one_runs_handlers(observe) -> None:
@@ -284,7 +284,7 @@ def test_two_worker_processes_at_the_same_instant_only_one_runs_handlers(observe
     codes = sorted(p.returncode for p in procs)
     assert DeletionRequest.objects.get(id=req.id).status == "completed"
     ops = effects(req.id)
-    assert len(ops) == len({op for op, _, _ in ops}) == 5
+    assert len(ops) == len({op for op, _, _ in ops}) == 6
     # Either the second arrived while the lease was live (refused, exit 1) or after the
     # first finished (read-only rerun, exit 0); never a second execution.
     assert codes in ([0, 0], [0, 1]), errs
@@ -308,7 +308,7 @@ def test_two_replacement_workers_racing_after_expiry_only_one_takes_over(observe
     takeovers = list(LeaseEvent.objects.filter(request_id=req.id, event="takeover"))
     assert len(takeovers) == 1 and takeovers[0].previous_owner == "lost-worker"
     ops = effects(req.id)
-    assert len(ops) == len({op for op, _, _ in ops}) == 5 and {g for _, _, g in ops} == {2}
+    assert len(ops) == len({op for op, _, _ in ops}) == 6 and {g for _, _, g in ops} == {2}
     # The lost worker coming back late is fenced out everywhere.
     with pytest.raises(StaleLease):
         get_next_stage(gone, None, now=t0 + timedelta(seconds=120))
@@ -359,7 +359,7 @@ def test_a_worker_paused_past_its_lease_is_rejected_where_the_effect_lands(cmd, 
     _, err = original.communicate(timeout=120)
     # worker-a's grant (generation 1, signed before it paused) reaches the target, which refuses it.
     assert original.returncode == 1 and "stale" in err, err
-    assert effects(req.id) == applied and len({op for op, _, _ in applied}) == len(applied) == 5
+    assert effects(req.id) == applied and len({op for op, _, _ in applied}) == len(applied) == 6
     assert {g for _, _, g in applied} == {2}
     # worker-a could record nothing on the case, but the receiver's reason is kept on its own attempt
     # and read on the case page.

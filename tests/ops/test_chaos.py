@@ -32,7 +32,7 @@ def completed(cmd, target: str) -> DeletionRequest:
 def test_a_clean_run_passes_every_check(cmd) -> None:
     completed(cmd, "demo:clean")
     result = chaos.verdict(1.0, chaos.Tally())
-    assert result["completed"] == 1 and result["effects"] == 5
+    assert result["completed"] == 1 and result["effects"] == 6
     assert (result["duplicate_effects"], result["stale_writes_accepted"], result["lost"]) == (0, 0, 0)
     assert (result["false_not_applied"], result["false_cancelled"]) == (0, 0)
     assert not chaos.failed(result)

@@ -75,7 +75,7 @@ def test_a_cluster_executes_an_approved_deletion_with_nobody_calling_run(cmd) ->
     req = submit_and_approve()  # approval enqueued the run on commit
     with cluster():
         wait_for(lambda: status(req.id) == "completed", timeout=240, what="completion by the cluster")
-    assert StageHistory.objects.filter(request_id=req.id).count() == 5
+    assert StageHistory.objects.filter(request_id=req.id).count() == 6
     assert {e[3].split(":")[0] for e in effects()} == {"q"}
 
 
@@ -125,9 +125,9 @@ def test_duplicate_delivery_executes_each_stage_once() -> None:
         wait_for(lambda: status(req.id) == "completed", timeout=240, what="completion")
         wait_for(lambda: not OrmQ.objects.exists(), timeout=60, what="all duplicate deliveries consumed")
     rows = StageHistory.objects.filter(request_id=req.id)
-    assert rows.count() == 5 and set(rows.values_list("attempts", flat=True)) == {1}
+    assert rows.count() == 6 and set(rows.values_list("attempts", flat=True)) == {1}
     ops = effects()
-    assert len(ops) == 5 and len({op[0] for op in ops}) == 5
+    assert len(ops) == 6 and len({op[0] for op in ops}) == 6
     claims = LeaseEvent.objects.filter(request_id=req.id).exclude(event="release")
     assert not claims.filter(event="takeover").exists()
 
@@ -149,9 +149,9 @@ def test_two_clusters_drain_200_requests_together() -> None:
         f"\ndrain: {len(requests)} requests, {len(ops)} effects, {len(hosts)} worker processes {dict(hosts)}, "
         f"lease events {dict(events)}, stage attempts {dict(attempts)}"
     )
-    assert len(ops) == 1000 and set(per_request.values()) == {5}
-    assert len({op[0] for op in ops}) == 1000  # every stage handler ran once, for one generation
-    assert attempts == Counter({1: 1000})
+    assert len(ops) == 1200 and set(per_request.values()) == {6}
+    assert len({op[0] for op in ops}) == 1200  # every stage handler ran once, for one generation
+    assert attempts == Counter({1: 1200})
     assert len(executors) >= 2
     for takeover in LeaseEvent.objects.filter(event="takeover"):
         assert takeover.previous_expires_at is not None and takeover.at >= takeover.previous_expires_at
@@ -201,7 +201,7 @@ def test_a_cluster_on_the_redis_broker_runs_the_dispatcher_and_the_deletion() ->
     schedules_due_now()
     with cluster(REDIS_URL=url), cluster(REDIS_URL=url, Q_CLUSTER_NAME="control"):
         wait_for(lambda: status(req.id) == "completed", timeout=240, what="completion over Redis")
-    assert StageHistory.objects.filter(request_id=req.id).count() == 5
+    assert StageHistory.objects.filter(request_id=req.id).count() == 6
 
 
 @pytest.mark.parametrize("target", ["group", "main process"])

@@ -150,11 +150,11 @@ def test_the_receivers_metrics_move_by_what_the_deletions_it_served_did(receiver
     after = metrics(receiver)
 
     results = [s.metadata_json["result"] for s in StageHistory.objects.filter(request_id=req.id)]
-    assert len(results) == 5
-    assert moved(before, after, "receiver_calls_total", call="apply", status="200") == 5
-    assert moved(before, after, "receiver_applied_total", outcome="applied") == 5
+    assert len(results) == 6
+    assert moved(before, after, "receiver_calls_total", call="apply", status="200") == 6
+    assert moved(before, after, "receiver_applied_total", outcome="applied") == 6
     assert moved(before, after, "receiver_applied_total", outcome="replayed") == 0
-    assert moved(before, after, "receiver_apply_seconds_count", status="200") == 5
+    assert moved(before, after, "receiver_apply_seconds_count", status="200") == 6
     assert moved(before, after, "receiver_apply_seconds_count", status="422") == 1
     for field, action in (("rows_deleted", "purge_db"), ("agents_removed", "purge_agents")):
         reported = sum(r.get(field, 0) for r in results)

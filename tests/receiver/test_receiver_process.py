@@ -40,12 +40,15 @@ def test_a_deletion_runs_through_the_receiver_process_and_its_proof_carries_the_
     ran = run_command("run_deletion", str(req.id))
     assert ran.code == 0, ran.err
     assert DeletionRequest.objects.get(id=req.id).status == "completed"
-    stages = list(StageHistory.objects.filter(request_id=req.id))
-    assert len(stages) == 5 and all(s.status == "completed" for s in stages)
+    stages = list(StageHistory.objects.filter(request_id=req.id).order_by("finished_at"))
+    assert len(stages) == 6 and all(s.status == "completed" for s in stages)
+    # Their own records last (nothing of theirs there in the demo), in whose effect the walk ran.
+    assert (stages[-1].stage, str(stages[-1].target_community_id)) == ("purge_db", demo.OWN_RECORDS)
+    assert "catalog_walk" in stages[-1].metadata_json["result"]
     for s in stages:  # each result is the receiver's record, signed by its key, never what the worker sent
         assert believed(s.metadata_json["result"]) == recorded(s.operation_id)
         assert evidence.key_id(s.metadata_json["result"]["receipt"]) == receiver.key_id
-    assert len(effects(req.id)) == 5
+    assert len(effects(req.id)) == 6
     sealed = proof.of(req.id, now=timezone.now())
     assert all(s["evidence"]["receipt"] for s in sealed["record"]["stages"])
     assert any("signed by the receiver (key receiver-1)" in line for line in proof.lines(sealed))
@@ -164,7 +167,7 @@ def test_a_network_cut_refuses_the_run_before_anything_is_sent_and_the_run_compl
         assert back.code == 0, back.err
         assert DeletionRequest.objects.get(id=req.id).status == "completed"
         ops = [op for op, _, _ in effects(req.id)]
-        assert len(ops) == len(set(ops)) == 5  # each effect once
+        assert len(ops) == len(set(ops)) == 6  # each effect once
     finally:
         proxy.close()
 

@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from core.commands import ServiceCommand, acting, add_token_argument, parse_time
-from deletions.rules.inventory import DEMO_COMMUNITIES, MAX_COMMUNITIES
+from deletions.rules.inventory import DEMO_COMMUNITIES, MAX_DEMO_COMMUNITIES
 from deletions.services import deletion_submit, submission_json
 
 
@@ -26,7 +26,7 @@ class Command(ServiceCommand):
             default=DEMO_COMMUNITIES,
             metavar="N",
             help=f"communities in the demo inventory: B and C, then N-2 more (default {DEMO_COMMUNITIES}, at most "
-            f"{MAX_COMMUNITIES:,}); for benchmarks and tests of large requests",
+            f"{MAX_DEMO_COMMUNITIES:,}, then their own records); for benchmarks and tests of large requests",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
