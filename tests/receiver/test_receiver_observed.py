@@ -23,6 +23,7 @@ from tests.conftest import run_command
 from tests.receiver.conftest import Receiver, free_port
 from tests.receiver.test_receiver_edges import rows_everywhere
 from tests.receiver.test_receiver_process import approved
+from wire import evidence
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -125,11 +126,21 @@ def test_the_receivers_metrics_move_by_what_the_deletions_it_served_did(receiver
     before = metrics(receiver)
     req = approved("demo:counted")
     reads: list[float] = []  # applies answered, as each read during the run saw them
+    states: list[int] = []  # what its health said its database had applied, signed, at each read
     done = threading.Event()
+
+    def applied_by_health() -> int:
+        health = httpx.get(receiver.url + "health", timeout=10)
+        assert health.status_code == 200 and health.json()["database"] == "reachable", health.text
+        signed = evidence.verify(health.json()["state"], {receiver.key_id: receiver.public()})
+        return int(signed["receiver_state"]["applied"])
+
+    first = applied_by_health()
 
     def read_while_running() -> None:
         while not done.is_set():
             reads.append(metrics(receiver).get(("receiver_applied_total", frozenset({("outcome", "applied")})), 0.0))
+            states.append(applied_by_health())
             done.wait(0.05)
 
     reader = threading.Thread(target=read_while_running)
@@ -141,6 +152,8 @@ def test_the_receivers_metrics_move_by_what_the_deletions_it_served_did(receiver
         reader.join(timeout=30)
     assert ran.code == 0, ran.err
     assert reads and reads == sorted(reads), reads  # read while it ran, never going back
+    assert states and states == sorted(states) and first <= states[0], states  # its health, too
+    assert applied_by_health() == first + 6  # the six effects, each newly applied once
     assert DeletionRequest.objects.get(id=req.id).status == "completed"
     adapter: Any = targets.for_target("demo:counted")
     with httpx.Client() as client:
