@@ -13,7 +13,7 @@ from core.present import CasePanel, Offer, Story, offer
 from deletions import contract
 from deletions.contract import GROUP_OWNERS, StageSnapshot, chain_order
 from deletions.rules import custody
-from deletions.rules.inventory import community_ids
+from deletions.rules.inventory import community_ids, own_records_ids
 from deletions.rules.workflow import stage_count
 
 
@@ -511,7 +511,7 @@ STATUS_WORDS = {
 
 def progress(stages: list[StageSnapshot], inventory: dict[str, Any]) -> str:
     """ "3 of 5 stages" (a community without agents skips one)."""
-    total = stage_count(len(community_ids(inventory)))
+    total = stage_count(len(community_ids(inventory))) - len(own_records_ids(inventory))
     skipped = sum(
         1 for s in stages if s.stage == "purge_db" and (s.decision or {}).get("transition") == "community_complete"
     )
@@ -528,12 +528,16 @@ def chain_picture(
     ordered = shown_chain(stages, request_status=request_status, effect_unknown=effect_unknown)
     gate = next((s for s in ordered if s.stage == "gate_user"), None)
     lanes = [Lane("gate", [Box(present.humanize("gate_user"), gate.status if gate else "not_started")])]
+    own = own_records_ids(inventory)
     for index, cid in enumerate(community_ids(inventory)):
         rows = [s for s in ordered if s.community_id == cid]
-        lane = Lane(f"community {chr(ord('B') + index) if index < 24 else index} · {cid[-4:]}")
         db = next((s for s in rows if s.stage == "purge_db"), None)
+        if cid in own:  # their own records: one effect, never agents
+            lanes.append(Lane("their own records", [Box(present.humanize("purge_db"), _status(db), _detail(db))]))
+            continue
+        lane = Lane(f"community {chr(ord('B') + index) if index < 24 else index} · {cid[-4:]}")
         agents = next((s for s in rows if s.stage == "purge_agents"), None)
-        lane.boxes.append(Box(present.humanize("purge_db"), db.status if db else "not_started", _detail(db)))
+        lane.boxes.append(Box(present.humanize("purge_db"), _status(db), _detail(db)))
         skipped = db is not None and (db.decision or {}).get("transition") == "community_complete"
         lane.boxes.append(
             Box(
@@ -544,6 +548,10 @@ def chain_picture(
         )
         lanes.append(lane)
     return lanes
+
+
+def _status(row: StageSnapshot | None) -> str:
+    return row.status if row else "not_started"
 
 
 def shown_chain(stages: list[StageSnapshot], *, request_status: str, effect_unknown: bool) -> list[StageSnapshot]:

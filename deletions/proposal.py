@@ -11,7 +11,7 @@ from typing import Any
 from deletions import targets
 from deletions.models import LATEST_APPROVAL_FIRST
 from deletions.rules import workflow
-from deletions.rules.inventory import community_ids
+from deletions.rules.inventory import OWN_RECORDS, community_ids
 from deletions.targets.base import TargetUnreachable
 
 NOW = "read from the target system now"
@@ -19,7 +19,7 @@ ROLE_WORDS = {
     "participant": "current member",
     "former_participant": "former member (left the community)",
     "not_a_member": "not a member (rows only)",
-    "own_records": "their own records, in no community",
+    OWN_RECORDS: "their own records, in no community",
 }
 SHORT_DIGEST = 12
 

@@ -77,6 +77,15 @@ def community_ids(inventory: dict[str, Any]) -> list[str]:
     return [c["id"] for c in inventory.get("communities", [])]
 
 
+OWN_RECORDS = "own_records"  # the role of a dataset receiver's last place: the person's own records
+
+
+def own_records_ids(inventory: dict[str, Any]) -> set[str]:
+    """The places of an inventory that are the person's own records, in no community: one effect
+    (`purge_db`) and never agents."""
+    return {c["id"] for c in inventory.get("communities", []) if c.get("role") == OWN_RECORDS}
+
+
 def validate_inventory(inventory: dict[str, Any]) -> None:
     """Refuse an inventory the v1 rules cannot execute; runs inside the approval transaction."""
     if not isinstance(inventory, dict):
