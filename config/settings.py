@@ -183,7 +183,7 @@ if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", DATABASE_APP_ROLE):
 _CONN_MAX_AGE = int(os.environ.get("CONN_MAX_AGE", "60"))
 _db: dict[str, Any]
 if os.environ.get("DATABASE_URL"):
-    _db = dict(dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=_CONN_MAX_AGE, conn_health_checks=True))
+    _db = dict(dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=_CONN_MAX_AGE, conn_health_checks=False))
     if os.environ.get("MIGRATION_DATABASE_URL"):
         _owner = dj_database_url.parse(os.environ["MIGRATION_DATABASE_URL"])
         _db["MIGRATION"] = {"USER": _owner["USER"], "PASSWORD": _owner["PASSWORD"]}
@@ -202,7 +202,7 @@ else:
         "MIGRATION": {"USER": "postgres", "PASSWORD": ""},
         "HOST": "",
         "CONN_MAX_AGE": _CONN_MAX_AGE,
-        "CONN_HEALTH_CHECKS": True,
+        "CONN_HEALTH_CHECKS": False,  # no SELECT 1 a task: a broken connection fails its statement, and is closed
         "EMBEDDED_DATADIR": os.environ.get("EMBEDDED_PGDATA", str(BASE_DIR / ".pgdata")),
         "EMBEDDED_CLEANUP": os.environ.get("EMBEDDED_PG_CLEANUP") or None,
     }

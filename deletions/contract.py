@@ -7,7 +7,7 @@ these values only.
 from __future__ import annotations
 
 from collections.abc import Container
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -110,6 +110,22 @@ class StageSnapshot:
     @property
     def previous_stage_id(self) -> str | None:
         return self.metadata.get("previous_stage_id")
+
+
+@dataclass(frozen=True)
+class Believed:
+    """A stage's effect as the target system recorded it, believed (its evidence verified, nothing in it
+    contradicting the row): what the transition saves together with the next step, one restart point."""
+
+    row: StageSnapshot  # the running row the effect was applied for
+    evidence: dict[str, Any]
+    # (the receiver's registration prefix, its incarnation, its applied count) the evidence carries, noted
+    # with it; None for a target that keeps no state (a manual one)
+    receiver_state: tuple[str, str, int] | None = None
+
+    def completed(self) -> StageSnapshot:
+        """The row as saving the evidence makes it (what the rules decide the next step from)."""
+        return replace(self.row, status="completed", metadata={**self.row.metadata, "result": self.evidence})
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,23 @@ from deletions.models import DeletionRequest, Status
 BATCH = 500
 
 
-def due_request_ids(now: datetime, limit: int = BATCH) -> list[UUID]:
+def due_requests(now: datetime, limit: int = BATCH) -> list[tuple[UUID, str]]:
+    """The due requests, oldest first: (id, target)."""
     free = Q(lease_owner__isnull=True) | Q(lease_expires_at__lte=now)
     due = (
         Q(status=Status.APPROVED, cancel_requested_at__isnull=True)
         | Q(status=Status.RETRY_WAIT, next_attempt_at__lte=now)
         | Q(status=Status.RUNNING)
     )
-    return list(DeletionRequest.objects.filter(due & free).order_by("updated_at").values_list("id", flat=True)[:limit])
+    return list(DeletionRequest.objects.filter(due & free).order_by("updated_at").values_list("id", "target")[:limit])
+
+
+def due_request_ids(now: datetime, limit: int = BATCH) -> list[UUID]:
+    return [request_id for request_id, _ in due_requests(now, limit)]
 
 
 def dispatch(now: datetime) -> list[UUID]:
-    ids = due_request_ids(now)
-    for request_id in ids:
-        enqueue_run(request_id)
-    return ids
+    due = due_requests(now)
+    for request_id, target in due:
+        enqueue_run(request_id, target)
+    return [request_id for request_id, _ in due]

@@ -1,5 +1,7 @@
 """Deletion refusals; the base types live in core.errors."""
 
+from datetime import datetime
+
 from core.errors import BadInput, DomainError, NotFound, Refused
 
 DeletionError = DomainError
@@ -19,6 +21,18 @@ __all__ = [
 
 class UnknownRequest(NotFound):
     pass
+
+
+class AlreadyCompleted(Refused):
+    """A run of a request that has completed: nothing to do, and nothing changed (no failure)."""
+
+
+class ApprovalExpired(Refused):
+    """An approved, unstarted request whose latest approval expired: not claimed (it goes back to review)."""
+
+    def __init__(self, message: str, expires_at: datetime) -> None:
+        super().__init__(message)
+        self.expires_at = expires_at
 
 
 class LeaseHeld(Refused):

@@ -19,7 +19,7 @@ from core import clock, present
 from core.crashpoints import crash_point
 from core.logs import event
 from deletions import authority, receiver, retry
-from deletions.contract import FailurePlan, Lease, RetryDecision, StageSnapshot
+from deletions.contract import Believed, FailurePlan, Lease, RetryDecision, StageSnapshot
 from deletions.errors import Interrupted, StaleLease
 from deletions.rules import custody, workflow
 from deletions.rules.workflow import Plan
@@ -53,11 +53,11 @@ class HandlerContext:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-def run_handler(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
-    """Run one stage: the running mark, the effect at the target, and its evidence saved through
-    the store. Returns the row as saved when it completed, else None (a saved failure, a refusal
-    at either side of the boundary, an effect still unknown); what runs next is the transition's
-    to say (`transition.next_stage`)."""
+def run_handler(ctx: HandlerContext, row: StageSnapshot) -> Believed | None:
+    """Run one stage: the running mark, the effect at the target, and its evidence believed. Returns
+    the evidence to save when the effect was applied, else None (a saved failure, a refusal at either
+    side of the boundary, an effect still unknown); the transition saves it with what runs next, one
+    restart point (`transition.next_stage`)."""
     waits = bool(ctx.options.stage_delay_ms) or ctx.options.fail_stage == row.stage or ctx.stop.is_set()
     row, submitted_before = stages.begin(ctx.lease, row, now=clock.now(), submit=not waits)
     if submitted_before:
@@ -80,7 +80,7 @@ def run_handler(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None
     return _effect(ctx, row)
 
 
-def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
+def _effect(ctx: HandlerContext, row: StageSnapshot) -> Believed | None:
     """The grant, the effect at the target, the evidence saved. Anything but the target's answer
     (a lost connection, a timeout, a stopped server) leaves the effect unknown: the row stays
     submitted, and the next attempt looks the operation up. "Nothing changed, retry" (`TargetBusy`)
@@ -154,7 +154,7 @@ def _effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
         )
         return None
     crash_point("after-effect")
-    return _save(ctx, row, evidence)
+    return _believed(ctx, row, evidence)
 
 
 def _hand_to_person(ctx: HandlerContext, row: StageSnapshot) -> None:
@@ -270,7 +270,9 @@ def _set_aside(
     )
 
 
-def _save(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> StageSnapshot | None:
+def _believed(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> Believed | None:
+    """The evidence the target recorded, to be saved with the next step; None when it contradicts the
+    row (never saved as this stage's evidence: an integrity fault, set aside for a person)."""
     contradiction = authority.contradiction(recorded, row)
     if contradiction:  # never saved as this stage's evidence: an integrity fault a person looks at
         # The receiver answered with evidence it signed: it recorded something under this operation.
@@ -285,9 +287,7 @@ def _save(ctx: HandlerContext, row: StageSnapshot, recorded: dict[str, Any]) -> 
             in_question=True,
         )
         return None
-    saved = stages.save_result(ctx.lease, row.id, recorded, now=clock.now())
-    crash_point("after-success-saved")  # completed + current: the transition is still to come
-    return saved
+    return Believed(row, recorded, ctx.target.believed_state(recorded))
 
 
 def _fail(ctx: HandlerContext, row: StageSnapshot, error: stages.Said, open_question: str = "") -> None:
@@ -308,7 +308,7 @@ def _fail(ctx: HandlerContext, row: StageSnapshot, error: stages.Said, open_ques
     stages.fail(ctx.lease, row.id, said, now=now, plan=plan)
 
 
-def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnapshot | None:
+def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> Believed | None:
     """An earlier attempt submitted: look the operation up at the target, never resend blindly.
 
     Found: save the evidence the target recorded. Not found as of a watermark past the submission:
@@ -341,7 +341,7 @@ def settle_unknown_effect(ctx: HandlerContext, row: StageSnapshot) -> StageSnaps
         _set_aside(ctx, row, rule, approval_id=None, alarm=_alarm_of(refused), in_question=True)
         return None
     if isinstance(answer, Found):
-        return _save(ctx, row, answer.evidence)
+        return _believed(ctx, row, answer.evidence)
     assert row.submitted_at is not None
     found = inconclusive(answer, submitted_at=row.submitted_at, where=where)
     if found is None:

@@ -7,5 +7,7 @@ from uuid import UUID
 from core.queue import enqueue
 
 
-def enqueue_run(request_id: UUID) -> None:
-    enqueue("deletions.tasks.run_deletion", str(request_id))
+def enqueue_run(request_id: UUID, target: str | None) -> None:
+    """A run of the request; its target named, so the run reads the target's fence before its claim
+    without reading the request first (`worker.run`; None: the run reads it)."""
+    enqueue("deletions.tasks.run_deletion", str(request_id), target)

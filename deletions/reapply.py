@@ -3,17 +3,18 @@ backup taken before some deletions), every completed effect it no longer knows i
 
 A receiver reports what its database has applied (an incarnation and the number of its last operation
 newly applied, signed: `GET .../health`, and in each effect's evidence); the back-office keeps the
-highest it holds evidence of (`store.receivers.noted`). When the receiver reports less (`targets.http
-.went_back`), `reapply_restored` looks up, case by case in completion order and stage by stage in
-order, each completed effect the receiver may have lost (its evidence numbers it past what the receiver
-reports, or names another incarnation); one it no longer knows is applied again as a new operation (a
-new id, a generation past the receiver's fence, the data versions of a fresh preview), under the
-original approval's authority (`authority.reapply_refusal`: not revoked, its approver and requester
-still active staff holding their permissions), or handed to a person (an alarm) where that rule
-refuses. Each is a row (`models.DeletionReapplication`), written before it is sent and answered once
-with the receiver's signed evidence, which the proof carries next to the first ("re-applied after the
-application's database was restored"). Once every lost effect is answered, what the receiver reports
-becomes what the back-office holds (`store.receivers.rebased`), and health turns green.
+highest it holds evidence of (noted where evidence is saved: `stages.sql` `save_result`). When the
+receiver reports less (`targets.http.went_back`), `reapply_restored` looks up, case by case in
+completion order and stage by stage in order, each completed effect the receiver may have lost (its
+evidence numbers it past what the receiver reports, or names another incarnation); one it no longer
+knows is applied again as a new operation (a new id, a generation past the receiver's fence, the data
+versions of a fresh preview), under the original approval's authority (`authority.reapply_refusal`: not
+revoked, its approver and requester still active staff holding their permissions), or handed to a person
+(an alarm) where that rule refuses. Each is a row (`models.DeletionReapplication`), written before it is
+sent and answered once with the receiver's signed evidence, which the proof carries next to the first
+("re-applied after the application's database was restored"). Once every lost effect is answered, what
+the receiver reports becomes what the back-office holds (`store.receivers.rebased`), and health turns
+green.
 
 Run by `manage.py reapply_restored` and by the dispatcher's tick (`reapply_all`), never twice for one
 first operation (the table's unique key).

@@ -19,7 +19,6 @@ from deletions import contract
 from deletions.contract import CancelFacts, StageSnapshot, chain_order
 from deletions.errors import UnknownRequest
 from deletions.models import (
-    LATEST_APPROVAL_SQL,
     OPEN_STATUSES,
     DeletionAlarm,
     DeletionRequest,
@@ -41,30 +40,14 @@ def get_request(request_id: str | UUID) -> DeletionRequest:
         raise UnknownRequest(f"no deletion request with id {rid}") from None
 
 
-class RunHead(NamedTuple):
-    """What a run reads before its claim: whether there is anything to do, and where."""
-
-    status: str
-    target: str
-    completed_at: datetime | None
-    approval_expires_at: datetime | None  # the latest approval's, read without a lock
-
-
-def run_head(request_id: UUID) -> RunHead:
-    """Every run's first read, in SQL: through the ORM it took 1.1 ms of a worker's CPU, mostly the
-    compile, about a third of a stage's (bench/README.md, sixth pass)."""
+def target_of(request_id: UUID) -> str:
+    """The request's target (a run given none reads it before its fence)."""
     with connection.cursor() as cur:
-        cur.execute(
-            f"""SELECT r.status, r.target, r.completed_at,
-                       (SELECT a.expires_at FROM entity_deletion_approvals a WHERE a.request_id = r.id
-                        ORDER BY {LATEST_APPROVAL_SQL} LIMIT 1)
-                FROM entity_deletion_requests r WHERE r.id = %s""",
-            [request_id],
-        )
+        cur.execute("SELECT target FROM entity_deletion_requests WHERE id = %s", [request_id])
         row = cur.fetchone()
     if row is None:
         raise UnknownRequest(f"no deletion request with id {request_id}")
-    return RunHead(*row)
+    return str(row[0])
 
 
 def stage_snapshot(row: StageHistory) -> StageSnapshot:

@@ -158,7 +158,7 @@ def deletion_approve(*, actor: Actor, request_id: str | UUID, digest: str) -> De
         decisions.record(
             request_id=rid, actor=actor, action="approve", reason=f"digest {digest}", now=now, approval=approval
         )
-        transaction.on_commit(lambda: jobs.enqueue_run(rid))
+        transaction.on_commit(lambda: jobs.enqueue_run(rid, req.target))
         return approval
 
 
@@ -334,7 +334,7 @@ def deletion_record_effect(
             return req
         alarms.resolve(request_id=req.id, kind=alarms.BOUNDARY_REFUSED, now=now)
         record_resume(req, by=actor.name, custody=custody.resumed(by=actor.name, now=now), now=now)
-        transaction.on_commit(lambda: jobs.enqueue_run(rid))
+        transaction.on_commit(lambda: jobs.enqueue_run(rid, req.target))
         req.refresh_from_db()
         return req
 
@@ -490,7 +490,7 @@ def deletion_run_now(*, actor: Actor, request_id: str | UUID, reason: str) -> De
         decisions.record(
             request_id=req.id, actor=actor, action="run_now", reason=reason, now=now, approval=approvals.latest(req)
         )
-        transaction.on_commit(lambda: jobs.enqueue_run(rid))
+        transaction.on_commit(lambda: jobs.enqueue_run(rid, req.target))
         return req
 
 

@@ -23,14 +23,15 @@ class StageFailed(Exception):
     """Raised after a failure or a refusal is saved, so django-q2 lists the task under failed tasks."""
 
 
-def run_deletion(request_id: str) -> str:
+def run_deletion(request_id: str, target: str | None = None) -> str:
     """Run until done, a wait, or the time budget; a refusal (lease held, not due) is normal.
 
     A run that stopped on its time budget re-enqueues itself; the dispatcher
-    would pick it up anyway.
+    would pick it up anyway. `target`: the request's, as its enqueuer read it (a task queued before
+    it was passed has none: the run reads it).
     """
     if queue.stopping():  # taken from the prefetched tasks after the cluster was told to stop
-        enqueue_run(UUID(request_id))
+        enqueue_run(UUID(request_id), target)
         return "returned to the queue untouched: this cluster is stopping"
     executor = f"q:{socket.gethostname()}:{os.getpid()}"
     options = RunOptions(stage_delay_ms=settings.DELETION_DEMO_STAGE_DELAY_MS)
@@ -38,16 +39,17 @@ def run_deletion(request_id: str) -> str:
         outcome = worker.run(
             UUID(request_id),
             executor_id=executor,
+            target=target,
             options=options,
             time_budget=settings.DELETION_TASK_SECONDS,
             told_to_stop=queue.stopping,
         )
     except DomainError as exc:
         if queue.stopping():  # stopped at a stage boundary, lease released: another cluster goes on
-            enqueue_run(UUID(request_id))
+            enqueue_run(UUID(request_id), target)
         return f"refused: {exc.message}"
     if outcome.more_to_do:
-        enqueue_run(UUID(request_id))
+        enqueue_run(UUID(request_id), target)
     if outcome.stage_failed or outcome.refused:
         raise StageFailed(f"request {request_id}: {outcome.message}")
     return outcome.message

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from deletions.contract import Lease, NextStage, StageSnapshot
+from deletions.contract import Believed, Lease, NextStage
 from deletions.rules import workflow
 from deletions.rules.decide import advance_from, decide, next_operation
 from deletions.store import stages
@@ -25,13 +25,13 @@ def start(lease: Lease, status: str, inventory: dict[str, Any], version: int, *,
     return get_next_stage(lease, None, now=now)
 
 
-def next_stage(lease: Lease, plan: workflow.Plan, saved: StageSnapshot | None, *, now: datetime) -> NextStage:
-    """What follows the stage a handler just saved. A completed row advances at once: the rules
-    decide from it and the run's plan, and the same statements as `get_next_stage` write it, fenced
-    (no history replayed, no lock taken first). Anything else, or an advance the fence refuses (a
-    cancellation, a lost lease), takes `transition_stage` from the locked current row."""
-    if saved is not None and saved.status == "completed":
-        moved = stages.advance(lease, saved.stage, advance_from(saved, plan), now=now)
+def next_stage(lease: Lease, plan: workflow.Plan, believed: Believed | None, *, now: datetime) -> NextStage:
+    """What follows the stage a handler just ran. Evidence believed is saved with the next step the rules
+    decide from it and the run's plan, one restart point (`stages.save_and_advance`: no history replayed,
+    no lock taken first, fenced). Anything else (a saved failure, a refusal), or a step the fence refuses
+    (a cancellation: the result stays saved), takes `transition_stage` from the locked current row."""
+    if believed is not None:
+        moved = stages.save_and_advance(lease, believed, advance_from(believed.completed(), plan), now=now)
         if moved is not None:
             return moved
     return stages.transition_stage(

@@ -22,17 +22,16 @@ from django.db import connections
 from core import clock, present
 from core.crashpoints import crash_point
 from core.logs import event
-from deletions import services, targets
+from deletions import selectors, services, targets
 from deletions.contract import Finished, Lease, NextStage, StageSnapshot, WaitUntil
-from deletions.errors import DeletionError, Interrupted, Refused, StaleLease
+from deletions.errors import AlreadyCompleted, ApprovalExpired, DeletionError, Interrupted, Refused, StaleLease
 from deletions.handlers import HandlerContext, RunOptions, run_handler
 from deletions.models import TERMINAL_STATUSES as ENDED
 from deletions.models import Status
 from deletions.rules import custody
 from deletions.rules.workflow import Plan
-from deletions.selectors import run_head
 from deletions.store import approvals, leases
-from deletions.targets.base import TargetUnreachable
+from deletions.targets.base import Adapter, TargetUnreachable
 from deletions.transition import next_stage, start
 
 logger = logging.getLogger(__name__)
@@ -148,50 +147,18 @@ def run(
     stop: threading.Event | None = None,
     time_budget: float | None = None,
     told_to_stop: Callable[[], bool] = lambda: False,
+    target: str | None = None,
 ) -> RunOutcome:
     """`stop` interrupts the run (a lost lease, a signal), waits included; `told_to_stop` (its
-    cluster is stopping) is asked between stages only, so a stage in progress finishes first."""
+    cluster is stopping) is asked between stages only, so a stage in progress finishes first.
+    `target`: the request's, when its caller knows it (a queued task), else read."""
     options = options or RunOptions()
     budget = settings.DELETION_HANDLER_BUDGET if budget is None else budget
     stop = stop or threading.Event()
-    head = run_head(request_id)
-    if head.status == Status.COMPLETED:
-        return RunOutcome(
-            0, f"request {request_id} already completed at {present.absolute(head.completed_at)}; nothing changed", 0
-        )
-    if head.status == Status.APPROVED:
-        now = clock.now()
-        expired = approvals.expire_if_due(
-            request_id=request_id,
-            latest_expiry=head.approval_expires_at,
-            now=now,
-            custody=lambda approver, expires_at: custody.expired(approver=approver, expires_at=expires_at, now=now),
-        )
-        if expired:
-            raise Refused(expired)
-    target = targets.for_target(head.target)
     try:
-        fence = target.fence(request_id)
-    except TargetUnreachable as exc:
-        # Said where people look: the case page, the overview and health read the note; the log has it.
-        silent = targets.unanswered(target, exc.message, now=clock.now()) or exc.message
-        event(
-            logger,
-            "receiver_unanswered",
-            logging.WARNING,
-            request_id=request_id,
-            executor=executor_id,
-            reason=f"{silent}: its fence cannot be read, so nothing was claimed or sent",
-        )
-        raise Refused(f"{exc.message}: its fence cannot be read, so nothing was claimed or sent") from None
-    targets.answered(target)  # a note that it did not answer is cleared (written only when there is one)
-    claimed = leases.claim_run(
-        request_id=request_id,
-        owner=executor_id,
-        now=clock.now(),
-        lease_seconds=settings.DELETION_LEASE_SECONDS,
-        past=fence,
-    )
+        claimed, adapter = _claim(request_id, executor_id, target)
+    except AlreadyCompleted as done:
+        return RunOutcome(0, done.message, 0)
     lease = claimed.lease
     crash_point("after-claim")
     plan = Plan.of(claimed.inventory, claimed.digest)  # read under this lease; each grant checks its digest
@@ -208,9 +175,10 @@ def run(
                 return RunOutcome(0, f"time budget of {time_budget:g} s used; {nxt.stage} is next", handled, True)
             if stop.is_set() or told_to_stop():
                 raise Interrupted(f"stopped before {nxt.stage}; the row stays current")
-            saved = run_handler(HandlerContext(lease=lease, options=options, plan=plan, target=target, stop=stop), nxt)
+            ctx = HandlerContext(lease=lease, options=options, plan=plan, target=adapter, stop=stop)
+            believed = run_handler(ctx, nxt)
             handled += 1
-            nxt = next_stage(lease, plan, saved, now=clock.now())  # the handler saved its outcome; what next
+            nxt = next_stage(lease, plan, believed, now=clock.now())  # its evidence saved with what comes next
             if isinstance(nxt, StageSnapshot):
                 crash_point("after-transition")  # the successor saved, not yet run
             elif isinstance(nxt, Finished):
@@ -232,6 +200,53 @@ def run(
             leases.release(lease, now=clock.now())  # a stale release is refused and logged by the store
         if isinstance(nxt, WaitUntil) or (isinstance(nxt, Finished) and nxt.status not in ENDED):
             services.deletion_name_now(lease.request_id)  # waiting on a person: name one now
+
+
+def _claim(request_id: UUID, executor_id: str, target: str | None) -> tuple[leases.Claimed, Adapter]:
+    """The run's target system and lease. The target's fence is read first (a run given no target, a
+    command's, reads the request's), so the claim takes a generation past it (after the case database
+    was restored from a backup the saved one may be one the target already saw), in one statement that
+    returns what the run reads (its status, inventory and target). Nothing is claimed when the target
+    does not answer, when the request has completed (exit 0), or when an approved request's approval
+    expired (it goes back to review)."""
+    named = target if target is not None else selectors.target_of(request_id)
+    adapter = targets.for_target(named)
+    try:
+        fence = adapter.fence(request_id)
+    except TargetUnreachable as exc:
+        # Said where people look: the case page, the overview and health read the note; the log has it.
+        silent = targets.unanswered(adapter, exc.message, now=clock.now()) or exc.message
+        event(
+            logger,
+            "receiver_unanswered",
+            logging.WARNING,
+            request_id=request_id,
+            executor=executor_id,
+            reason=f"{silent}: its fence cannot be read, so nothing was claimed or sent",
+        )
+        raise Refused(f"{exc.message}: its fence cannot be read, so nothing was claimed or sent") from None
+    targets.answered(adapter)  # a note that it did not answer is cleared (written only when there is one)
+    now = clock.now()
+    try:
+        claimed = leases.claim_run(
+            request_id=request_id,
+            owner=executor_id,
+            now=now,
+            lease_seconds=settings.DELETION_LEASE_SECONDS,
+            past=fence,
+        )
+    except ApprovalExpired as exc:
+        expired = approvals.expire_if_due(
+            request_id=request_id,
+            latest_expiry=exc.expires_at,
+            now=now,
+            custody=lambda approver, expires_at: custody.expired(approver=approver, expires_at=expires_at, now=now),
+        )
+        raise Refused(expired or exc.message) from None
+    if claimed.target != named:  # a task naming another target than the request's: its fence was not read
+        leases.release(claimed.lease, now=clock.now())
+        raise Refused(f"request {request_id} is for another target than the one its run named; nothing was sent")
+    return claimed, adapter
 
 
 def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutcome:

@@ -23,7 +23,7 @@ def expire_if_due(
     """An approved, unstarted request whose approval expired goes back to submitted.
 
     Returns the refusal to report, or None when the approval still holds. `latest_expiry` is the
-    latest approval's, as the caller read it without a lock (`selectors.run_head`): unexpired,
+    latest approval's, as the caller read it (the claim returns it: `leases.claim_run`): unexpired,
     nothing more is read; expired, it is checked again under the request lock, and
     `custody(approver, expires_at)` says who holds the case then.
     """

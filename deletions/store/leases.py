@@ -21,8 +21,16 @@ from core.errors import DomainError
 from core.logs import event
 from core.sql import Statements
 from deletions.contract import Lease
-from deletions.errors import LeaseHeld, Refused, RetryNotDue, StaleLease, UnknownRequest
-from deletions.models import RUNNABLE_STATUSES, DeletionRequest, Status
+from deletions.errors import (
+    AlreadyCompleted,
+    ApprovalExpired,
+    LeaseHeld,
+    Refused,
+    RetryNotDue,
+    StaleLease,
+    UnknownRequest,
+)
+from deletions.models import LATEST_APPROVAL_FIRST, LATEST_APPROVAL_SQL, RUNNABLE_STATUSES, DeletionRequest, Status
 from deletions.store.requests import inventory_digest
 
 logger = logging.getLogger("deletions")
@@ -39,6 +47,7 @@ class Claimed:
     inventory: dict[str, Any]
     inventory_version: int
     digest: str
+    target: str
 
 
 def claim(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int, past: int = 0) -> Lease:
@@ -57,21 +66,23 @@ def claim_run(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int
     """
     expires = now + timedelta(seconds=lease_seconds)
     with connection.cursor() as cur:  # one statement: its own transaction
-        row = SQL.one(
-            cur,
-            "claim",
-            request_id=request_id,
-            owner=owner,
-            past=past,
-            expires=expires,
-            now=now,
-            runnable=[str(s) for s in RUNNABLE_STATUSES],
+        cur.execute(
+            SQL.sql("claim").format(latest_approval=LATEST_APPROVAL_SQL),
+            dict(
+                request_id=request_id,
+                owner=owner,
+                past=past,
+                expires=expires,
+                now=now,
+                runnable=[str(s) for s in RUNNABLE_STATUSES],
+            ),
         )
+        row = cur.fetchone()
     if row is None:
         refusal = _claim_refusal(request_id, now)
         event(logger, "refusal", request_id=request_id, executor=owner, reason=refusal.message)
         raise refusal
-    generation, saved, previous_owner, status, inventory, version = row
+    generation, saved, previous_owner, status, inventory, version, target = row
     takeover = previous_owner is not None
     said = [f"previous owner {previous_owner}"] if takeover else []
     if past > saved:
@@ -86,13 +97,24 @@ def claim_run(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int
     )
     lease = Lease(request_id=request_id, owner=owner, generation=generation, expires_at=expires)
     read = json.loads(inventory) if isinstance(inventory, str) else inventory
-    return Claimed(lease, status, read, version, inventory_digest(read))
+    return Claimed(lease, status, read, version, inventory_digest(read), target)
 
 
 def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:
     req = DeletionRequest.objects.filter(id=request_id).first()
     if req is None:
         return UnknownRequest(f"no deletion request with id {request_id}")
+    if req.status == Status.COMPLETED:
+        return AlreadyCompleted(
+            f"request {req.id} already completed at {present.absolute(req.completed_at)}; nothing changed"
+        )
+    if req.status == Status.APPROVED:
+        approval = req.approvals.order_by(*LATEST_APPROVAL_FIRST).first()  # (`approvals.latest`)
+        if approval is not None and approval.expires_at is not None and approval.expires_at <= now:
+            return ApprovalExpired(
+                f"the approval of request {req.id} expired at {present.absolute(approval.expires_at)}",
+                approval.expires_at,
+            )
     if req.status == Status.SUBMITTED:
         return Refused(f"request {req.id} is not approved (status submitted)")
     if req.status == Status.CANCELLED or (req.status == Status.APPROVED and req.cancel_requested_at is not None):

@@ -3,8 +3,8 @@ worker that could not read a receiver's fence and by health's discovery, cleared
 case page, the overview and health say "<receiver> at <url> did not answer since <time>" from it.
 
 And what its database has applied as far as the back-office holds signed evidence (`state_incarnation`,
-`state_applied`): noted where evidence is believed, rebased once a re-application after a restore
-has answered every operation the receiver no longer knew (`deletions.reapply`)."""
+`state_applied`): noted where evidence is saved (`stages.sql` `save_result`), rebased once a
+re-application after a restore has answered every operation the receiver no longer knew (`deletions.reapply`)."""
 
 from __future__ import annotations
 
@@ -30,13 +30,6 @@ def answered(*, prefix: str) -> None:
     """The receiver answered again."""
     with connection.cursor() as cur:
         SQL.run(cur, "answered", prefix=prefix)
-
-
-def noted(*, prefix: str, incarnation: str, applied: int) -> None:
-    """Signed evidence of the receiver's operation number `applied` in `incarnation` was believed: the
-    highest is kept (written only when it moves)."""
-    with connection.cursor() as cur:
-        SQL.run(cur, "noted", prefix=prefix, incarnation=incarnation[:64], applied=applied)
 
 
 def rebased(*, prefix: str, held: tuple[str, int], now_reported: tuple[str, int]) -> bool:

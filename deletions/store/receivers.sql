@@ -13,16 +13,6 @@ RETURNING unanswered_since
 UPDATE registered_receivers SET unanswered_since = NULL, unanswered_reason = ''
 WHERE prefix = %(prefix)s AND unanswered_since IS NOT NULL
 
--- name: noted
--- Signed evidence of the receiver's database having applied operation number %(applied)s in incarnation
--- %(incarnation)s was believed: the highest such number is kept (GREATEST: never lowered here). The first
--- incarnation noted is kept; evidence of another one is not noted (health compares what the receiver
--- reports with the incarnation held, and a finished re-application rebases it).
-UPDATE registered_receivers
-SET state_incarnation = %(incarnation)s, state_applied = GREATEST(state_applied, %(applied)s)
-WHERE prefix = %(prefix)s AND state_incarnation IN ('', %(incarnation)s)
-  AND (state_incarnation = '' OR state_applied < %(applied)s)
-
 -- name: rebased
 -- Every operation the receiver no longer knew was applied again or handed to a person: what it reports
 -- now (its incarnation, its applied count) is what the back-office holds evidence up to from here on,

@@ -27,6 +27,7 @@ from deletions import selectors
 from deletions.contract import (
     Advance,
     AlreadyFinished,
+    Believed,
     Custody,
     EndCancelled,
     FailurePlan,
@@ -153,18 +154,35 @@ def submit(lease: Lease, stage_id: UUID, *, now: datetime) -> StageSnapshot:
     return snapshot(saved)
 
 
-def save_result(lease: Lease, stage_id: UUID, result: dict[str, Any], *, now: datetime) -> StageSnapshot:
-    """completed + current: the target system's record of the effect is saved; the transition is
-    still to come (a crash here leaves the seed's "after saved success" restart point)."""
-    with connection.cursor() as cur:  # one statement: its own transaction
-        saved = SQL.one(
-            cur,
-            "save_result",
-            **_fenced(lease, stage_id=stage_id, now=now, result=json.dumps(result), action=_done(lease, "completed")),
-        )
-        if saved is None:
-            raise _why_not(cur, lease, stage_id, "save its result (only a running stage has one)")
-    return snapshot(saved)
+def save_and_advance(lease: Lease, believed: Believed, op: Advance, *, now: datetime) -> NextStage | None:
+    """The restart point: the target system's record of the effect saved (`save_result`, with the
+    receiver state it carries noted) and the rules' next step written (`advance`, or `complete`), both
+    in one transaction, pipelined (one commit, one network round trip). A crash leaves the row running
+    and submitted (looked up and saved again) or the successor current, never anything between.
+
+    The save is fenced by this lease and a running request: StaleLease, or the reason, when it finds
+    anything else. The step is fenced too (no cancellation, that row completed and current): None when
+    it finds anything else, the result still saved; the caller then takes `transition_stage`."""
+    row, state = believed.row, believed.receiver_state
+    prefix, incarnation, applied = state if state is not None else (None, None, None)
+    saved = _fenced(
+        lease, stage_id=row.id, now=now, result=json.dumps(believed.evidence), action=_done(lease, "completed"),
+        prefix=prefix, incarnation=incarnation, applied=applied,
+    )  # fmt: skip
+    step, params = _step(lease, row.stage, op, now)
+    with connection.cursor() as first, connection.cursor() as second:  # Django's: its execute wrappers see both
+        with connection.wrap_database_errors, connection.connection.pipeline():
+            first.execute(SQL.sql("save_result"), saved)
+            second.execute(step, params)
+        if first.fetchone() is None:  # the save found nothing, so neither did the step: nothing written
+            raise _why_not(first, lease, row.id, "save its result (only a running stage has one)")
+        moved = second.fetchone()
+    if moved is None:
+        return None
+    nxt = _moved(lease, op, moved)
+    _transition_event(lease, getattr(nxt, "id", None), getattr(nxt, "stage", None),
+                      "Advance" if isinstance(nxt, StageSnapshot) else "finished completed")  # fmt: skip
+    return nxt
 
 
 @contextmanager
@@ -510,44 +528,35 @@ def _apply(cur: Any, lease: Lease, locked: _Locked, started: bool, op: Operation
     raise WorkflowError(f"unknown operation {op!r}")
 
 
-def advance(lease: Lease, stage: str, op: Advance, *, now: datetime) -> NextStage | None:
-    """The common path's transition: what the rules decided from the row the handler just saved
-    (completed + current) and the run's plan, written by the same statements as the general path,
-    in one statement (its own transaction). Each is fenced (this lease, a running request with no
-    cancellation, that row completed and current): None, with nothing written, when it finds
-    anything else; the caller then takes `transition_stage`, which locks, names what changed or
-    ends a cancelled request at the boundary."""
-    with connection.cursor() as cur:  # one statement: its own transaction
-        moved = _advance(cur, lease, stage, op, now)
-        if moved is None:
-            return None
-    _transition_event(lease, getattr(moved, "id", None), getattr(moved, "stage", None),
-                      "Advance" if isinstance(moved, StageSnapshot) else "finished completed")  # fmt: skip
-    return moved
-
-
 def _advance(cur: Any, lease: Lease, stage: str, op: Advance, now: datetime) -> NextStage | None:
     """Retire the completed current row with its decision; insert its successor, or complete the
     request and release its lease. None when the fenced statement found nothing."""
+    step, params = _step(lease, stage, op, now)
+    cur.execute(step, params)
+    moved = cur.fetchone()
+    return _moved(lease, op, moved) if moved is not None else None
+
+
+def _step(lease: Lease, stage: str, op: Advance, now: datetime) -> tuple[str, dict[str, Any]]:
+    """The statement that writes the rules' next step from a completed current row, and its parameters:
+    `complete` (the request completed, its lease released) or `advance` (the successor inserted)."""
     decision = json.dumps(op.decision)
     if op.successor is None:
-        done = SQL.one(
-            cur,
-            "complete",
-            **_fenced(lease, stage_id=op.completed_stage_id, decision=decision, now=now,
-                      action=f"completed after {stage}"),
-        )  # fmt: skip
-        if done is None:
-            return None
-        event(logger, "release", request_id=lease.request_id, executor=lease.owner, generation=lease.generation)
-        return Finished(status="completed", completed_stages=int(done[0]), lease_released=True)
-    nxt = SQL.one(
-        cur,
-        "advance",
-        **_fenced(lease, **_new_row(lease, op.successor, op.completed_stage_id), stage_id=op.completed_stage_id,
-                  decision=decision, now=now, action=f"{stage} → {op.successor.stage}"),
+        return SQL.sql("complete"), _fenced(
+            lease, stage_id=op.completed_stage_id, decision=decision, now=now, action=f"completed after {stage}"
+        )
+    return SQL.sql("advance"), _fenced(
+        lease, **_new_row(lease, op.successor, op.completed_stage_id), stage_id=op.completed_stage_id,
+        decision=decision, now=now, action=f"{stage} → {op.successor.stage}",
     )  # fmt: skip
-    return snapshot(nxt) if nxt is not None else None
+
+
+def _moved(lease: Lease, op: Advance, row: tuple[Any, ...]) -> NextStage:
+    """What the step wrote: the successor, or the request completed (its lease released)."""
+    if op.successor is None:
+        event(logger, "release", request_id=lease.request_id, executor=lease.owner, generation=lease.generation)
+        return Finished(status="completed", completed_stages=int(row[0]), lease_released=True)
+    return snapshot(row)
 
 
 OPERATION_NAMESPACE = UUID("6f1c2a4e-0d7b-5c3a-9e51-2b8f4d6a7c90")

@@ -104,8 +104,13 @@ RETURNING h.id, h.stage, h.target_community_id, h.status, h.is_current, h.metada
           h.finished_at, h.last_error, h.operation_id, h.attempts, h.submitted_at
 
 -- name: save_result
--- completed + current: what the target system recorded is saved; the transition is still to come.
--- The attempt closes, and an effect-unknown alarm clears (the record settled it).
+-- completed + current: what the target system recorded is saved; the transition follows in the same
+-- transaction (`advance` or `complete`, pipelined with it: one commit, the restart point). The attempt
+-- closes, an effect-unknown alarm clears (the record settled it), and the receiver state the evidence
+-- carries is noted on its registration: the highest number of applied operations the back-office holds
+-- signed evidence of (never lowered here; the first incarnation noted is kept, and evidence of another one
+-- is not noted: health compares what the receiver reports with the incarnation held, and a finished
+-- re-application rebases it, `receivers.sql` `rebased`).
 WITH r AS (
     SELECT id FROM entity_deletion_requests
     WHERE id = %(request_id)s AND lease_owner = %(owner)s AND lease_generation = %(generation)s
@@ -128,6 +133,11 @@ WITH r AS (
     UPDATE entity_deletion_alarms al SET resolved_at = %(now)s
     FROM s WHERE al.request_id = %(request_id)s AND al.kind = 'effect_unknown' AND al.resolved_at IS NULL
       AND s.attempts > 1
+), receiver_state AS (
+    UPDATE registered_receivers g
+    SET state_incarnation = %(incarnation)s, state_applied = GREATEST(g.state_applied, %(applied)s)
+    FROM s WHERE g.prefix = %(prefix)s AND g.state_incarnation IN ('', %(incarnation)s)
+      AND (g.state_incarnation = '' OR g.state_applied < %(applied)s)
 )
 SELECT * FROM s
 

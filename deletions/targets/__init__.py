@@ -8,14 +8,18 @@ system a person deletes in by hand, review-only (`manual.py`). A new target syst
 from __future__ import annotations
 
 import dataclasses
+import functools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import httpx
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models.signals import post_delete, post_save
 
 from core import present
 from core.errors import shown
@@ -103,15 +107,49 @@ def register_answering(
     return register(name=name, prefix=prefix, base_url=base_url, keys=keys)
 
 
+# A run's registrations (URL, keys, timeouts) are read at most every REGISTRATIONS_SECONDS per process, not
+# once a run; a change saved through the model (`register`, the admin) clears them here at once, other
+# processes see it within that time, and evidence under a key id a run does not hold re-reads them first
+# (`HttpTarget`: a key registered since). So a key is rotated by registering the new one first.
+REGISTRATIONS_SECONDS = 30.0
+_cached: list[tuple[float, list[Registration]]] = []
+_cache_lock = threading.Lock()
+
+
+def _registrations(*, fresh: bool = False) -> list[Registration]:
+    with _cache_lock:
+        if not fresh and _cached and time.monotonic() - _cached[0][0] < REGISTRATIONS_SECONDS:
+            return _cached[0][1]
+    systems = registered()
+    with _cache_lock:
+        _cached[:] = [(time.monotonic(), systems)]
+    return systems
+
+
+def forget_registrations(**_: Any) -> None:
+    """Registrations are read again at the next run (a registration saved or deleted)."""
+    with _cache_lock:
+        _cached.clear()
+
+
+post_save.connect(forget_registrations, sender=TargetSystem, dispatch_uid="targets.forget_registrations.save")
+post_delete.connect(forget_registrations, sender=TargetSystem, dispatch_uid="targets.forget_registrations.delete")
+
+
 def for_target(target: str) -> Adapter:
     if target.startswith(manual.PREFIX):
         return MANUAL
-    systems = registered()
-    for r in systems:
-        if target.startswith(r.prefix):
-            return HttpTarget(r)
+    for fresh in (False, True):  # one registered since the last read is found
+        systems = _registrations(fresh=fresh)
+        for r in systems:
+            if target.startswith(r.prefix):
+                return HttpTarget(r, reread=functools.partial(_reread, r.prefix))
     known = ", ".join([*(r.prefix for r in systems), manual.PREFIX])
     raise Refused(f"no target system takes {shown(target)} (known: {known})")  # (registered now: state, not shape)
+
+
+def _reread(prefix: str) -> Registration | None:
+    return next((r for r in _registrations(fresh=True) if r.prefix == prefix), None)
 
 
 def keys_in(target: str, systems: list[Registration]) -> dict[str, str] | None:

@@ -119,4 +119,9 @@ class Adapter(Protocol):
 
     def withdraw(self, withdrawal: str) -> int: ...
 
+    def believed_state(self, evidence: dict[str, Any]) -> tuple[str, str, int] | None:
+        """The receiver state believed evidence carries, to be noted with it: (the registration's prefix,
+        the receiver's incarnation, its applied count); None for a system that keeps none."""
+        ...
+
     def where(self) -> str: ...

@@ -28,6 +28,7 @@ import json
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -39,7 +40,6 @@ from django.utils.module_loading import import_string
 
 from core import clock, grants
 from deletions.errors import Refused
-from deletions.store import receivers
 from deletions.targets.base import (
     CALL_REFUSED,
     Capabilities,
@@ -155,14 +155,6 @@ def verify_evidence(token: str, registered: dict[str, str]) -> dict[str, Any]:
     (`wire.evidence.verify`: the one check, which every read of saved evidence makes too); the JWS
     itself kept beside it (`receipt`)."""
     return {**evidence.verify(token, registered), "receipt": token}
-
-
-def note_state(r: Registration, said: dict[str, Any]) -> None:
-    """Signed evidence believed from this receiver: the operation number it carries is noted on the
-    registration (the highest kept: `store.receivers.noted`)."""
-    state = state_in(said)
-    if state is not None and (r.state is None or r.state != state):
-        receivers.noted(prefix=r.prefix, incarnation=state.incarnation, applied=state.applied)
 
 
 def health(r: Registration, *, short: bool = False) -> State | None:
@@ -300,9 +292,22 @@ def call_refused(status: int, answer: Any) -> str:
 class HttpTarget:
     """A receiver reached over HTTP, as registered."""
 
-    def __init__(self, registration: Registration) -> None:
+    def __init__(self, registration: Registration, reread: Callable[[], Registration | None] | None = None) -> None:
         self.r = registration
         self.name = registration.name
+        self._reread = reread  # the registration read again (a process keeps it a while: `targets.for_target`)
+
+    def _verified(self, token: str) -> dict[str, Any]:
+        """`verify_evidence` under the registered keys; evidence that does not verify under the keys this
+        process holds is checked once more under the registration read again (a key registered since)."""
+        try:
+            return verify_evidence(token, self.r.keys)
+        except BadEvidence:
+            fresh = self._reread() if self._reread is not None else None
+            if fresh is None or fresh.keys == self.r.keys:
+                raise
+            self.r = fresh
+            return verify_evidence(token, self.r.keys)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -376,9 +381,7 @@ class HttpTarget:
                 "sending it again changes nothing until what it names is mended (the receiver's public URL "
                 "registered here, the back-office's key configured there, the clocks)",
             )
-        evidence = verify_evidence(self._judged("apply", status, answer)["evidence"], self.r.keys)
-        note_state(self.r, evidence)
-        return evidence
+        return self._verified(self._judged("apply", status, answer)["evidence"])
 
     def lookup(self, operation_id: UUID) -> Lookup:
         try:
@@ -387,9 +390,7 @@ class HttpTarget:
             return Unreadable(exc.message)
         if "found" in answer:
             try:
-                found = verify_evidence(answer["found"], self.r.keys)
-                note_state(self.r, found)
-                return Found(found)
+                return Found(self._verified(answer["found"]))
             except BadEvidence as exc:  # a record is there: the operation may well have been applied
                 raise TargetRefused(
                     "tampered",
@@ -418,6 +419,11 @@ class HttpTarget:
         if said.get("withdrawal") != withdrawal or not isinstance(said.get("epoch"), int):
             raise BadEvidence("the receiver's acknowledgement is not of this withdrawal")
         return int(said["epoch"])
+
+    def believed_state(self, evidence: dict[str, Any]) -> tuple[str, str, int] | None:
+        """Noted where the evidence is saved (`store.stages.save_result`: the highest kept)."""
+        state = state_in(evidence)
+        return (self.r.prefix, state.incarnation, state.applied) if state is not None else None
 
     def where(self) -> str:
         return self.r.where()

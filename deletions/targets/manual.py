@@ -85,5 +85,8 @@ class ManualTarget:
 
         return int(grants.verify(withdrawal, grants.receiver_key())["epoch"])
 
+    def believed_state(self, evidence: dict[str, Any]) -> tuple[str, str, int] | None:
+        return None  # its records are the operators', not a receiver's database
+
     def where(self) -> str:
         return "the records operators made of what they applied by hand"

@@ -41,7 +41,7 @@ STAGE_MOVES = {
     "resume a re-approved request": "resume_approved",
     "start a stage (running mark, attempt opened)": "begin_stage",
     "submit its effect": "submit_stage",
-    "save its result (completed + current)": "save_result",
+    "save its result (completed; the next step in the same transaction)": "save_result",
     "fail it (retry or escalate)": "fail_stage",
     "set it aside (refused at the receiver)": "set_aside",
     "advance to the successor": "advance",

@@ -250,7 +250,7 @@ def test_worker_stopped_while_the_approval_is_withdrawn_finds_the_same_proposal_
 
     req = submitted(cmd)
     approve(cmd, req, "operator-b")
-    crashed = crash_at("after-success-saved", req["id"])  # gate_user completed + current, no transition yet
+    crashed = crash_at("after-transition", req["id"])  # gate_user saved with its successor, not yet run
     revoked = cmd("revoke_approval", req["id"], "--by", "operator-c", "--reason", "customer disputes the inventory")
     assert revoked.code == 0, revoked.err
     ran = take_over(cmd, crashed)

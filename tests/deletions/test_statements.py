@@ -1,8 +1,9 @@
 """A stage costs the same statements however long the request's history is.
 
 Each run starts with one general transition (the saved history read and replayed once);
-every stage after that is its running mark, its effect and its result + advance, decided
-from the row and the run's plan. Counted with `connection.execute_wrapper`, whatever DEBUG says.
+every stage after that is its running mark, its grant and its result saved with the next step
+(decided from the row and the run's plan): four statements. Counted with
+`connection.execute_wrapper`, whatever DEBUG says.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def test_statements_per_stage_do_not_grow_with_the_history(cmd, observe) -> None
     assert small_window == big_early == big_late, (small_window, big_early, big_late)
     single = window(big, 1)
     per_stage = (big_late - single) / 2
-    assert per_stage <= 12, per_stage  # running mark 3, effect 3, result + advance 4 (+ at most 2 spare)
+    # the running mark, the grant, and the result saved with the next step (two statements, one transaction)
+    assert per_stage == 4, per_stage
     observe(
         f"statements for 3 stages: 6-stage request {small_window}, 102-stage request early {big_early}, late "
         f"{big_late}; {per_stage:g} per stage"
@@ -98,3 +100,53 @@ def test_demo_communities_builds_b_and_c_first_and_refuses_what_it_cannot(cmd) -
     proc = subprocess.run(argv, env=subprocess_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "invalid int value: 'lots'" in proc.stderr, proc.stderr
     assert not DeletionRequest.objects.exclude(target="demo:wide").exists()  # refused: nothing written
+
+
+def server_commits() -> int:
+    """The case database's commits as the server counts them (`pg_stat_database.xact_commit`), once every
+    other backend on it has exited (a worker process's counts are flushed as its backend exits) and this
+    one's pending counts are flushed (`pg_stat_force_next_flush`: at the end of its statement)."""
+    from tests.support import wait_for
+
+    def alone() -> bool:
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return cur.fetchone()[0] == 0
+
+    wait_for(alone, what="the worker's backend gone")
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_stat_force_next_flush()")
+        cur.execute("SELECT pg_stat_clear_snapshot()")
+        cur.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+        return int(cur.fetchone()[0])
+
+
+def test_a_stage_commits_three_times_at_the_case_database(cmd, observe) -> None:
+    """Counted by the server, in a real worker process: a request's run costs its claim and its start,
+    then three commits a stage (the running mark, the grant's locked read, the result saved with the next
+    step). The difference between a short and a long request's whole runs leaves only the stages."""
+    from tests.deletions.helpers import start_worker
+
+    runs: dict[str, tuple[int, int]] = {}
+    for name, communities in (("short", 2), ("long", 7)):
+        # Autovacuum's own transactions are counted there too, and only ever add: the least of three runs
+        # is the worker's.
+        for attempt in range(3):
+            rid = submitted_and_approved(cmd, f"demo:{name}-{attempt}", communities)
+            before = server_commits()
+            proc = start_worker(rid, "--executor-id", f"counting-{name}")
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            commits = server_commits() - before  # (the reading's own commits are the same for every run)
+            assert DeletionRequest.objects.get(id=rid).status == "completed"
+            stages = DeletionRequest.objects.get(id=rid).stages.count()
+            runs[name] = min(runs.get(name, (commits, stages)), (commits, stages))
+    (short, short_stages), (long, long_stages) = runs["short"], runs["long"]
+    per_stage = (long - short) / (long_stages - short_stages)
+    assert per_stage == 3, runs
+    observe(
+        f"server-counted commits at the case database: {short} for a {short_stages}-stage request, {long} for a "
+        f"{long_stages}-stage one: {per_stage:g} a stage, {short - 3 * short_stages} a run besides"
+    )

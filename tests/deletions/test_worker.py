@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import signal
 import threading
 import time
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.db import connections
+from django.db import connection, connections
 from django.utils import timezone
 from django.utils.html import escape
 
 from core import grants
 from deletions import receiver, targets, worker
-from deletions.contract import StageSnapshot
+from deletions.contract import Believed, StageSnapshot
 from deletions.errors import LeaseHeld, StaleLease
 from deletions.handlers import RunOptions
 from deletions.models import DeletionRequest, StageAttempt, StageHistory
@@ -90,14 +90,35 @@ def test_crash_before_first_transition_initializes_on_takeover(cmd, observe) -> 
 
 
 def test_crash_after_saved_success_does_not_rerun_the_handler(cmd, observe) -> None:
-    """The seed's "after saved success, before transition" point on the common path: killed once
-    the gate's result is saved, the gate is completed + current; the takeover advances from the
-    saved result without running the gate again."""
+    """The seed's "after saved success, before transition" point. On the common path the result is saved
+    with the next step in one transaction (`stages.save_and_advance`), so a crash leaves the row submitted
+    (killed after the effect: the takeover looks it up) or its successor current, never between; the state
+    is still met where the step is refused after the save. Made here as that save alone leaves it (the
+    receiver's own record, saved by the engine's `save_result` statement, with no step): the takeover
+    advances from the saved result without running the gate again."""
     req = submit_and_approve()
-    crashed = crash_at("after-success-saved", req.id)
-    _, rows, _ = show_rows(req.id)
-    assert current(rows) == [("gate_user", None, "completed")] and crashed.status == "running"
+    crashed = crash_at("after-effect", req.id)
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert gate.status == "running" and gate.submitted_at is not None and crashed.status == "running"
+    found = targets.for_target(req.target).lookup(gate.operation_id)
+    with connection.cursor() as cur:
+        stages.SQL.one(
+            cur,
+            "save_result",
+            request_id=req.id,
+            owner=crashed.lease_owner,
+            generation=crashed.lease_generation,
+            stage_id=gate.id,
+            now=timezone.now(),
+            result=json.dumps(found.evidence),
+            action="completed",
+            prefix=None,
+            incarnation=None,
+            applied=None,
+        )
+    gate = StageHistory.objects.get(id=gate.id)
+    _, rows, _ = show_rows(req.id)
+    assert current(rows) == [("gate_user", None, "completed")]
     assert "decision" not in gate.metadata_json and [a for _, a, _ in effects(req.id)] == ["gate_user"]
     ran = take_over(cmd, crashed, "--next-step")
     assert ran.code == 0, ran.err
@@ -219,13 +240,13 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
     target.apply(receiver.grant(new, row, plan, now=later).token)  # the target's fence is 2 now
     snapshot = show_rows(req.id)
 
-    done = dataclasses.replace(row, status="completed", metadata={**row.metadata, "result": {"gated": True}})
     assert leases.heartbeat(old, now=later, lease_seconds=60) is False
     assert leases.release(old, now=later) is False
     for write in (
         lambda: stages.begin(old, row, now=later, submit=True),
         lambda: stages.submit(old, row.id, now=later),
-        lambda: stages.save_result(old, row.id, {"gated": True}, now=later),
+        # the result saved with the next step: the save is fenced, so neither is written
+        lambda: next_stage(old, plan, Believed(row, {"gated": True}), now=later),
         lambda: stages.fail(
             old,
             row.id,
@@ -246,8 +267,6 @@ def test_stale_generation_writes_are_rejected(observe) -> None:
         ),
         lambda: get_next_stage(old, row.id, now=later),
         lambda: next_stage(old, plan, None, now=later),
-        # a completed row's advance is fenced: nothing written, and the general path names why
-        lambda: next_stage(old, plan, done, now=later),
     ):
         with pytest.raises(StaleLease, match="generation 1 is stale"):
             write()
