@@ -252,8 +252,9 @@ def application(environ: dict[str, Any], start_response: StartResponse) -> Itera
 
 
 def served(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-    """The application as its own server runs it: connections past their age or broken are dropped
-    around each call, as Django's own request cycle does."""
+    """The application as its own server runs it: connections past their age, or that failed a call,
+    are dropped around each call, as Django's own request cycle does. None is checked before a call
+    (no `SELECT 1`): one broken since fails that call, and the back-office looks its effect up."""
     close_old_connections()
     try:
         return application(environ, start_response)

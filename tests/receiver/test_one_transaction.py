@@ -302,3 +302,25 @@ def test_one_apply_over_http_is_one_transaction_at_the_receivers_database(counte
     said = [s for pid, s in _logged_since(path, offset) if pid in pids and not s.startswith(sweep)]
     assert transactions_and_round_trips(said) == (1, 5), "\n".join(said)
     assert said[0] == "BEGIN" and "receiver_call_nonces" in said[1] and said[-1] == "COMMIT", "\n".join(said)
+
+
+def test_no_call_checks_its_connection_first_a_broken_one_fails_its_call_and_the_next_connects_again(
+    counted: Receiver,
+) -> None:
+    """No `SELECT 1` before a call: a connection cut since the last call fails the next call (503: the
+    back-office looks its effect up), which drops it; the call after connects again."""
+    adapter = targets.for_target("demo:anyone")
+
+    def fence() -> httpx.Response:
+        with httpx.Client() as client:
+            return client.send(adapter.signed("fence", {"request_id": str(uuid.uuid4())}))  # type: ignore[attr-defined]
+
+    assert fence().status_code == 200  # its one connection open
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT bool_and(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity WHERE usename = %s", [COUNTED_ROLE]
+        )
+        assert cur.fetchone()[0] is True
+    failed = fence()
+    assert failed.status_code == 503 and "could not reach its database" in failed.json()["error"], failed.text
+    assert fence().status_code == 200
