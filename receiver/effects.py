@@ -4,8 +4,8 @@ a withdrawal read, and whether a record under an operation id is one a grant of 
 
 Everything else (the fence, the epoch, the replay of an operation already applied, the data version, the
 change itself) is one statement in the application's own database, generated from its dataset file
-(`receiver.dataset.compile`); `apply` runs it in its own transaction and reads its refusal (SQLSTATE
-TR001, the kind in its message, the facts as JSON in its detail) into a sentence.
+(`receiver.dataset.compile`); `apply` runs it in its own transaction (or the HTTP call's) and reads its
+refusal (SQLSTATE TR001, the kind in its message, the facts as JSON in its detail) into a sentence.
 """
 
 from __future__ import annotations
@@ -179,8 +179,9 @@ def _fields(g: dict[str, Any]) -> dict[str, Any]:
 
 
 def apply(token: str, effect: Effect) -> dict[str, Any]:
-    """Apply the effect a grant authorizes, once, in its own transaction (a savepoint in a caller's):
-    its evidence, or Refused, with nothing applied, or Busy (rolled back: send it again). `effect` runs
+    """Apply the effect a grant authorizes, once, in its own transaction or in the caller's (the HTTP
+    call's, which took its nonce first: no savepoint, so a refusal or a database error rolls that back
+    whole): its evidence, or Refused, with nothing applied, or Busy (rolled back: send it again). `effect` runs
     the application's one statement (and what must hold before it commits) on a cursor, with the
     grant's checked fields."""
     now = timezone.now()
@@ -195,7 +196,7 @@ def apply(token: str, effect: Effect) -> dict[str, Any]:
         raise Expired(f"grant for operation {g.get('operation_id')} expired at {g.get('not_after')}")
     params = {**_fields(g), "grant": token, "now": now, "applied_at": now.isoformat()}
     try:
-        with transaction.atomic(using=ALIAS), connections[ALIAS].cursor() as cur:
+        with transaction.atomic(using=ALIAS, savepoint=False), connections[ALIAS].cursor() as cur:
             recorded, evidence, made_under, applied_at = effect(cur, params)
     except DatabaseError as exc:
         cause = exc.__cause__

@@ -1,10 +1,12 @@
 """The receiver's HTTP face: a WSGI application for `/receiver/v1/` (`protocol.py`).
 
 Each call is checked whole before anything is written (`_handle`): its path and method, its body's
-length and type, its signature (`signing.check_call`), its JSON body and every field; only then is its
-nonce taken (`signing.take_nonce`) and the dataset's backend (`receiver.dataset.backend`) called once.
+length and type, its signature (`signing.check_call`), its JSON body and every field; only then does
+the call run, in one transaction of the receiver's database: its nonce taken (`signing.take_nonce`) and
+the dataset's backend (`receiver.dataset.backend`) called once. An apply's nonce is written in the
+effect's own transaction, so a call refused or rolled back takes its nonce back with it (`_handle`).
 Every refusal is one JSON line. The evidence of `apply` and `lookup` is signed by this receiver
-(`signing.evidence`). Every check on the effect itself runs in the backend's transaction.
+(`signing.evidence`). Every check on the effect itself runs in that transaction.
 
 What never reaches this application (bytes that are not HTTP, a request line or headers over the
 protocol's limits, a body not framed by one Content-Length) is refused, in the same JSON, by the server
@@ -27,7 +29,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, close_old_connections, connections
+from django.db import DatabaseError, close_old_connections, connections, transaction
 from django.db import Error as DatabaseFault
 from django.utils import timezone
 
@@ -106,15 +108,17 @@ def apply(body: dict[str, Any]) -> Run:
 
     def run() -> Answer:
         began = timezone.now()
-        try:
-            evidence = backend.apply(grant)
-        except effects.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
-            return 409, {"retry": {"kind": exc.kind, "message": f"nothing changed: {exc.message}; retry"}}
-        metrics.applied(evidence, began)
-        crash_point("receiver-after-commit", production=settings.PRODUCTION)  # committed; not answered yet
+        evidence = backend.apply(grant)  # (effects.Busy: rolled back whole, with the nonce; answered 409)
+        transaction.on_commit(lambda: _applied(evidence, began), using=ALIAS)
         return 200, {"evidence": signing.evidence(evidence)}
 
     return run
+
+
+def _applied(evidence: dict[str, Any], began: Any) -> None:
+    """Once the call's transaction committed (the nonce and the effect): counted, not answered yet."""
+    metrics.applied(evidence, began)
+    crash_point("receiver-after-commit", production=settings.PRODUCTION)
 
 
 def lookup(body: dict[str, Any]) -> Run:
@@ -144,7 +148,8 @@ def health() -> Answer:
     name, version and digest, its schema version and its state (what it has applied), the state signed
     as its evidence is, so the back-office can believe it. 503 when the database does not answer."""
     try:
-        said: dict[str, Any] = backend.health()
+        with transaction.atomic(using=ALIAS):  # one transaction: the dataset installed and the state, as one
+            said: dict[str, Any] = backend.health()
     except DatabaseError as exc:
         if not connections[ALIAS].in_atomic_block:
             connections[ALIAS].close()
@@ -165,7 +170,7 @@ def withdraw(body: dict[str, Any]) -> Run:
     return run
 
 
-# Each call checks its whole input and returns what it does; that runs only after the nonce is taken.
+# Each call checks its whole input and returns what it does; that runs in the transaction that takes its nonce.
 CALLS: dict[str, Callable[[dict[str, Any]], Run]] = {
     "inventory": inventory,
     "preview": preview,
@@ -247,8 +252,9 @@ def application(environ: dict[str, Any], start_response: StartResponse) -> Itera
 
 
 def served(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-    """The application as its own server runs it: connections past their age or broken are dropped
-    around each call, as Django's own request cycle does."""
+    """The application as its own server runs it: connections past their age, or that failed a call,
+    are dropped around each call, as Django's own request cycle does. None is checked before a call
+    (no `SELECT 1`): one broken since fails that call, and the back-office looks its effect up."""
     close_old_connections()
     try:
         return application(environ, start_response)
@@ -298,7 +304,14 @@ def _length(text: str) -> int:
 def _handle(environ: dict[str, Any]) -> Answer:
     """One call, checked in this order, each refusal before anything is read further or written: the
     path and method, the body's length and type, the signature (verified, its nonce not yet taken),
-    the JSON body and every field; then the nonce is taken and the call runs."""
+    the JSON body and every field; then the call runs in ONE transaction that takes its nonce first.
+
+    A call refused or rolled back (422, 409, a database error) takes its nonce back with it: a copy sent
+    again within the signature's minute is checked again, and refused again by the same checks (or
+    applied once: the operation id, the fence and the grant keep an effect once; the nonce only stops a
+    captured call from being replayed, and a replayed refused call changes nothing). Two copies at once:
+    the second waits on the nonce's unique index until the first ends, then is refused as replayed (the
+    first committed) or runs (it rolled back)."""
     path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
     allowed = ROUTES.get(path)
     if allowed is None:
@@ -332,8 +345,9 @@ def _handle(environ: dict[str, Any]) -> Answer:
             takes = ", ".join(sorted(TAKES[name]))
             raise BadBody(f"{unknown[0][:40]!r} is not a field of this call (it takes {takes})")
         run = CALLS[name](body)
-        signing.take_nonce(nonce)
-        return run()
+        with transaction.atomic(using=ALIAS):
+            signing.take_nonce(nonce)
+            return run()
     except signing.BadCall as exc:
         logger.warning("call refused: %s", exc)
         return 401, {"error": str(exc), "kind": exc.kind}
@@ -341,6 +355,8 @@ def _handle(environ: dict[str, Any]) -> Answer:
         return 400, {"error": f"{name}: {exc}"}
     except effects.Refused as exc:
         return 422, {"refused": {"kind": exc.kind, "message": exc.message}}
+    except effects.Busy as exc:  # rolled back whole: nothing changed, the same operation may be sent again
+        return 409, {"retry": {"kind": exc.kind, "message": f"nothing changed: {exc.message}; retry"}}
     except DatabaseError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if not connections[ALIAS].in_atomic_block:

@@ -104,7 +104,7 @@ _options: dict[str, Any] = {
 _target: dict[str, Any]
 if _url:
     try:
-        _target = dict(dj_database_url.parse(_url, conn_max_age=60, conn_health_checks=True))
+        _target = dict(dj_database_url.parse(_url, conn_max_age=60))  # (no health check a call: a broken one fails it)
     except ValueError:  # (its text not repeated: it may carry a password)
         raise ImproperlyConfigured("RECEIVER_DATABASE_URL is not a database URL: postgres://USER@HOST/NAME") from None
     if "host" in _target.get("OPTIONS", {}):

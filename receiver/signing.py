@@ -60,7 +60,9 @@ def check_call(method: str, url: str, headers: dict[str, str], body: bytes) -> s
     return calls.check(method, url, headers, body, caller_keys())
 
 
-# A call's nonce, inserted once: nothing else on the call's path, so it locks no other call's nonce
+# A call's nonce, inserted once, first in the call's own transaction (`http._handle`): a copy of the call
+# waits on its unique index until that transaction ends, then finds it taken (committed) or takes it (rolled
+# back); it locks no other call's nonce
 # ({table}: the receiver's table, schema-qualified where the connection's search path does not find it).
 TAKE_NONCE = (
     "INSERT INTO {table} (nonce, kept_until) VALUES (%s, now() + %s * interval '2 seconds') "
@@ -75,7 +77,8 @@ SWEEP_BATCH = 5000
 
 
 def take_nonce(nonce: str) -> None:
-    """Take a call's nonce, in the receiver's database; BadCall if it was taken before (a replay). Kept past
+    """Take a call's nonce, in the caller's transaction (the call's own, with what the call does: a call
+    rolled back takes its nonce back); Replayed if it was taken before (a replay). Kept past
     the age at which the signature itself is refused: a replay is refused by one or the other. Expired
     nonces are swept beside the calls (`sweep_nonces`), never on their path."""
     with connections[ALIAS].cursor() as cur:

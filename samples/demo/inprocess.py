@@ -48,6 +48,7 @@ def database(default: dict[str, Any]) -> dict[str, Any]:
     as the table owner; statements bounded as a receiver bounds them, its schema `receiver` first."""
     _refuse_in_production()
     target = {k: v for k, v in default.items() if k not in ("OPTIONS", "MIGRATION", "TEST")}
+    target["CONN_HEALTH_CHECKS"] = False  # as the receiver's own: no `SELECT 1` a call (a broken connection fails it)
     target.update(default.get("MIGRATION", {}))  # another system's database: not the application role's
     if os.environ.get(URL):
         target.update(dj_database_url.parse(os.environ[URL], conn_max_age=int(target.get("CONN_MAX_AGE") or 0)))
