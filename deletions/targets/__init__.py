@@ -96,12 +96,12 @@ def register_answering(
                 if time.monotonic() > deadline:
                     raise ValidationError(f"no receiver answers at {base_url}: {exc.message}") from None
                 time.sleep(0.2)
+        stated = _stated_bound(client, base_url)
     if keys.get(declared.key_id) is None or declared.keys.get(declared.key_id) != keys[declared.key_id]:
         raise ValidationError(
             f"the receiver at {base_url} signs with key {declared.key_id!r}, which no key given matches "
             "(read it on the receiver's machine: python -m receiver key)"
         )
-        stated: int | None = _stated_bound(client, base_url)
     if stated is not None and (why := bounds.too_short(system.read_timeout_seconds, stated)):
         raise ValidationError(f"the receiver at {base_url} is not registered: {why}")
     return register(name=name, prefix=prefix, base_url=base_url, keys=keys)

@@ -193,12 +193,12 @@ def apply(token: str) -> dict[str, Any]:
     bound_ms = int(getattr(settings, "RECEIVER_STATEMENT_TIMEOUT_MS", bounds.STATEMENT_TIMEOUT_MS))
 
     def effect(cur: Any, params: dict[str, Any]) -> tuple[Any, ...]:
-        # The transaction as a whole within the bound: each statement is given what is left of it.
+        # The transaction as a whole within the bound: the walk after the apply is given what is left of it.
         deadline = time.monotonic() + bound_ms / 1000
 
         def bounded() -> None:
             left = max(1, int((deadline - time.monotonic()) * 1000))
-            SQL.one(cur, "bounded", lock_timeout=f"{min(lock_ms, left)}ms", statement_timeout=f"{left}ms")
+            SQL.one(cur, "bounded", lock_timeout=f"{lock_ms}ms", statement_timeout=f"{left}ms")
 
         bounded()
         return complete.run(cur, c, params, bounded)

@@ -167,14 +167,13 @@ def run(
 ) -> tuple[bool, dict[str, Any], str, Any]:
     """One effect in the caller's transaction: (replayed, evidence, the grant it was made under, when).
     The last one (the person's own records) is walked before it may stand; Incomplete refuses it.
-    `bounded` is called before each statement after the first (the receiver gives each what is left of
-    its bound on the whole transaction)."""
+    `bounded` is called before the walk (the receiver gives it what is left of its bound on the whole
+    transaction; the reads and the record around the two are by primary key)."""
     last = str(params.get("community_id") or "") == own_records_id(c.dataset)
     person: Any = None
     identities: dict[str, Any] = {}
     if last:  # read before anything changes: the person's row is anonymized by this very effect
         person, identities = _person(cur, c, str(params["handle"]))
-        bounded()
     recorded, evidence, made_under, applied_at = SQL.one(cur, "apply", **params) or (False, "{}", "", None)
     said = json.loads(evidence) if isinstance(evidence, str) else dict(evidence)
     if not recorded and said.get("dataset_digest") != digest(c.data):
@@ -188,7 +187,6 @@ def run(
         if found.left:
             raise Incomplete(found.left)
         said |= found.evidence()
-        bounded()
         SQL.one(cur, "record_walk", operation_id=params["operation_id"], evidence=json.dumps(said))
     return bool(recorded), said, made_under, applied_at
 

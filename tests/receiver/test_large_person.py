@@ -1,24 +1,32 @@
-"""The largest person the receiver admits (`RECEIVER_MAX_ROWS` rows in one community, its default),
-deleted end to end in the sample forum through the receiver as its own process, within the timeouts
-the back-office and the receiver agree on (every stage done on its first send: no "nothing changed,
-retry"); one row more is refused at submission with the counts. The times are printed, never asserted
-(`pytest -s` shows them): the performance is measured, not asserted."""
+"""Big people within their limits. The largest person the receiver admits (`RECEIVER_MAX_ROWS` rows
+in one community, its default), deleted end to end in the sample forum through the receiver as its own
+process, within the timeouts the back-office and the receiver agree on (every stage done on its first
+send: no "nothing changed, retry"); one row more is refused at submission with the counts. The times
+are printed, never asserted (`pytest -s` shows them): the performance is measured, not asserted. And
+the one rule the limits keep (`wire.bounds`): a receiver whose stated bound on a call the back-office's
+read timeout does not exceed by the margin is refused at registration and named by health until the
+read timeout is raised."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import psycopg
 import pytest
+from django.core.exceptions import ValidationError
 
+from core import clock
 from core.authority import named
 from deletions import targets
 from deletions.errors import Refused
-from deletions.models import DeletionRequest, StageHistory
+from deletions.models import DeletionRequest, StageHistory, TargetSystem
 from deletions.services import deletion_approve, deletion_submit
+from deletions.targets import http
+from ops.health import report
 from tests.conftest import run_command
 from tests.deletions.helpers import believed
-from tests.receiver.conftest import Receiver
+from tests.receiver.conftest import Receiver, free_port
 from tests.receiver.test_dataset import forum, rows, served  # noqa: F401  (the fixtures)
 from wire import bounds
 
@@ -113,3 +121,42 @@ def test_the_largest_person_admitted_is_deleted_within_the_timeouts_and_one_row_
         f"(inventory and preview) in {submitted:.1f} s; run_deletion in {deleted:.1f} s; its largest stage "
         f"({largest.stage}) in {stage_seconds:.2f} s, {LIMIT / stage_seconds:,.0f} rows/s"
     )
+
+
+def test_a_read_timeout_not_above_the_receivers_bound_is_refused_at_registration_and_named_by_health(
+    settings: Any,
+) -> None:
+    settings.RECEIVER_IN_PROCESS = ""
+    r = Receiver(port=free_port()).start(RECEIVER_STATEMENT_TIMEOUT_MS="25000")  # 25 s and the margin: 35 s
+    try:
+        keys = {r.key_id: r.public()}
+        TargetSystem.objects.filter(prefix="demo:").update(read_timeout_seconds=bounds.READ_TIMEOUT_SECONDS)
+        with pytest.raises(ValidationError) as refused:
+            targets.register_answering(name="demo target system", prefix="demo:", base_url=r.url, keys=keys)
+        said = " ".join(refused.value.messages)
+        assert (
+            f"the receiver at {r.url} is not registered: its read timeout (30 s) is shorter than the receiver's "
+            "bound on a call (25 s, RECEIVER_STATEMENT_TIMEOUT_MS) plus 10 s: raise the read timeout to 35 s or "
+            "more, or lower the receiver's bound"
+        ) == said, said
+        assert not TargetSystem.objects.filter(base_url=r.url).exists()
+
+        # Registered without asking it (`register`), or its bound raised since: health names it.
+        r.register()
+        http._reached.clear()
+        http._rewound.clear()
+        check = report(clock.now())["checks"]["receivers"]
+        assert check["ok"] is False, check
+        assert f"demo target system at {r.url}: its read timeout (30 s) is shorter than" in check["detail"], check
+
+        # Its read timeout raised (the admin): registration takes it, health is green.
+        TargetSystem.objects.filter(prefix="demo:").update(read_timeout_seconds=35)
+        targets.register_answering(name="demo target system", prefix="demo:", base_url=r.url, keys=keys)
+        http._reached.clear()
+        http._rewound.clear()
+        check = report(clock.now())["checks"]["receivers"]
+        assert check["ok"] is True, check
+    finally:
+        r.stop()
+        if r.log is not None:
+            r.log.close()
