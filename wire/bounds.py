@@ -24,7 +24,7 @@ READ_TIMEOUT_SECONDS = STATEMENT_TIMEOUT_MS / 1000 + MARGIN_SECONDS  # 30 s
 # so a slower or busier machine still finishes in time. Measured with the sample forum (a fifth posts
 # anonymized, three fifths comments and a fifth attachments deleted; one person's rows in one community)
 # through the receiver as its own process, on a 2-core machine other work was loading: the effect's
-# stage, as the back-office times it, applied 72,000 to 118,000 rows a second (500,000 rows: 4.3 to
+# stage, as the back-office times it, applied 72,000 to 136,000 rows a second (500,000 rows: 3.7 to
 # 6.9 s; 80,015 rows: 0.8 s; `pytest -s tests/receiver/test_large_person.py` prints it). Rows of a
 # partitioned table apply once per row, far slower (`receiver.dataset.compile._triggers`).
 RATE = 100_000

@@ -14,8 +14,8 @@ value's cast, a CHECK, another person's rows hanging under the person's) is `pro
 `install_sql` is then the receiver's own tables, the version triggers of each table that changes (a
 person's data version in a community moves with every row of theirs written there, by the
 application or by the receiver: by as many rows, once per statement), the function that finds every
-place a person's rows are (`receiver.places`: their memberships and every community a named table puts their rows in), the
-preview, and one plpgsql apply function for the dataset, so the fence, the epoch, the expected
+place a person's rows are (`receiver.places`: their memberships and every community a named table
+puts their rows in), the preview, and one plpgsql apply function for the dataset, so the fence, the epoch, the expected
 version, the effect and the operation record commit in the application's own transaction.
 
 The plan a person's deletion follows: the gate (every approved version checked, nothing changed),
