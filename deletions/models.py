@@ -28,6 +28,7 @@ from core.lifecycle import (
     closed_by_a_named_decision,
 )
 from deletions.contract import AFTER_WITHDRAWAL, FAULT_ALARMS, MANUAL_PREFIX, ROTA_PERMISSION, WAITING_ON_PEOPLE
+from wire import bounds
 
 
 class Status(models.TextChoices):
@@ -639,7 +640,10 @@ class TargetSystem(models.Model):
     )
     keys = models.JSONField()  # key id -> public key; checked by clean()
     connect_timeout_seconds = models.FloatField(default=2.0, validators=[MinValueValidator(0.1), MaxValueValidator(60)])
-    read_timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(600)])
+    # The default: a receiver's default bound on a call plus the margin (`wire.bounds`, the one rule).
+    read_timeout_seconds = models.FloatField(
+        default=bounds.READ_TIMEOUT_SECONDS, validators=[MinValueValidator(0.1), MaxValueValidator(600)]
+    )
     registered_at = models.DateTimeField(default=timezone.now)
     # Since when the receiver has not answered (a worker could not read its fence, health's discovery
     # got no answer or one under a key not registered here), kept until it answers again: what the case

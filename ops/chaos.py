@@ -116,7 +116,7 @@ def worker_env(database_url: str, *, lagging: bool = False, receiver_url: str = 
         CONN_MAX_AGE="0",
         PYTHONUNBUFFERED="1",
         RECEIVER_TEST_LOOKUP_LAG_SECONDS=str(LOOKUP_LAG_SECONDS if lagging else 0),
-        TARGET_STATEMENT_TIMEOUT_MS="5000",
+        RECEIVER_STATEMENT_TIMEOUT_MS="5000",
     )
     return env
 
@@ -268,7 +268,7 @@ class Orchestrator:
                 public_url=self.proxy.url,  # the URL it is registered under, which the calls are signed for
                 RECEIVER_DATASET=str(inprocess.DATASET),
                 RECEIVER_LOG_LEVEL="WARNING",
-                TARGET_STATEMENT_TIMEOUT_MS="5000",
+                RECEIVER_STATEMENT_TIMEOUT_MS="5000",
             )
         if first:
             netcut.register_started(name="demo target system", prefix="demo:", base_url=self.proxy.url)

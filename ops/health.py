@@ -64,7 +64,9 @@ REMEDIES: dict[str, str] = {
     "notifications_failed": "fix the mail server (EMAIL_*) or the webhook's URL, then `manage.py send_notifications`",
     "receivers": "start the named receiver (`python -m receiver serve`, `make receiver` for the demo) or register "
     "its new key: `manage.py register_target`; one whose database went back in time (a restore): "
-    "`manage.py reapply_restored PREFIX` (the dispatcher runs it each tick) applies every deletion it lost again",
+    "`manage.py reapply_restored PREFIX` (the dispatcher runs it each tick) applies every deletion it lost again; "
+    "one the back-office waits too little for: raise its read timeout (admin, Target systems) or lower the "
+    "receiver's RECEIVER_STATEMENT_TIMEOUT_MS",
     "unnamed_cases": "put a person on the rota (a staff member in the group that may hold the case) or "
     "`manage.py hand_case ID --kind deletion --assign USER --by USER --reason TEXT` (or --kind retirement)",
 }

@@ -177,8 +177,9 @@ def openapi() -> dict[str, Any]:
             PREFIX + "health": {
                 "get": {
                     "summary": "health: its database reachable, the installed dataset's name, version and digest, "
-                    "its schema version, and what its database has applied (`state`: a JWS of "
-                    "{receiver_state: {incarnation, applied}}; a restore of its database shows as less)",
+                    "its schema version, what its database has applied (`state`: a JWS of "
+                    "{receiver_state: {incarnation, applied}}; a restore of its database shows as less), and its "
+                    "bound on a call (`statement_timeout_ms`: the back-office's read timeout must be longer)",
                     "responses": {
                         "200": {"description": "healthy"},
                         "503": _error("the receiver could not reach its own database"),

@@ -31,7 +31,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from receiver import protocol
-from wire import crashpoints
+from wire import bounds, crashpoints
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -96,8 +96,15 @@ TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _url = os.environ.get("RECEIVER_DATABASE_URL") or os.environ.get("TARGET_DATABASE_URL")
+# How long a call may take here, and the most rows one effect may change (`wire.bounds`: the one rule
+# these and the back-office's read timeout keep). Every statement is bounded by them; an effect's
+# transaction, as a whole, by the statement timeout (`receiver.dataset.backend.apply`): past either, it
+# rolls back and answers "nothing changed, retry" (409) before the back-office stops waiting.
+RECEIVER_LOCK_TIMEOUT_MS = _int("RECEIVER_LOCK_TIMEOUT_MS", bounds.LOCK_TIMEOUT_MS)
+RECEIVER_STATEMENT_TIMEOUT_MS = _int("RECEIVER_STATEMENT_TIMEOUT_MS", bounds.STATEMENT_TIMEOUT_MS)
+RECEIVER_MAX_ROWS = _int("RECEIVER_MAX_ROWS", bounds.MAX_ROWS)  # a person with more in one place: refused
 _options: dict[str, Any] = {
-    "options": f"-c statement_timeout={_int('TARGET_STATEMENT_TIMEOUT_MS', 60000)} -c lock_timeout=30000",
+    "options": f"-c statement_timeout={RECEIVER_STATEMENT_TIMEOUT_MS} -c lock_timeout={RECEIVER_LOCK_TIMEOUT_MS}",
     "server_side_binding": True,
     "prepare_threshold": 5,
 }
@@ -122,11 +129,6 @@ else:  # development: the embedded server the back-office's `make run` starts, i
 # The dataset file (RECEIVER_DATASET): the receiver serves the application database RECEIVER_DATABASE_URL
 # names, through the objects `python -m receiver install` put in its schema `receiver`.
 RECEIVER_DATASET = os.environ.get("RECEIVER_DATASET", "")
-RECEIVER_MAX_ROWS = _int("RECEIVER_MAX_ROWS", 100000)  # one effect changes at most this many rows
-# Every dataset apply is bounded (SET LOCAL): past either, it rolls back and answers "nothing changed, retry".
-# The back-office's read timeout for a receiver must be longer than the statement timeout.
-RECEIVER_LOCK_TIMEOUT_MS = _int("RECEIVER_LOCK_TIMEOUT_MS", 5000)
-RECEIVER_STATEMENT_TIMEOUT_MS = _int("RECEIVER_STATEMENT_TIMEOUT_MS", 20000)
 _options["options"] += " -c search_path=receiver,public"
 _target["OPTIONS"] = {**_target.get("OPTIONS", {}), **_options}
 DATABASES: dict[str, dict[str, Any]] = {"default": {}, "target": _target}

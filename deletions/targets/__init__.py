@@ -29,6 +29,7 @@ from deletions.store import receivers
 from deletions.targets import manual
 from deletions.targets.base import Adapter, TargetUnreachable
 from deletions.targets.http import HttpTarget, Registration, State, discover, reach, rewound, trusted
+from wire import bounds
 
 MANUAL: Adapter = manual.ManualTarget()
 
@@ -88,7 +89,7 @@ def register_answering(
     """Register a receiver that answers at its URL (waited for up to `wait_seconds`) and signs, now,
     with one of the keys given; else ValidationError saying which (nothing registered). The registration
     is checked before the receiver is reached."""
-    checked(name=name, prefix=prefix, base_url=base_url, keys=keys)
+    system = checked(name=name, prefix=prefix, base_url=base_url, keys=keys)
     deadline = time.monotonic() + wait_seconds
     with httpx.Client(timeout=2.0, verify=trusted()) as client:
         while True:
@@ -99,12 +100,26 @@ def register_answering(
                 if time.monotonic() > deadline:
                     raise ValidationError(f"no receiver answers at {base_url}: {exc.message}") from None
                 time.sleep(0.2)
+        stated = _stated_bound(client, base_url)
     if keys.get(declared.key_id) is None or declared.keys.get(declared.key_id) != keys[declared.key_id]:
         raise ValidationError(
             f"the receiver at {base_url} signs with key {declared.key_id!r}, which no key given matches "
             "(read it on the receiver's machine: python -m receiver key)"
         )
+    if stated is not None and (why := bounds.too_short(system.read_timeout_seconds, stated)):
+        raise ValidationError(f"the receiver at {base_url} is not registered: {why}")
     return register(name=name, prefix=prefix, base_url=base_url, keys=keys)
+
+
+def _stated_bound(client: httpx.Client, base_url: str) -> int | None:
+    """The bound on a call a receiver's health states (`wire.bounds`), or None when it states none or its
+    health does not answer now (the health check reads it again: `http.waits_too_little`)."""
+    try:
+        said = client.get(base_url + "health").json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    stated = said.get("statement_timeout_ms") if isinstance(said, dict) else None
+    return stated if isinstance(stated, int) and not isinstance(stated, bool) else None
 
 
 # A run's registrations (URL, keys, timeouts) are read at most every REGISTRATIONS_SECONDS per process, not
@@ -219,7 +234,8 @@ class Reach:
 
 def reachability(now: datetime) -> list[Reach]:
     """Each registered receiver: does it answer discovery now, signing under a key registered for it, and
-    does its health report at least what the back-office holds signed evidence of (`http.rewound`)?
+    does its health report at least what the back-office holds signed evidence of, and a bound on a call
+    its read timeout is above (`http.rewound`)?
     Each is asked at most every `http.REACH_SECONDS` per process, with short timeouts; a change is
     noted (`store.receivers`), so since when it has not answered is known across processes."""
     out = []

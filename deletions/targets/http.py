@@ -51,7 +51,7 @@ from deletions.targets.base import (
     TargetUnreachable,
     Unreadable,
 )
-from wire import calls, evidence
+from wire import bounds, calls, evidence
 from wire.evidence import BadEvidence
 
 VERSION = 1
@@ -161,6 +161,21 @@ def health(r: Registration, *, short: bool = False) -> State | None:
     """The receiver's health answer (`GET .../health`): what its database has applied, once its signed
     state verifies against a key registered for it (None when it keeps none); TargetUnreachable when it
     does not answer, cannot reach its database, or signs what does not verify."""
+    return _state_said(r, _health(r, short=short))
+
+
+def waits_too_little(r: Registration, said: dict[str, Any]) -> str:
+    """Why the back-office gives up on this receiver too early ("" when it does not): its read timeout
+    is not above the bound the receiver states on a call, with the margin (`wire.bounds.too_short`)."""
+    stated = said.get("statement_timeout_ms")
+    if not isinstance(stated, int) or isinstance(stated, bool):
+        return ""  # (a receiver that states none: nothing to check it against)
+    why = bounds.too_short(r.read_timeout, stated)
+    return f"{r.where()}: {why}" if why else ""
+
+
+def _health(r: Registration, *, short: bool = False) -> dict[str, Any]:
+    """The receiver's health answer, as it said it (200, a JSON object); else TargetUnreachable."""
     reg = (
         dataclasses.replace(
             r,
@@ -178,6 +193,10 @@ def health(r: Registration, *, short: bool = False) -> State | None:
     if answer.status_code != 200 or not isinstance(said, dict):
         error = said.get("error") if isinstance(said, dict) else None
         raise TargetUnreachable(f"{r.where()} is not healthy (HTTP {answer.status_code}: {str(error)[:300]})")
+    return said
+
+
+def _state_said(r: Registration, said: dict[str, Any]) -> State | None:
     if "state" not in said:
         return None
     try:
@@ -254,29 +273,38 @@ def reach(r: Registration) -> str:
     return why
 
 
-_rewound: dict[tuple[str, ...], tuple[float, State | None, str]] = {}
+_rewound: dict[tuple[str, ...], tuple[float, State | None, str, str]] = {}
+
+
+def _read(r: Registration) -> tuple[State | None, str, str]:
+    """The receiver's health, read with short timeouts at most every REACH_SECONDS per process (per
+    state held and read timeout): what its database has applied, why it could not be read, and why the
+    back-office waits too little for it (`waits_too_little`)."""
+    key = (*_cache_key(r), str(r.read_timeout), *((r.state.incarnation, str(r.state.applied)) if r.state else ()))
+    seen = _rewound.get(key)
+    if seen is not None and time.monotonic() - seen[0] < REACH_SECONDS:
+        return seen[1], seen[2], seen[3]
+    try:
+        said = _health(r, short=True)
+        state, why, slow = _state_said(r, said), "", waits_too_little(r, said)
+    except TargetUnreachable as exc:
+        state, why, slow = None, exc.message, ""
+    _rewound[key] = (time.monotonic(), state, why, slow)
+    return state, why, slow
 
 
 def reported(r: Registration) -> tuple[State | None, str]:
     """What the receiver's health reports its database has applied, and why it could not be read ("" when
     it was): read with short timeouts, at most every REACH_SECONDS per process and state held."""
-    key = (*_cache_key(r), *((r.state.incarnation, str(r.state.applied)) if r.state else ()))
-    seen = _rewound.get(key)
-    if seen is not None and time.monotonic() - seen[0] < REACH_SECONDS:
-        return seen[1], seen[2]
-    try:
-        state, why = health(r, short=True), ""
-    except TargetUnreachable as exc:
-        state, why = None, exc.message
-    _rewound[key] = (time.monotonic(), state, why)
+    state, why, _ = _read(r)
     return state, why
 
 
 def rewound(r: Registration) -> str:
-    """Why the receiver's database went back in time (`went_back`), or why its health could not be read;
-    "" when neither."""
-    state, why = reported(r)
-    return why or went_back(r.state, state, r.where())
+    """Why the receiver's database went back in time (`went_back`), why its health could not be read, or
+    why the back-office gives up on it too early (`waits_too_little`); "" when none."""
+    state, why, slow = _read(r)
+    return why or "; ".join(x for x in (went_back(r.state, state, r.where()), slow) if x)
 
 
 def call_refused(status: int, answer: Any) -> str:

@@ -11,6 +11,7 @@ replayed commit)."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
@@ -23,6 +24,7 @@ from django.utils.dateparse import parse_datetime
 
 from receiver import ALIAS, effects
 from receiver.dataset import catalog, compile, complete
+from wire import bounds
 
 SQL = complete.SQL
 
@@ -89,7 +91,8 @@ def state() -> dict[str, Any]:
 
 
 def health() -> dict[str, Any]:
-    """The installed dataset (name, version, digest), the receiver schema's version, and the state."""
+    """The installed dataset (name, version, digest), the receiver schema's version, the state, and the
+    receiver's bound on a call."""
     with connections[ALIAS].cursor() as cur:
         installed = SQL.one(cur, "installed", dataset=dataset()["dataset"])
         said, schema = _state(cur)
@@ -98,6 +101,8 @@ def health() -> dict[str, Any]:
         "dataset": {"name": dataset()["dataset"], "version": version, "digest": digest},
         "schema_version": schema,
         "state": said,
+        # Its bound on a call (`wire.bounds`): the back-office waits for an answer longer than this.
+        "statement_timeout_ms": int(getattr(settings, "RECEIVER_STATEMENT_TIMEOUT_MS", bounds.STATEMENT_TIMEOUT_MS)),
     }
 
 
@@ -113,7 +118,7 @@ def memberships(handle: str, communities: int = 2) -> list[dict[str, str]]:
     one holds more rows than one effect may change (`RECEIVER_MAX_ROWS`): such a person is handled
     apart, never half-applied. Each entry carries the digest of the rules it was read under."""
     found = _rows(handle)
-    limit = int(getattr(settings, "RECEIVER_MAX_ROWS", 100_000))
+    limit = int(getattr(settings, "RECEIVER_MAX_ROWS", bounds.MAX_ROWS))
     big = [(n, rows + agents) for _, n, _, rows, agents, _, _ in found if rows + agents > limit]
     if big:
         said = ", ".join(f"{count:,} in {n}" for n, count in big)
@@ -184,14 +189,19 @@ def apply(token: str) -> dict[str, Any]:
     completeness walk when it is the person's last); a constraint broken is named by the file's entry."""
     c = compiled()
 
+    lock_ms = int(getattr(settings, "RECEIVER_LOCK_TIMEOUT_MS", bounds.LOCK_TIMEOUT_MS))
+    bound_ms = int(getattr(settings, "RECEIVER_STATEMENT_TIMEOUT_MS", bounds.STATEMENT_TIMEOUT_MS))
+
     def effect(cur: Any, params: dict[str, Any]) -> tuple[Any, ...]:
-        SQL.one(
-            cur,
-            "bounded",
-            lock_timeout=f"{int(getattr(settings, 'RECEIVER_LOCK_TIMEOUT_MS', 5000))}ms",
-            statement_timeout=f"{int(getattr(settings, 'RECEIVER_STATEMENT_TIMEOUT_MS', 30000))}ms",
-        )
-        return complete.run(cur, c, params)
+        # The transaction as a whole within the bound: the walk after the apply is given what is left of it.
+        deadline = time.monotonic() + bound_ms / 1000
+
+        def bounded() -> None:
+            left = max(1, int((deadline - time.monotonic()) * 1000))
+            SQL.one(cur, "bounded", lock_timeout=f"{lock_ms}ms", statement_timeout=f"{left}ms")
+
+        bounded()
+        return complete.run(cur, c, params, bounded)
 
     try:
         return effects.apply(token, effect)

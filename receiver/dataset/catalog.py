@@ -60,6 +60,7 @@ class Table:
     uniques: list[Unique] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     indexed: set[str] = field(default_factory=set)  # columns leading an index
+    partitioned: bool = False  # a partitioned table (its rows are its partitions')
 
     @property
     def unique(self) -> set[str]:
@@ -113,7 +114,7 @@ def _order(f: ForeignKey) -> tuple[str, tuple[str, ...]]:
 
 def read(cur: Any, schema: str = "public") -> Catalog:
     cur.execute(
-        """SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+        """SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, c.relkind = 'p'
            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
            JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
            WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT c.relispartition
@@ -121,8 +122,8 @@ def read(cur: Any, schema: str = "public") -> Catalog:
         [schema],
     )
     tables: dict[str, Table] = {}
-    for table, column, kind, not_null in cur.fetchall():
-        t = tables.setdefault(table, Table(table))
+    for table, column, kind, not_null, partitioned in cur.fetchall():
+        t = tables.setdefault(table, Table(table, partitioned=partitioned))
         t.columns[column] = kind
         if not_null:
             t.not_null.add(column)

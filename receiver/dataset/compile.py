@@ -11,11 +11,11 @@ that a delete would cascade through, an anonymization that would break a NOT NUL
 unique column (expression and partial unique indexes included). What only the database can say (a
 value's cast, a CHECK, another person's rows hanging under the person's) is `probe`'s, with a cursor.
 
-`install_sql` is then the receiver's own tables, one version trigger per table that changes (a
+`install_sql` is then the receiver's own tables, the version triggers of each table that changes (a
 person's data version in a community moves with every row of theirs written there, by the
-application or by the receiver), the function that finds every place a person's rows are
-(`receiver.places`: their memberships and every community a named table puts their rows in), the
-preview, and one plpgsql apply function for the dataset, so the fence, the epoch, the expected
+application or by the receiver: by as many rows, once per statement), the function that finds every
+place a person's rows are (`receiver.places`: their memberships and every community a named table
+puts their rows in), the preview, and one plpgsql apply function for the dataset, so the fence, the epoch, the expected
 version, the effect and the operation record commit in the application's own transaction.
 
 The plan a person's deletion follows: the gate (every approved version checked, nothing changed),
@@ -47,6 +47,9 @@ OWN = "*"  # the community key of a person's own records (receiver_versions.comm
 OWN_RECORDS_ROLE = "own_records"
 NOT_A_MEMBER = "not_a_member"
 STAGES = ("purge_db", "purge_agents")
+# The version triggers' names (`_triggers`): a row trigger (before schema version 3, and a partitioned
+# table's), or one statement trigger per event.
+TRIGGERS = ("receiver_version", "receiver_version_insert", "receiver_version_update", "receiver_version_delete")
 
 
 class Refused(Exception):
@@ -141,6 +144,7 @@ class Compiled:
     memberships: dict[str, str]
     entries: list[Entry]  # in delete order: children before parents
     types: dict[str, dict[str, str]]  # table -> column -> type, for every table named
+    partitioned: frozenset[str] = frozenset()  # the tables named that are partitioned
 
     @property
     def dataset(self) -> str:
@@ -261,6 +265,7 @@ def check(data: dict[str, Any], cat: Catalog) -> Compiled:
         memberships=m,
         entries=ordered,
         types=types,
+        partitioned=frozenset(t for t in types if cat.tables[t].partitioned),
     )
 
 
@@ -446,7 +451,9 @@ def _identity_vars(c: Compiled) -> tuple[str, str]:
     return decl, f"SELECT {cols} INTO {names} FROM {pt} WHERE {ppk} = v_person;"
 
 
-SCHEMA_VERSION = 2  # of the schema `receiver` this module installs (2: receiver_state, receiver_applied)
+# Of the schema `receiver` this module installs (2: receiver_state, receiver_applied; 3: the version triggers
+# once per statement, so a receiver refuses to serve an install that still runs them once per row).
+SCHEMA_VERSION = 3
 # The receiver's state, in the application's own database so a restore takes it back with the data: an
 # incarnation made once at the first install, and a counter of the operations newly applied (a sequence:
 # never rolled back, so it only moves on; a restore of a dump sets it back to what the dump held). Each
@@ -604,8 +611,14 @@ def _in(e: Entry, stage: str | None, scope: str) -> bool:
 
 
 def _triggers(c: Compiled) -> list[str]:
-    """One version trigger per table that changes: the rows' person and community (or their own
-    records), old and new, get their version moved on."""
+    """The version triggers of every table that changes: each statement's rows, old and new, grouped by
+    their person and community (or their own records), move that version on by as many rows, once per
+    statement (transition tables: `FOR EACH STATEMENT`, one trigger per event, as PostgreSQL requires).
+    The rows' person and community are read when the statement ends, as a row trigger read them.
+
+    A partitioned table keeps a row trigger: PostgreSQL fires a statement trigger only for the table a
+    statement names, so a write straight into a partition (one added later included) would not move
+    the version; a row trigger on the partitioned table is cloned onto every partition."""
     m = c.memberships
     member = Hop(m["table"], (m["person"],), c.person_table, (c.person_pk,))
     place = Hop(m["table"], (m["community"],), c.community_table, (c.community_pk,))
@@ -630,27 +643,40 @@ def _triggers(c: Compiled) -> list[str]:
             cj, ces = joins(community, "c", outer=True)
             ce = f"coalesce({ces[0]}::text, '{OWN}')"
 
-        def bump(row: str, pj: str = pj, pe: str = pe, cj: str = cj, ce: str = ce) -> str:
+        def bump(rows: str, pj: str = pj, pe: str = pe, cj: str = cj, ce: str = ce) -> str:
             return (
-                "UPDATE receiver.receiver_versions v SET version = v.version + 1 "
-                f"FROM (SELECT {pe}::text AS p, {ce} AS c FROM (SELECT {row}.*) t0 {pj} {cj}) x "
+                "UPDATE receiver.receiver_versions v SET version = v.version + x.n "
+                f"FROM (SELECT {pe}::text AS p, {ce} AS c, count(*) AS n FROM {rows} t0 {pj} {cj} GROUP BY 1, 2) x "
                 "WHERE v.person_pk = x.p AND v.community_pk = x.c;"
             )
 
         fn = f"receiver.{_q('version_' + table)}"
+        row = table in c.partitioned
+        old, new = ("(SELECT OLD.*)", "(SELECT NEW.*)") if row else ("old_rows", "new_rows")
         out.append(
             f"""CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP <> 'INSERT' THEN {bump("OLD")} END IF;
-    IF TG_OP <> 'DELETE' THEN {bump("NEW")} END IF;
+    IF TG_OP <> 'INSERT' THEN {bump(old)} END IF;
+    IF TG_OP <> 'DELETE' THEN {bump(new)} END IF;
     RETURN NULL;
 END $$"""
         )
-        out.append(f"DROP TRIGGER IF EXISTS receiver_version ON {_q(table)}")
-        out.append(
-            f"CREATE TRIGGER receiver_version AFTER INSERT OR UPDATE OR DELETE ON {_q(table)} "
-            f"FOR EACH ROW EXECUTE FUNCTION {fn}()"
-        )
+        out += [f"DROP TRIGGER IF EXISTS {name} ON {_q(table)}" for name in TRIGGERS]
+        if row:
+            out.append(
+                f"CREATE TRIGGER receiver_version AFTER INSERT OR UPDATE OR DELETE ON {_q(table)} "
+                f"FOR EACH ROW EXECUTE FUNCTION {fn}()"
+            )
+            continue
+        for event, transition in (
+            ("insert", "NEW TABLE AS new_rows"),
+            ("update", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
+            ("delete", "OLD TABLE AS old_rows"),
+        ):
+            out.append(
+                f"CREATE TRIGGER receiver_version_{event} AFTER {event.upper()} ON {_q(table)} "
+                f"REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION {fn}()"
+            )
     return out
 
 

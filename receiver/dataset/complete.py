@@ -17,6 +17,7 @@ rolls back whole. The rehearsal runs the same function.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,9 +162,13 @@ def remains(cur: Any, c: Compiled, person: Any, identities: dict[str, Any]) -> R
     return out
 
 
-def run(cur: Any, c: Compiled, params: dict[str, Any]) -> tuple[bool, dict[str, Any], str, Any]:
+def run(
+    cur: Any, c: Compiled, params: dict[str, Any], bounded: Callable[[], None] = lambda: None
+) -> tuple[bool, dict[str, Any], str, Any]:
     """One effect in the caller's transaction: (replayed, evidence, the grant it was made under, when).
-    The last one (the person's own records) is walked before it may stand; Incomplete refuses it."""
+    The last one (the person's own records) is walked before it may stand; Incomplete refuses it.
+    `bounded` is called before the walk (the receiver gives it what is left of its bound on the whole
+    transaction; the reads and the record around the two are by primary key)."""
     last = str(params.get("community_id") or "") == own_records_id(c.dataset)
     person: Any = None
     identities: dict[str, Any] = {}
@@ -177,6 +182,7 @@ def run(cur: Any, c: Compiled, params: dict[str, Any]) -> tuple[bool, dict[str, 
             f"v{said.get('dataset_version')} installed: start it again with the installed file; nothing was applied"
         )
     if last and not recorded and person is not None:
+        bounded()
         found = remains(cur, c, person, identities)
         if found.left:
             raise Incomplete(found.left)

@@ -25,6 +25,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from samples.demo import seed
+from wire import bounds
 
 ALIAS = "target"  # receiver.ALIAS
 URL = "DEMO_DATABASE_URL"
@@ -59,9 +60,10 @@ def database(default: dict[str, Any]) -> dict[str, Any]:
     else:
         target["NAME"] = f"{default['NAME']}_target"
         target["CREATE_IF_MISSING"] = True
-    timeout = int(os.environ.get("TARGET_STATEMENT_TIMEOUT_MS", "60000"))
+    timeout = int(os.environ.get("RECEIVER_STATEMENT_TIMEOUT_MS") or bounds.STATEMENT_TIMEOUT_MS)
+    lock = int(os.environ.get("RECEIVER_LOCK_TIMEOUT_MS") or bounds.LOCK_TIMEOUT_MS)
     target["OPTIONS"] = {
-        "options": f"-c statement_timeout={timeout} -c lock_timeout=30000 -c search_path=receiver,public",
+        "options": f"-c statement_timeout={timeout} -c lock_timeout={lock} -c search_path=receiver,public",
         "server_side_binding": True,
         "prepare_threshold": 5,
     }
