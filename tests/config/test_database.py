@@ -13,4 +13,5 @@ def test_statement_and_lock_timeouts_are_set_on_every_connection() -> None:
         assert cur.fetchone()[0] == "1min"
         cur.execute("SHOW lock_timeout")
         assert cur.fetchone()[0] == "30s"
-    assert connection.settings_dict["CONN_HEALTH_CHECKS"] is True
+    # No SELECT 1 before a task's first statement: a broken connection fails that statement and is closed.
+    assert connection.settings_dict["CONN_HEALTH_CHECKS"] is False
