@@ -46,7 +46,15 @@ def growth(rounds: int, small: int = 50, large: int = 500) -> dict[str, Any]:
         larges.append(per_stage([submitted_and_approved(large)]))
         smalls.append(per_stage([submitted_and_approved(small) for _ in range(count)]))
     s, lg = statistics.median(smalls), statistics.median(larges)
-    return {"small_ms": s * 1000, "large_ms": lg * 1000, "ratio": lg / s, "small": small, "large": large}
+    ratios = [big / little for big, little in zip(larges, smalls, strict=True)]  # within each round
+    return {
+        "small_ms": s * 1000,
+        "large_ms": lg * 1000,
+        "ratio": statistics.median(ratios),
+        "ratios": ratios,
+        "small": small,
+        "large": large,
+    }
 
 
 def reconstruct(stages: int = 10_000, *, quick: bool = False) -> dict[str, Any]:
