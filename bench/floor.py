@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -51,22 +53,29 @@ def approved(people: list[str], queue: str | None = None) -> list[uuid.UUID]:
     enqueued on `queue` or on none (`seed`). A `demo:` person is enrolled in the demo application
     first (as its mounted receiver enrolls whoever an inventory asks about), so a receiver in its own
     process holds them too."""
-    from django.conf import settings
-    from django.test import override_settings
-    from django_q.models import OrmQ
-
     from samples.demo import inprocess
     from tests.conftest import submit_and_approve
 
     inprocess.mount()
     for person in people:
         inprocess.enroll(person, 2)
+    with enqueued_on(queue):
+        return [submit_and_approve(person).id for person in people]
+
+
+@contextmanager
+def enqueued_on(queue: str | None = None) -> Iterator[None]:
+    """The runs approvals enqueue in this block go to the django-q2 queue `queue`, or, when None, to a
+    queue of this block alone, emptied after it: no run is left for a cluster to consume."""
+    from django.conf import settings
+    from django.test import override_settings
+    from django_q.models import OrmQ
+
     key = queue or f"bench-seeded-{uuid.uuid4().hex[:10]}"
     with override_settings(Q_CLUSTER={**settings.Q_CLUSTER, "name": key}):
-        ids = [submit_and_approve(person).id for person in people]
+        yield
     if queue is None:
         OrmQ.objects.filter(key=key).delete()
-    return ids
 
 
 @dataclass(frozen=True)

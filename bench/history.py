@@ -13,6 +13,8 @@ from typing import Any
 
 from django.core.management import call_command
 
+from bench.floor import enqueued_on
+
 
 def submitted_and_approved(communities: int) -> str:
     out = StringIO()
@@ -22,7 +24,8 @@ def submitted_and_approved(communities: int) -> str:
     call_command("submit_deletion", *with_token(submit), "--demo-communities", str(communities), stdout=out)
     req = json.loads(out.getvalue())
     approve = (req["id"], "--approved-by", "operator-b", "--inventory-digest", req["inventory_digest"])
-    call_command("approve_deletion", *with_token(approve), stdout=StringIO())
+    with enqueued_on(None):  # the run here is the bench's own: none is left on the queue for the drain's cluster
+        call_command("approve_deletion", *with_token(approve), stdout=StringIO())
     return req["id"]
 
 

@@ -96,9 +96,11 @@ def main() -> None:
         }
         for section in SECTIONS:
             if section in only:
-                first = len(table)
+                first, started = len(table), time.perf_counter()
                 run[section]()
                 by_section[section] = table[first:]
+                result.setdefault("section_s", {})[section] = round(time.perf_counter() - started, 1)
+                print(f"{section}: {result['section_s'][section]:.0f} s", file=sys.stderr, flush=True)
     finally:
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)

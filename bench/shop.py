@@ -293,7 +293,7 @@ def section(quick: bool, url: str, target_url: str) -> dict[str, Any]:
     from django.db import connection
 
     people, organisations = (300, 8) if quick else (1000, 25)
-    n, rounds, warm = (12, 2, 3) if quick else (40, 3, 4)
+    n, rounds, warm = (12, 2, 3) if quick else (40, 5, 4)
     case_db = str(connection.settings_dict["NAME"])
     ran: dict[str, list[dict[str, Any]]] = {PRODUCT: [], FLOOR: []}
     with databases(people, organisations) as shop, receivers(shop) as procs:
