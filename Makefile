@@ -70,7 +70,7 @@ bench-deps: install
 	$(PY) -m pip install --quiet -r requirements-bench.txt
 
 bench: bench-deps
-	$(PY) bench/run.py --workers 1,2,4
+	$(PY) bench/run.py
 
 bench-quick: bench-deps
 	$(PY) bench/run.py --quick

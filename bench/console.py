@@ -40,10 +40,11 @@ BIG_TABLES = (
 
 
 def build(n: int) -> dict[str, Any]:
+    from bench.floor import approved
     from deletions import worker
-    from tests.conftest import submit_and_approve
+    from deletions.models import DeletionRequest
 
-    template = submit_and_approve(f"demo:console-{uuid.uuid4().hex[:8]}")
+    template = DeletionRequest.objects.get(id=approved([f"demo:console-{uuid.uuid4().hex[:8]}"])[0])
     worker.run(template.id, executor_id="bench-console")
     user = _superuser()
     slug = f"console-{uuid.uuid4().hex[:8]}"

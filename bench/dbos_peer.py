@@ -10,8 +10,10 @@ resumes a workflow after a crash from its last checkpointed step and runs a step
 the floor's fenced statements make a repeated step harmless, as they make a repeated delivery
 harmless under procrastinate and django-q2.
 
-The workflows are enqueued (by a client, before the start) and the workers launched when told;
-the parent stops them once every request has completed.
+The requests are seeded (no django-q2 run enqueued) and the workflows enqueued (by a client, before
+the start); the workers are launched when told; the parent waits for every request's completion by
+LISTEN (`rawloop.Completions`, no query in the window), then stops them. Each reports its own CPU
+from its launch to its stop.
 """
 
 from __future__ import annotations
@@ -80,9 +82,8 @@ def _register() -> Any:
     return floor_request
 
 
-def run(processes: int, requests: int, database_url: str, target_url: str) -> dict[str, Any]:
+def run(processes: int, requests: int, database_url: str, target_url: str, over_http: bool = True) -> dict[str, Any]:
     from bench import floor, rawloop, server
-    from deletions.models import DeletionRequest, Status
 
     ids = floor.seed(requests, "dbos")
     dbos = importlib.import_module("dbos")
@@ -93,42 +94,47 @@ def run(processes: int, requests: int, database_url: str, target_url: str) -> di
             client.enqueue({"queue_name": QUEUE, "workflow_name": WORKFLOW, "app_version": VERSION}, str(rid))
     finally:
         client.destroy()
-    env = rawloop.environment(database_url, target_url)
     argv = [sys.executable, str(Path(__file__).resolve())]
-    children = [
-        subprocess.Popen([*argv, f"w{i}"], cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for i in range(processes)
-    ]
-    try:
-        for child in children:
-            assert child.stdout is not None
-            if child.stdout.readline().strip() != "ready":
-                raise RuntimeError("a DBOS worker did not get ready")
-        before = server.reading()
-        start = time.perf_counter()
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        pending = DeletionRequest.objects.filter(id__in=ids).exclude(status=Status.COMPLETED)
-        while pending.exists():
-            if any(c.poll() is not None for c in children):
-                raise RuntimeError("a DBOS worker exited before the queue was drained")
-            if time.perf_counter() - start > 900:
-                raise RuntimeError("DBOS did not drain within 900 s")
-            time.sleep(0.05)
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("stop\n")
-            child.stdin.flush()
-        for child in children:
-            child.communicate(timeout=120)
-        wall = time.perf_counter() - start
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-    return {"processes": processes, **rawloop.measured(ids, wall, before)}
+    with rawloop.reached(over_http, target_url) as (served, extra):
+        env = rawloop.environment(database_url, target_url, **extra)
+        children = [
+            subprocess.Popen(
+                [*argv, f"w{i}"], cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            for i in range(processes)
+        ]
+        listening = rawloop.Completions(database_url)
+        try:
+            for child in children:
+                assert child.stdout is not None
+                if child.stdout.readline().strip() != "ready":
+                    raise RuntimeError("a DBOS worker did not get ready")
+            before = server.reading()
+            if served:
+                served.mark()
+            start = time.perf_counter()
+            for child in children:
+                assert child.stdin is not None
+                child.stdin.write("go\n")
+                child.stdin.flush()
+            listening.wait(ids, alive=lambda: all(c.poll() is None for c in children))
+            if served:
+                receiver_cpu = served.spent()
+            for child in children:
+                assert child.stdin is not None
+                child.stdin.write("stop\n")
+                child.stdin.flush()
+            printed = [json.loads(child.communicate(timeout=120)[0].strip().splitlines()[-1]) for child in children]
+            wall = time.perf_counter() - start
+        finally:
+            listening.close()
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
+    cpu = {"workers": sum(p["cpu_s"] for p in printed)}
+    if served:
+        cpu["receiver"] = receiver_cpu
+    return {"processes": processes, "over_http": over_http, **rawloop.measured(ids, wall, before, cpu)}
 
 
 def _worker(executor: str) -> None:
@@ -140,13 +146,17 @@ def _worker(executor: str) -> None:
 
     _register()
     DBOS(config=_config(os.environ["DATABASE_URL"], executor))  # type: ignore[arg-type]
+    from bench import rawloop
+
     print("ready", flush=True)
     sys.stdin.readline()  # go: launched now (its start is outside the rows' clock, as every side's)
+    before = rawloop.cpu_seconds()
     DBOS.launch()
     DBOS.register_queue(QUEUE, worker_concurrency=1, polling_interval_sec=0.01)
     sys.stdin.readline()  # stop: the parent saw every request completed
+    cpu = rawloop.cpu_seconds() - before
     DBOS.destroy()
-    print(json.dumps({"done": True}), flush=True)
+    print(json.dumps({"done": True, "cpu_s": cpu}), flush=True)
 
 
 if __name__ == "__main__":

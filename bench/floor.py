@@ -1,28 +1,26 @@
-"""The floor of a stage: the work the seeds' guarantees need and nothing more, on the engine's
-own tables as they are (their triggers, foreign keys and indexes) and against the demo
-application's real rows, so the bench's ratios compare the engine with the least the same work costs.
+"""The guarantee floor: the least a stage costs that keeps the seeds' guarantees, on the engine's own
+tables as they are (their triggers, foreign keys and indexes) and against the demo application's real
+rows, so the bench's ratios compare the engine with the least the same work can cost.
 
 Per request: the receiver's fence read (the same call the engine makes), the claim (lease,
 generation past the saved one and the fence, the lease event) and the start (running, the first
-stage row), one statement each. Per stage, five round trips:
-1. mark + submit: the stage running and submitted, the attempt opened (one fenced statement);
-2. the grant read: the request locked under the lease, the latest approval, its approver's and the
-   requester's permissions now, the digest and the data version (one statement), then the grant
-   signed (Ed25519) in the process;
-3. the target effect: the same signed call to the demo application's receiver the engine makes
-   (through the same adapter, `deletions.targets.http`), where the grant is verified and
-   `receiver.apply` called (generated from the demo's dataset), one transaction there that fences,
-   checks the epoch, the membership and its version, deletes the same rows the engine's run deletes
-   and records the operation with its evidence; the answer's signature verified;
-4. the result: completed and current, the attempt closed (one fenced statement);
-5. the transition: the row retired with its decision and the successor inserted, or, after the
-   last stage, the request completed and its lease released (one fenced statement).
+stage row), one statement each. Per stage, three commits and four statements at the case database:
+1. the intent, durable before the send: mark + submit (`begin_stage`, one fenced statement, a commit);
+2. the grant read with the same authority checks (the request under the lease, the latest approval,
+   its approver's and the requester's permissions now, the digest, the data version: one statement,
+   a read-only commit), then signed (Ed25519) in the process;
+3. the target's effect: the same signed call to the demo application's receiver the engine makes
+   (through the same adapter, `deletions.targets.http`, mounted or over HTTP as the side says), where
+   the grant is verified and `receiver.apply` runs in one transaction with the call's record; the
+   answer's signature verified;
+4. the outcome and the next step as one restart point: the result saved and the transition (the
+   successor inserted, or the request completed and its lease released) in ONE commit
+   (`_restart_point`: the engine's combined statement where it has one, else `save_result` and
+   `advance`/`complete` pipelined in one transaction).
 
 The statements are the engine's own named statements (`deletions/store/*.sql`, the one writer of
-each move), run back to back with what the engine decides in Python (the stage order, the grant)
-computed from the approved inventory; so `engine / floor` is what the engine's Python, its reads
-between moves and its queue cost over the same writes. Nothing else: no heartbeat, no snapshot,
-no log line, no policy call.
+each move); what the engine decides in Python (the stage order, the grant) is computed from the
+approved inventory. Nothing else: no heartbeat, no snapshot, no log line, no policy call.
 """
 
 from __future__ import annotations
@@ -30,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -40,11 +40,42 @@ from django.db import connection
 STAGES_PER_REQUEST = 6
 
 
-def seed(n: int, label: str) -> list[uuid.UUID]:
-    """`n` approved requests through the services (as an intake and an approver make them)."""
+def seed(n: int, label: str, queue: str | None = None) -> list[uuid.UUID]:
+    """`n` approved requests through the services (as an intake and an approver make them). Each
+    approval enqueues its run on commit: on the django-q2 queue `queue` when given (the drain's own),
+    else on a queue of this seeding alone, emptied at once, so no side leaves a task behind for
+    another side's cluster to consume."""
+    return approved([f"demo:{label}-{uuid.uuid4().hex[:10]}" for _ in range(n)], queue)
+
+
+def approved(people: list[str], queue: str | None = None) -> list[uuid.UUID]:
+    """A request for each of these people, submitted and approved through the services, its run
+    enqueued on `queue` or on none (`seed`). A `demo:` person is enrolled in the demo application
+    first (as its mounted receiver enrolls whoever an inventory asks about), so a receiver in its own
+    process holds them too."""
+    from samples.demo import inprocess
     from tests.conftest import submit_and_approve
 
-    return [submit_and_approve(f"demo:{label}-{uuid.uuid4().hex[:10]}").id for _ in range(n)]
+    inprocess.mount()
+    for person in people:
+        inprocess.enroll(person, 2)
+    with enqueued_on(queue):
+        return [submit_and_approve(person).id for person in people]
+
+
+@contextmanager
+def enqueued_on(queue: str | None = None) -> Iterator[None]:
+    """The runs approvals enqueue in this block go to the django-q2 queue `queue`, or, when None, to a
+    queue of this block alone, emptied after it: no run is left for a cluster to consume."""
+    from django.conf import settings
+    from django.test import override_settings
+    from django_q.models import OrmQ
+
+    key = queue or f"bench-seeded-{uuid.uuid4().hex[:10]}"
+    with override_settings(Q_CLUSTER={**settings.Q_CLUSTER, "name": key}):
+        yield
+    if queue is None:
+        OrmQ.objects.filter(key=key).delete()
 
 
 @dataclass(frozen=True)
@@ -90,7 +121,8 @@ def start(request_id: uuid.UUID, owner: str) -> Started:
 
 def stage(run: Started, i: int) -> uuid.UUID | None:
     """Stage `i` of the plan: mark + submit, the grant read and signed, the target's one call, the
-    result, the transition (five round trips). The next stage's row id; None after the last."""
+    result and the transition as one commit (four statements). The next stage's row id; None after
+    the last."""
     from core import clock
     from deletions import receiver
     from deletions.contract import Lease
@@ -111,14 +143,55 @@ def stage(run: Started, i: int) -> uuid.UUID | None:
         row = stages.snapshot(one("begin_stage", stage_id=run.stage_id, now=now, submit=True, action="running"))
         digested = Plan.of(run.inventory, inventory_digest(run.inventory))
         granted = receiver.grant(lease, row, digested, now=now)  # the one read, the rule, the signature
-        evidence = run.target.apply(granted.token)  # signed, checked, applied: the same call the engine makes
-        one("save_result", stage_id=row.id, now=clock.now(), result=json.dumps(evidence), action="completed")
+        evidence = effect(run.target, granted.token)  # signed, checked, applied: the same call the engine makes
+        saved = {**fenced, "stage_id": row.id, "now": clock.now()}
         if i + 1 == len(plan):
-            one("complete", stage_id=row.id, decision=decision, now=clock.now(), action="completed")
+            restart_point(saved, evidence, "complete", decision=decision, action="completed")
             return None
         successor = stages._new_row(lease, plan[i + 1], row.id)
-        moved = one("advance", **successor, stage_id=row.id, decision=decision, now=clock.now(), action="advanced")
+        moved = restart_point(saved, evidence, "advance", **successor, decision=decision, action="advanced")
         return cast(uuid.UUID, moved[0])
+
+
+def effect(target: Any, token: str) -> dict[str, Any]:
+    """The adapter's `apply` (`deletions.targets.http.HttpTarget`) at the least: the same signed call,
+    its answer judged and its evidence verified against the registered key; without `note_state`,
+    which writes the receiver's applied count on its registration (a commit of its own at the case
+    database after each effect: the engine's, not a guarantee's; it could ride in the restart point)."""
+    from deletions.targets.http import verify_evidence
+
+    status, answer = target._call("apply", {"grant": token})
+    return verify_evidence(target._judged("apply", status, answer)["evidence"], target.r.keys)
+
+
+def restart_point(saved: dict[str, Any], evidence: dict[str, Any], then: str, **params: Any) -> tuple[Any, ...]:
+    """The outcome and the next step as one restart point, one commit: the engine's combined statement
+    (`save_and_advance` / `save_and_complete`) where `stages.sql` has it, else `save_result` and
+    `advance` (or `complete`) pipelined in one implicit transaction (two statements, one network
+    round trip)."""
+    from deletions.store import stages
+
+    connection.ensure_connection()
+    raw = connection.connection
+    result = json.dumps(evidence)
+    combined = f"save_and_{then}"
+    if combined in stages.SQL.names():
+        with raw.cursor() as cur:
+            cur.execute(stages.SQL.sql(combined), {**saved, **params, "result": result})
+            found = cur.fetchone()
+        if found is None:
+            raise RuntimeError(f"floor: {combined} found nothing for request {saved['request_id']}")
+        return cast(tuple[Any, ...], found)
+    with raw.pipeline():
+        first, second = raw.cursor(), raw.cursor()
+        first.execute(stages.SQL.sql("save_result"), {**saved, "result": result, "action": "completed"})
+        second.execute(stages.SQL.sql(then), {**saved, **params})
+    if first.fetchone() is None:
+        raise RuntimeError(f"floor: save_result found nothing for request {saved['request_id']}")
+    found = second.fetchone()
+    if found is None:
+        raise RuntimeError(f"floor: {then} found nothing for request {saved['request_id']}")
+    return cast(tuple[Any, ...], found)
 
 
 def run(request_id: uuid.UUID, owner: str) -> int:

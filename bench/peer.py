@@ -8,8 +8,10 @@ closed after each job), the same clock (stage rows, `rawloop.measured`), the ser
 What differs is the guarantee: procrastinate delivers a job at least once and keeps no checkpoint
 inside it; the floor's fenced statements are what make a second delivery harmless.
 
-The requests are seeded and their jobs deferred before the start; the workers start together
-once each is ready, and run until the queue is empty (`wait=False`).
+The requests are seeded (no django-q2 run enqueued) and their jobs deferred on procrastinate's queue
+before the start, the previous runs' jobs deleted first, so the queue holds this run's jobs alone;
+the workers start together once each is ready, and run until the queue is empty (`wait=False`):
+the parent waits for their exit. Each reports its own CPU from "go" to its end.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ def available() -> bool:
     return True
 
 
-def run(processes: int, requests: int, database_url: str, target_url: str) -> dict[str, Any]:
+def run(processes: int, requests: int, database_url: str, target_url: str, over_http: bool = True) -> dict[str, Any]:
+    from django.db import connection
+
     from bench import floor, rawloop, server
 
     ids = floor.seed(requests, "peer")
@@ -60,12 +64,27 @@ def run(processes: int, requests: int, database_url: str, target_url: str) -> di
     with app.open():
         if not _schema_applied(app):
             app.schema_manager.apply_schema()
+        with connection.cursor() as cur:
+            cur.execute("TRUNCATE procrastinate_jobs CASCADE")  # the last run's (done) jobs: its queue is its own
         task = app.tasks["floor_request"]
         for rid in ids:
             task.defer(rid=str(rid))
     argv = [sys.executable, str(Path(__file__).resolve())]
-    wall, _, before = rawloop.together(argv, processes, rawloop.environment(database_url, target_url), server.reading)
-    return {"processes": processes, **rawloop.measured(ids, wall, before)}
+    with rawloop.reached(over_http, target_url) as (served, extra):
+
+        def ready() -> dict[str, Any]:
+            read = server.reading()
+            if served:
+                served.mark()
+            return read
+
+        wall, printed, before = rawloop.together(
+            argv, processes, rawloop.environment(database_url, target_url, **extra), ready
+        )
+        cpu = {"workers": sum(p["cpu_s"] for p in printed)}
+        if served:
+            cpu["receiver"] = served.spent()
+    return {"processes": processes, "over_http": over_http, **rawloop.measured(ids, wall, before, cpu)}
 
 
 def _schema_applied(app: Any) -> bool:
@@ -82,11 +101,14 @@ def _worker() -> None:
 
     django.setup()
     app = _app(os.environ["DATABASE_URL"])
+    from bench import rawloop
+
     print("ready", flush=True)
     sys.stdin.readline()
+    before = rawloop.cpu_seconds()
     with app.open():
         app.run_worker(wait=False, concurrency=1, install_signal_handlers=False)
-    print(json.dumps({"done": True}), flush=True)
+    print(json.dumps({"done": True, "cpu_s": rawloop.cpu_seconds() - before}), flush=True)
 
 
 if __name__ == "__main__":

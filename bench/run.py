@@ -7,13 +7,12 @@ Usage: .venv/bin/python bench/run.py [--quick]
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ SECTIONS = ("stage", "shop", "growth", "reconstruct", "drain", "console", "milli
 
 
 MILLION = 1_000_000
+DRAIN_REQUESTS = 90  # a round's requests at each worker count (--drain-requests)
 
 
 def row(name: str, value: str, target: str, verdict: bool | None) -> list[str]:
@@ -55,6 +55,7 @@ def main() -> None:
     parser.add_argument(
         "--workers", default="1,2", help="worker counts for the drain and its peers, e.g. 1,2,4 (default 1,2)"
     )
+    parser.add_argument("--drain-requests", type=int, default=90, help="requests a round a side in the drain section")
     parser.add_argument(
         "--save", type=Path, default=None, help="also write the table and JSON to this file (what bench/plot.py draws)"
     )
@@ -62,8 +63,9 @@ def main() -> None:
     workers = sorted({int(w) for w in args.workers.split(",") if w.strip()})
     only = set(args.only)
     quick = args.quick
-    global MILLION
+    global MILLION, DRAIN_REQUESTS
     MILLION = args.scale or (20_000 if quick else 1_000_000)
+    DRAIN_REQUESTS = args.drain_requests
     setup_test_environment()
     counted = server.preload_statement_stats()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
@@ -79,6 +81,7 @@ def main() -> None:
         inprocess.install()  # its tables, and the receiver for its dataset
         ensure_people()
         ensure_demo_receiver()
+        rawloop.install_notify()  # completions NOTIFY: the bench waits on them, never polls in a window
         result["machine"] = server.settings()
         result["round_trips_counted"] = counted and server.enable()
         url, target_url = connection_url(), connection_url("target")
@@ -93,9 +96,11 @@ def main() -> None:
         }
         for section in SECTIONS:
             if section in only:
-                first = len(table)
+                first, started = len(table), time.perf_counter()
                 run[section]()
                 by_section[section] = table[first:]
+                result.setdefault("section_s", {})[section] = round(time.perf_counter() - started, 1)
+                print(f"{section}: {result['section_s'][section]:.0f} s", file=sys.stderr, flush=True)
     finally:
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)
@@ -109,61 +114,68 @@ def main() -> None:
         args.save.write_text(json.dumps({**saved, "sections": by_section}, indent=1) + "\n")
 
 
+def spread3(values: list[float], digits: int = 3) -> dict[str, Any]:
+    """min / median / max of a ratio's (or a difference's) rounds, and each round's, for the JSON."""
+    return {
+        "min": round(min(values), digits),
+        "median": round(statistics.median(values), digits),
+        "max": round(max(values), digits),
+        "rounds": [round(v, digits) for v in values],
+    }
+
+
+def _interleaved(sides: list[Any], rounds: int, run: Any) -> dict[Any, list[dict[str, Any]]]:
+    """`rounds` rounds of every side, the order turned by one each round, so no side always runs
+    first or after the same one."""
+    ran: dict[Any, list[dict[str, Any]]] = {side: [] for side in sides}
+    for i in range(rounds):
+        turn = i % len(sides)
+        for side in sides[turn:] + sides[:turn]:
+            started = time.perf_counter()
+            ran[side].append(run(side))
+            took = time.perf_counter() - started
+            print(f"round {i + 1}/{rounds} {side}: {ran[side][-1]['stages_per_s']:.0f} stages/s ({took:.0f} s)",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    return ran
+
+
 def stage_section(quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str) -> None:
-    """One process each, interleaved rounds: the engine (`worker.run`, no queue) and the floor of
-    the same work, per stage, with the commits and round trips the server counted."""
-    n, rounds = (20, 2) if quick else (60, 3)
-    rawloop.side("engine", 1, 5, url, target_url)
-    rawloop.side("floor", 1, 5, url, target_url)  # warm both paths
-    ran: dict[str, list[dict[str, Any]]] = {"engine": [], "floor": []}
-    for _ in range(rounds):
-        for name in ran:
-            ran[name].append(rawloop.side(name, 1, n, url, target_url))
-    med = {name: _medians(runs) for name, runs in ran.items()}
-    ratio = statistics.median(
-        f["stages_per_s"] / e["stages_per_s"] for f, e in zip(ran["floor"], ran["engine"], strict=True)
-    )
-    result["stage_ms_engine"] = round(1000 / med["engine"]["stages_per_s"], 3)
-    result["stage_ms_floor"] = round(1000 / med["floor"]["stages_per_s"], 3)
-    result["stage_ratio"] = round(1 / ratio, 3)
-    for name in ran:
-        result[f"{name}_commits_per_stage"] = med[name]["commits_per_stage"]
-        result[f"{name}_round_trips_per_stage"] = med[name]["round_trips_per_stage"]
-    for name, words in (("floor", "floor of the same work, 1 process"), ("engine", "engine (worker.run), 1 process")):
-        m = med[name]
-        table.append(row(words, f"{1000 / m['stages_per_s']:.2f} ms/stage, {_counts(m)}", "", None))
-    table.append(row("stage ratio (floor / engine time)", f"{1 / ratio:.2f}x", ">= 0.5x", 1 / ratio >= 0.5))
-    http_rows(quick, result, table, url, target_url, med["engine"])
-
-
-def http_rows(
-    quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str, mounted: dict[str, Any]
-) -> None:
-    """The same two sides with the receiver in its own process, over a socket: the engine's stage
-    against the floor making the same signed HTTP calls and the same SQL, and the HTTP overhead per
-    stage (over a socket against the receiver mounted in process)."""
-    n, rounds = (20, 2) if quick else (60, 3)
-    with receiver_process(target_url):
-        over = {"RECEIVER_IN_PROCESS": ""}
-        rawloop.side("engine", 1, 5, url, target_url, **over)
-        rawloop.side("floor", 1, 5, url, target_url, **over)
-        ran: dict[str, list[dict[str, Any]]] = {"engine": [], "floor": []}
-        for _ in range(rounds):
-            for name in ran:
-                ran[name].append(rawloop.side(name, 1, n, url, target_url, **over))
-    med = {name: _medians(runs) for name, runs in ran.items()}
-    ratio = statistics.median(
-        e["stages_per_s"] / f["stages_per_s"] for f, e in zip(ran["floor"], ran["engine"], strict=True)
-    )
-    engine_ms, floor_ms = (1000 / med[k]["stages_per_s"] for k in ("engine", "floor"))
-    overhead = engine_ms - 1000 / mounted["stages_per_s"]
-    result |= {"http_stage_ms_engine": round(engine_ms, 3), "http_stage_ms_floor": round(floor_ms, 3)}
-    result |= {"http_stage_ratio": round(ratio, 3), "http_overhead_ms_per_stage": round(overhead, 3)}
-    for name, words in (("floor", "floor, receiver over HTTP"), ("engine", "engine, receiver over HTTP")):
-        m = med[name]
-        table.append(row(words, f"{1000 / m['stages_per_s']:.2f} ms/stage, {_counts(m)}", "", None))
-    table.append(row("HTTP stage ratio (floor / engine time)", f"{ratio:.2f}x", ">= 0.6x", ratio >= 0.6))
-    table.append(row("HTTP overhead per stage (socket vs mounted)", f"{overhead:.2f} ms", "", None))
+    """One process a side, interleaved rounds of four sides: the engine (`worker.run`, no queue) and
+    the guarantee floor of the same work, each with the receiver mounted in its process and with the
+    receiver in its own process over HTTP. Every ratio and difference is taken within its round: the
+    stage ratio (floor / engine time) mounted and over HTTP, and the HTTP overhead a stage (over HTTP
+    less mounted, the same side in the same round)."""
+    n, rounds = (10, 2) if quick else (40, 5)
+    sides = [("engine", False), ("floor", False), ("engine", True), ("floor", True)]
+    for name, http in sides:  # warm every path
+        rawloop.side(name, 1, 3, url, target_url, over_http=http)
+    ran = _interleaved(sides, rounds, lambda side: rawloop.side(side[0], 1, n, url, target_url, over_http=side[1]))
+    ms = {side: [1000 / r["stages_per_s"] for r in runs] for side, runs in ran.items()}
+    result["stage_runs"] = {f"{name}{' http' if http else ''}": runs for (name, http), runs in ran.items()}
+    for (name, http), runs in ran.items():
+        where = "receiver over HTTP" if http else "receiver mounted"
+        words = f"{'guarantee floor' if name == 'floor' else 'engine (worker.run)'}, {where}, 1 process"
+        key = f"stage_ms_{name}{'_http' if http else ''}"
+        result[key] = spread3(ms[(name, http)])
+        table.append(
+            row(f"{words} ({runs[0]['stages']:,} stages, {rounds} rounds)", f"{spread(ms[(name, http)])} ms/stage; "
+                f"{_counts(_medians(runs))}", "", None)
+        )  # fmt: skip
+    for http, target in ((False, 0.5), (True, 0.6)):
+        ratios = [f / e for f, e in zip(ms[("floor", http)], ms[("engine", http)], strict=True)]
+        key = "http_stage_ratio" if http else "stage_ratio"
+        result[key] = spread3(ratios)
+        words = "over HTTP" if http else "receiver mounted"
+        table.append(
+            row(f"stage ratio, {words} (floor / engine time, each round)", f"{spread(ratios)}x", f">= {target}x",
+                statistics.median(ratios) >= target)
+        )  # fmt: skip
+    for name in ("engine", "floor"):
+        over = [h - m for h, m in zip(ms[(name, True)], ms[(name, False)], strict=True)]
+        result[f"http_overhead_ms_per_stage_{name}"] = spread3(over)
+        table.append(
+            row(f"HTTP overhead a stage, {name} (over HTTP less mounted, each round)", f"{spread(over)} ms", "", None)
+        )
 
 
 def shop_section(quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str) -> None:
@@ -185,43 +197,45 @@ def shop_section(quick: bool, result: dict[str, Any], table: list[list[str]], ur
     shop.report(measured, result, table, row)
 
 
-@contextmanager
-def receiver_process(target_url: str) -> Iterator[None]:
-    """The reference receiver in its own process on the bench's target database, registered for demo:."""
-    from deletions import targets
-    from ops import netcut
-
-    port = netcut.free_port()
-    from samples.demo.inprocess import DATASET
-
-    proc = netcut.serve_receiver(port, target_url, RECEIVER_DATASET=str(DATASET), RECEIVER_LOG_LEVEL="WARNING")
-    previous = targets.registered()
-    try:
-        netcut.register_started(name="demo target system", prefix="demo:", base_url=netcut.receiver_url(port))
-        yield
-    finally:
-        netcut.stop(proc)
-        for r in previous:
-            targets.register(name=r.name, prefix=r.prefix, base_url=r.base_url, keys=r.keys)
-
-
 def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, v in runs[0].items() if isinstance(v, int | float) and not isinstance(v, bool)]
-    return {k: statistics.median(r[k] for r in runs if r.get(k) is not None) for k in keys if runs[0][k] is not None}
+    """Each figure's median over the rounds (a dict of figures, e.g. CPU by process, figure by figure)."""
+    out: dict[str, Any] = {}
+    for k, v in runs[0].items():
+        if isinstance(v, dict):
+            out[k] = {p: statistics.median(r[k][p] for r in runs if p in r.get(k, {})) for p in v}
+        elif isinstance(v, int | float) and not isinstance(v, bool):
+            found = [r[k] for r in runs if r.get(k) is not None]
+            if found:
+                out[k] = statistics.median(found)
+    return out
 
 
 def _counts(m: dict[str, Any]) -> str:
-    trips = m.get("round_trips_per_stage")
-    return f"{m['commits_per_stage']:.2f} commits" + (f", {trips:.2f} round trips" if trips else "") + " per stage"
+    """Commits and round trips a stage at the case database and at the target's, CPU a stage by process
+    and the server's, medians of the rounds."""
+    out = []
+    for where, words in (("case", "case db"), ("target", "target db")):
+        commits, trips = m.get(f"{where}_commits_per_stage"), m.get(f"{where}_round_trips_per_stage")
+        if commits is not None:
+            out.append(f"{words} {commits:.2f} commits" + (f", {trips:.2f} round trips" if trips is not None else ""))
+    text = "; ".join(out) + " a stage"
+    cpu = m.get("cpu_ms_per_stage_by_process")
+    if cpu:
+        text += "; CPU ms a stage: " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+        if m.get("server_cpu_ms_per_stage") is not None:
+            text += f", server {m['server_cpu_ms_per_stage']:.2f}"
+        if m.get("cores_busy") is not None:
+            text += f" ({m['cores_busy']:.2f} cores busy)"
+    return text
 
 
 def growth_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -> None:
-    grown = history.growth(rounds=1 if quick else 3, large=200 if quick else 500)
-    result["growth_500_vs_50"] = round(grown["ratio"], 3)
+    grown = history.growth(rounds=2 if quick else 5, large=200 if quick else 500)
+    result["growth_500_vs_50"] = spread3(grown["ratios"])
     table.append(
         row(
-            f"per stage, {grown['large']} vs {grown['small']} communities",
-            f"{grown['large_ms']:.2f} ms vs {grown['small_ms']:.2f} ms = {grown['ratio']:.2f}x",
+            f"per stage, {grown['large']} vs {grown['small']} communities ({len(grown['ratios'])} rounds)",
+            f"{grown['large_ms']:.2f} ms vs {grown['small_ms']:.2f} ms (medians); {spread(grown['ratios'])}x",
             "<= 1.2x",
             grown["ratio"] <= 1.2,
         )
@@ -257,80 +271,99 @@ def spread(values: list[float], digits: int = 2) -> str:
     return " / ".join(f"{v:.{digits}f}" for v in (min(values), statistics.median(values), max(values)))
 
 
+DRAIN_SIDES = ("drain", "drain mounted", "floor", "procrastinate", "DBOS")  # the engine alone: the stage section
+DRAIN_TARGETS = {"floor": 0.85, "procrastinate": 1.1, "DBOS": 2.0}  # drain / side, at 1 and 2 workers
+
+
 def drain_section(
     quick: bool, result: dict[str, Any], table: list[list[str]], url: str, target_url: str, workers: list[int]
 ) -> None:
-    """At each worker count: the drain (django-q2 and the engine), the engine without the queue,
-    the floor of the same work and procrastinate running the floor's work, `rounds` interleaved
-    rounds of the same number of requests, every line on the stage rows' clock; each ratio is
-    taken within its round and the median reported (min / median / max beside it)."""
-    count, rounds = (60, 1) if quick else (300, 3)
+    """Rounds over every worker count and every side, the order turned each round: the drain
+    (django-q2 and the engine) through the receiver over HTTP (the headline), the same drain with the
+    receiver mounted, the guarantee floor and procrastinate and DBOS running the floor's work, these
+    three over HTTP too (each run its own receiver process). Every
+    ratio (drain / side, the speed-up from one worker count to the next) is taken within its round;
+    min / median / max printed and saved."""
+    count, rounds = (24, 2) if quick else (DRAIN_REQUESTS, 5)
     peers = {"procrastinate": peer, "DBOS": dbos_peer}
-    sides = ["drain", "engine", "floor", *(name for name, module in peers.items() if module.available())]
+    sides = [s for s in DRAIN_SIDES if s not in peers or peers[s].available()]
     cores = os.cpu_count() or 1
     result["cores"] = cores
-    by_workers: dict[int, dict[str, list[dict[str, Any]]]] = {}
+
+    def run(side: tuple[int, str]) -> dict[str, Any]:
+        n, name = side
+        each = max(1, count // n)
+        if name.startswith("drain"):
+            return drain.drain(each * n, n, url, target_url, over_http=name == "drain")
+        if name in ("engine", "floor"):
+            return rawloop.side(name, n, each, url, target_url, over_http=True)
+        return peers[name].run(n, each * n, url, target_url, over_http=True)
+
+    everything = [(n, name) for n in workers for name in sides]
+    ran = _interleaved(everything, rounds, run)
+    rates = {side: [r["stages_per_s"] for r in runs] for side, runs in ran.items()}
+    result["drain_runs"] = {f"{name} {n}w": runs for (n, name), runs in ran.items()}
     for n in workers:
-        ran: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
-        for _ in range(rounds):
-            each = max(1, count // n)
-            ran["drain"].append(drain.drain(each * n, n, url, target_url))
-            ran["engine"].append(rawloop.side("engine", n, each, url, target_url))
-            ran["floor"].append(rawloop.side("floor", n, each, url, target_url))
-            for name, module in peers.items():
-                if name in ran:
-                    ran[name].append(module.run(n, each * n, url, target_url))
-        by_workers[n] = ran
         over = f" (oversubscribed: {cores} cores)" if n > cores else ""
-        many = f", min / median / max of {rounds}" if rounds > 1 else ""
         for name in sides:
-            rates = [r["stages_per_s"] for r in ran[name]]
-            m = _medians(ran[name])
-            key = f"{name}_stages_per_s_{n}w"
-            result[key] = round(statistics.median(rates), 1)
-            result[f"{name}_commits_per_stage_{n}w"] = m["commits_per_stage"]
-            result[f"{name}_round_trips_per_stage_{n}w"] = m.get("round_trips_per_stage")
-            outside = spread([r["outside_s"] for r in ran[name]], 1)
+            runs = ran[(n, name)]
+            m = _medians(runs)
+            key = f"{name.replace(' ', '_')}_stages_per_s_{n}w"
+            result[key] = spread3(rates[(n, name)], 1)
+            where = "" if name in ("drain mounted",) else ", over HTTP"
+            queue = ""
+            if name.startswith("drain"):
+                theirs = max(r["queue_others_before"] for r in runs)
+                queue = f"; queue before the window: {runs[0]['queue_before']} tasks, its own, {theirs} other"
             table.append(
                 row(
-                    f"{name}, {n} worker{'s' if n > 1 else ''}{over} ({ran[name][0]['stages']:,} stages{many})",
-                    f"{spread(rates, 0)} stages/s; {_counts(m)}; start + stop {outside} s",
-                    ">= 184 stages/s" if name == "drain" and n == 2 else "",
-                    statistics.median(rates) >= 184 if name == "drain" and n == 2 else None,
+                    f"{name}, {n} worker{'s' if n > 1 else ''}{over} ({runs[0]['stages']:,} stages{where}, "
+                    f"{rounds} rounds)",
+                    f"{spread(rates[(n, name)], 0)} stages/s; {_counts(m)}; start + stop "
+                    f"{spread([r['outside_s'] for r in runs], 1)} s{queue}",
+                    "",
+                    None,
                 )
             )
-        for other, target, floor_ in (("floor", ">= 0.65x", 0.65), ("procrastinate", "", None), ("DBOS", "", None)):
-            if other not in ran:
+        for other in sides:
+            if other == "drain":
                 continue
-            ratios = [d["stages_per_s"] / o["stages_per_s"] for d, o in zip(ran["drain"], ran[other], strict=True)]
-            med = statistics.median(ratios)
-            result[f"drain_vs_{other}_{n}w"] = round(med, 3)
+            ratios = [d / o for d, o in zip(rates[(n, "drain")], rates[(n, other)], strict=True)]
+            result[f"drain_vs_{other.replace(' ', '_')}_{n}w"] = spread3(ratios)
+            goal = DRAIN_TARGETS.get(other)
             table.append(
                 row(
-                    f"drain / {other}, {n} worker{'s' if n > 1 else ''}",
+                    f"drain / {other}, {n} worker{'s' if n > 1 else ''} (stages/s, each round)",
                     f"{spread(ratios)}x",
-                    target if n == 2 else "",
-                    (med >= floor_) if (floor_ is not None and n == 2) else None,
+                    f">= {goal}x" if goal else "",
+                    statistics.median(ratios) >= goal if goal else None,
                 )
             )
-    if 1 in by_workers:
-        for n in workers:
-            if n == 1:
-                continue
-            for name in sides:
-                speedup = result[f"{name}_stages_per_s_{n}w"] / result[f"{name}_stages_per_s_1w"]
-                result[f"{name}_speedup_{n}w"] = round(speedup, 2)
-            words = ", ".join(f"{name} {result[f'{name}_speedup_{n}w']:.2f}x" for name in sides)
-            target = ">= 1.6x (drain)" if n == 2 else ""
-            table.append(
-                row(
-                    f"speed-up, {n} workers over 1", words, target,
-                    result["drain_speedup_2w"] >= 1.6 if n == 2 else None,
-                )
-            )  # fmt: skip
-    peak = max(r["peak_rss_mb"] for ran in by_workers.values() for r in ran["drain"])
+    for low, high in itertools.pairwise(workers):
+        for name in sides:
+            ups = [h / lo for h, lo in zip(rates[(high, name)], rates[(low, name)], strict=True)]
+            result[f"{name.replace(' ', '_')}_speedup_{high}w_over_{low}w"] = spread3(ups, 2)
+        medians = {name: result[f"{name.replace(' ', '_')}_speedup_{high}w_over_{low}w"]["median"] for name in sides}
+        drain_ups = result[f"drain_speedup_{high}w_over_{low}w"]
+        at = _medians(ran[(high, "drain")])
+        table.append(
+            row(
+                f"speed-up, {high} workers over {low} (each round)",
+                f"drain {spread(drain_ups['rounds'])}x; medians: "
+                + ", ".join(f"{name} {v:.2f}x" for name, v in medians.items() if name != "drain")
+                + (
+                    f"; the drain at {high} keeps {at['cores_busy']:.2f} of {cores} cores busy "
+                    f"(its processes and the server, CPU over its span)"
+                    if at.get("cores_busy") is not None
+                    else ""
+                ),
+                ">= 1.6x (drain)" if (low, high) == (1, 2) else "",
+                drain_ups["median"] >= 1.6 if (low, high) == (1, 2) else None,
+            )
+        )
+    peak = max(r["peak_rss_mb"] for (_, name), runs in ran.items() if name.startswith("drain") for r in runs)
     result["worker_peak_rss_mb"] = round(peak, 1)
-    table.append(row("worker peak RSS", f"{peak:.0f} MB", "flat (52-53 MB before)", None))
+    table.append(row("worker peak RSS (the drain's workers, at the end of each window)", f"{peak:.0f} MB", "", None))
 
 
 def console_section(quick: bool, result: dict[str, Any], table: list[list[str]]) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from django.db import connection, connections
 
 ALIASES = ("default", "target")
+WHERE = (("case", "default"), ("target", "target"))
 SETTINGS = ("fsync", "synchronous_commit", "shared_buffers", "default_transaction_isolation", "server_version")
 
 
@@ -70,25 +71,43 @@ def flush() -> None:
             cur.execute("SELECT pg_stat_force_next_flush()")
 
 
-def reading() -> dict[str, int]:
-    """Commits and (when counted) statements so far, summed over both databases."""
-    names = [connections[a].settings_dict["NAME"] for a in ALIASES]
+def reading() -> dict[str, Any]:
+    """Commits and (when counted) statements so far, in the case database and the target's apart and
+    summed, and the server's CPU seconds so far (`server_cpu_seconds`)."""
+    names = {where: connections[alias].settings_dict["NAME"] for where, alias in WHERE}
     flush()  # this process's own pending counts (a seeding just before) go in first
     time.sleep(1.1)  # then those of every other process that flushed, or is busy (at most once a second)
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_stat_clear_snapshot()")
-        cur.execute("SELECT coalesce(sum(xact_commit), 0) FROM pg_stat_database WHERE datname = ANY(%s)", [names])
-        (commits,) = cur.fetchone()
-        try:
-            cur.execute(
-                "SELECT coalesce(sum(s.calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
-                " WHERE d.datname = ANY(%s) AND s.query !~ '^SELECT [$][0-9]+ FROM ONLY '",  # foreign keys' checks
-                [names],
-            )
-            (calls,) = cur.fetchone()
-        except Exception:
-            calls = -1
-    return {"commits": int(commits), "statements": int(calls)}
+    by_name = counted_now(list(names.values()))
+    out: dict[str, Any] = {where: by_name[name] for where, name in names.items()}
+    out["commits"] = sum(int(out[w]["commits"]) for w in names)
+    out["statements"] = -1 if out["case"]["statements"] < 0 else sum(int(out[w]["statements"]) for w in names)
+    out["server_cpu_s"] = server_cpu_seconds()
+    return out
+
+
+def server_cpu_seconds() -> float | None:
+    """The database server's CPU seconds so far: the postmaster's own, its live processes' (backends,
+    WAL writer, checkpointer...) and those of the ones it already reaped (its children's times), so the
+    difference of two readings is what the server spent between them, backends that ended included.
+    None when the server is not a process of this machine that this user can read."""
+    try:
+        import psutil
+
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid()")
+            (backend,) = cur.fetchone()
+        postmaster = psutil.Process(psutil.Process(backend).ppid())
+        own = postmaster.cpu_times()
+        total = own.user + own.system + own.children_user + own.children_system
+        for child in postmaster.children():
+            try:
+                t = child.cpu_times()
+                total += t.user + t.system
+            except psutil.NoSuchProcess:
+                continue
+        return total
+    except Exception:
+        return None
 
 
 def counted(names: list[str]) -> dict[str, dict[str, float]]:
@@ -97,6 +116,11 @@ def counted(names: list[str]) -> dict[str, dict[str, float]]:
     (a commit's flush is not in it: it runs after the statement)."""
     flush()
     time.sleep(1.1)
+    return counted_now(names)
+
+
+def counted_now(names: list[str]) -> dict[str, dict[str, float]]:
+    """`counted` without the wait: what the server holds now."""
     out: dict[str, dict[str, float]] = {name: {"commits": 0, "statements": -1, "exec_ms": 0.0} for name in names}
     with connection.cursor() as cur:
         cur.execute("SELECT pg_stat_clear_snapshot()")
@@ -118,8 +142,22 @@ def counted(names: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def per_stage(before: dict[str, int], after: dict[str, int], stages: int) -> dict[str, float | None]:
-    """The deltas per stage; the readings' own statements (a few) are spread over the stages."""
-    commits = (after["commits"] - before["commits"]) / stages
-    statements = None if before["statements"] < 0 else (after["statements"] - before["statements"]) / stages
-    return {"commits_per_stage": round(commits, 2), "round_trips_per_stage": statements and round(statements, 2)}
+def per_stage(before: dict[str, Any], after: dict[str, Any], stages: int) -> dict[str, float | None]:
+    """The deltas per stage, summed and at each database (`case_`, `target_`); the readings' own
+    statements (a few) are spread over the stages. The server's CPU a stage when it was read."""
+
+    def each(key: str, b: dict[str, Any], a: dict[str, Any]) -> float | None:
+        if b[key] is None or b[key] < 0:
+            return None
+        return round((a[key] - b[key]) / stages, 2)
+
+    out: dict[str, float | None] = {
+        "commits_per_stage": each("commits", before, after),
+        "round_trips_per_stage": each("statements", before, after),
+    }
+    for where in ("case", "target"):
+        out[f"{where}_commits_per_stage"] = each("commits", before[where], after[where])
+        out[f"{where}_round_trips_per_stage"] = each("statements", before[where], after[where])
+    if before.get("server_cpu_s") is not None and after.get("server_cpu_s") is not None:
+        out["server_cpu_ms_per_stage"] = round(1000 * (after["server_cpu_s"] - before["server_cpu_s"]) / stages, 3)
+    return out

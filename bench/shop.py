@@ -21,8 +21,9 @@ is a copy of the first) and each installed with the shop's dataset file:
      replay guard), `complete.run` (the generated `receiver.apply`, and for the last effect the
      person read before it and the walk after it, with its record); the evidence signed as a JWS and
      checked against the receiver's key as the adapter checks it;
-  4. the outcome and the next step as one restart point: `save_result` and `advance` (or `complete`)
-     pipelined in one implicit transaction, one commit.
+  4. the outcome and the next step as one restart point, one commit (`bench.floor.restart_point`: the
+     engine's combined statement where it has one, else `save_result` and `advance` (or `complete`)
+     pipelined in one implicit transaction).
   The next stage comes from the rules (`workflow.advance`, pure) over the saved result. No heartbeat,
   no lookup, no log line, no bounds (`SET LOCAL` timeouts).
 
@@ -56,7 +57,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = ROOT / "samples" / "shop" / "dataset.yaml"
@@ -292,7 +293,7 @@ def section(quick: bool, url: str, target_url: str) -> dict[str, Any]:
     from django.db import connection
 
     people, organisations = (300, 8) if quick else (1000, 25)
-    n, rounds, warm = (12, 2, 3) if quick else (40, 3, 4)
+    n, rounds, warm = (12, 2, 3) if quick else (40, 5, 4)
     case_db = str(connection.settings_dict["NAME"])
     ran: dict[str, list[dict[str, Any]]] = {PRODUCT: [], FLOOR: []}
     with databases(people, organisations) as shop, receivers(shop) as procs:
@@ -602,7 +603,7 @@ class Floor:
         """One approved request to completion; the stages it ran."""
         from django.db import connection
 
-        from bench.floor import _one
+        from bench.floor import _one, restart_point
         from core import clock
         from deletions import receiver
         from deletions.contract import Lease
@@ -639,10 +640,10 @@ class Floor:
             decision = json.dumps(chosen)
             saved = {**fenced, "stage_id": row.id, "now": clock.now()}
             if successor is None:
-                moved = _restart_point(saved, evidence, "complete", decision=decision, action="completed")
+                moved = restart_point(saved, evidence, "complete", decision=decision, action="completed")
             else:
                 nxt = stages._new_row(lease, successor, row.id)
-                moved = _restart_point(saved, evidence, "advance", **nxt, decision=decision, action="advanced")
+                moved = restart_point(saved, evidence, "advance", **nxt, decision=decision, action="advanced")
             if successor is None:
                 return ran
             stage_id = moved[0]
@@ -669,39 +670,17 @@ class _Clocked:
         return list(rows)
 
 
-def _restart_point(saved: dict[str, Any], evidence: dict[str, Any], then: str, **params: Any) -> tuple[Any, ...]:
-    """The outcome and the next step as one restart point: `save_result` and `advance` (or `complete`),
-    pipelined in one implicit transaction (one commit, two statements, one network round trip)."""
-    from django.db import connection
-
-    from deletions.store import stages
-
-    connection.ensure_connection()
-    raw = connection.connection
-    result = json.dumps(evidence)
-    with raw.pipeline():
-        first, second = raw.cursor(), raw.cursor()
-        first.execute(stages.SQL.sql("save_result"), {**saved, "result": result, "action": "completed"})
-        second.execute(stages.SQL.sql(then), {**saved, **params})
-    if first.fetchone() is None:
-        raise RuntimeError(f"floor: save_result found nothing for request {saved['request_id']}")
-    found = second.fetchone()
-    if found is None:
-        raise RuntimeError(f"floor: {then} found nothing for request {saved['request_id']}")
-    return cast(tuple[Any, ...], found)
-
-
 def _child(side: str, shop_url: str, dataset: str) -> None:
     sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
     from bench import rawloop, server
+    from bench.floor import approved
     from deletions import worker
-    from tests.conftest import submit_and_approve
 
     handles = [h for h in os.environ["SHOP_HANDLES"].split(",") if h]
-    ids = [submit_and_approve(f"{PREFIX[side]}{h}").id for h in handles]
+    ids = approved([f"{PREFIX[side]}{h}" for h in handles])  # no run enqueued: nothing consumes another's
     floor = Floor(shop_url, dataset) if side == FLOOR else None
     owner = f"shop-{side}:{os.getpid()}"
     server.flush()  # the seeding's commits are counted before the start, not as the run's
