@@ -15,8 +15,8 @@ stage row), one statement each. Per stage, three commits and four statements at 
    answer's signature verified;
 4. the outcome and the next step as one restart point: the result saved and the transition (the
    successor inserted, or the request completed and its lease released) in ONE commit
-   (`_restart_point`: the engine's combined statement where it has one, else `save_result` and
-   `advance`/`complete` pipelined in one transaction).
+   (`restart_point`: `save_result` and `advance`/`complete` pipelined in one transaction, as the engine's
+   `stages.save_and_advance` sends them).
 
 The statements are the engine's own named statements (`deletions/store/*.sql`, the one writer of
 each move); what the engine decides in Python (the stage order, the grant) is computed from the
@@ -105,11 +105,11 @@ def start(request_id: uuid.UUID, owner: str) -> Started:
     with connection.cursor() as cur:
         target = targets.for_target("demo:")  # (the bench's requests are all demo: people)
         past = target.fence(request_id)
-        claimed = _one(
-            leases.SQL, cur, "claim", request_id=request_id, owner=owner, past=past, expires=expires, now=now,
+        claimed = _claimed(
+            cur, leases.claim_sql(), request_id=request_id, owner=owner, past=past, expires=expires, now=now,
             runnable=[str(s) for s in RUNNABLE_STATUSES],
         )  # fmt: skip
-        generation, _, _, _, inventory, _ = claimed
+        generation, _, _, _, inventory, _, _ = claimed
         inv = json.loads(inventory) if isinstance(inventory, str) else inventory
         lease = Lease(request_id, owner, generation, expires)
         fenced = {"request_id": request_id, "owner": owner, "generation": generation}
@@ -146,45 +146,43 @@ def stage(run: Started, i: int) -> uuid.UUID | None:
         evidence = effect(run.target, granted.token)  # signed, checked, applied: the same call the engine makes
         saved = {**fenced, "stage_id": row.id, "now": clock.now()}
         if i + 1 == len(plan):
-            restart_point(saved, evidence, "complete", decision=decision, action="completed")
+            restart_point(saved, evidence, "complete", run.target.r.prefix, decision=decision, action="completed")
             return None
         successor = stages._new_row(lease, plan[i + 1], row.id)
-        moved = restart_point(saved, evidence, "advance", **successor, decision=decision, action="advanced")
+        moved = restart_point(
+            saved, evidence, "advance", run.target.r.prefix, **successor, decision=decision, action="advanced"
+        )
         return cast(uuid.UUID, moved[0])
 
 
 def effect(target: Any, token: str) -> dict[str, Any]:
-    """The adapter's `apply` (`deletions.targets.http.HttpTarget`) at the least: the same signed call,
-    its answer judged and its evidence verified against the registered key; without `note_state`,
-    which writes the receiver's applied count on its registration (a commit of its own at the case
-    database after each effect: the engine's, not a guarantee's; it could ride in the restart point)."""
-    from deletions.targets.http import verify_evidence
-
-    status, answer = target._call("apply", {"grant": token})
-    return verify_evidence(target._judged("apply", status, answer)["evidence"], target.r.keys)
+    """The adapter's `apply` (`deletions.targets.http.HttpTarget`): the same signed call, its answer judged
+    and its evidence verified against the registered key."""
+    return cast(dict[str, Any], target.apply(token))
 
 
-def restart_point(saved: dict[str, Any], evidence: dict[str, Any], then: str, **params: Any) -> tuple[Any, ...]:
-    """The outcome and the next step as one restart point, one commit: the engine's combined statement
-    (`save_and_advance` / `save_and_complete`) where `stages.sql` has it, else `save_result` and
-    `advance` (or `complete`) pipelined in one implicit transaction (two statements, one network
-    round trip)."""
+def restart_point(
+    saved: dict[str, Any], evidence: dict[str, Any], then: str, prefix: str | None, **params: Any
+) -> tuple[Any, ...]:
+    """The outcome and the next step as one restart point, one commit: the engine's `save_result` (the
+    evidence saved, and the receiver state it carries noted on the registration) and `advance` (or
+    `complete`) pipelined in one implicit transaction (two statements, one network round trip), as
+    `stages.save_and_advance` sends them."""
     from deletions.store import stages
 
     connection.ensure_connection()
     raw = connection.connection
-    result = json.dumps(evidence)
-    combined = f"save_and_{then}"
-    if combined in stages.SQL.names():
-        with raw.cursor() as cur:
-            cur.execute(stages.SQL.sql(combined), {**saved, **params, "result": result})
-            found = cur.fetchone()
-        if found is None:
-            raise RuntimeError(f"floor: {combined} found nothing for request {saved['request_id']}")
-        return cast(tuple[Any, ...], found)
+    from deletions.targets.http import state_in
+
+    state = state_in(evidence)  # noted on the registration under `prefix`, as the engine's save notes it
+    noted: dict[str, Any] = {"prefix": prefix, "incarnation": None, "applied": None}
+    if state is not None:
+        noted |= {"incarnation": state.incarnation, "applied": state.applied}
     with raw.pipeline():
         first, second = raw.cursor(), raw.cursor()
-        first.execute(stages.SQL.sql("save_result"), {**saved, "result": result, "action": "completed"})
+        first.execute(
+            stages.SQL.sql("save_result"), {**saved, **noted, "result": json.dumps(evidence), "action": "completed"}
+        )
         second.execute(stages.SQL.sql(then), {**saved, **params})
     if first.fetchone() is None:
         raise RuntimeError(f"floor: save_result found nothing for request {saved['request_id']}")
@@ -218,6 +216,15 @@ def _plan(inv: dict[str, Any]) -> list[Any]:
         steps = ("purge_db",) if c.get("role") == "own_records" else ("purge_db", "purge_agents")
         plan += [NewStage(s, cid, {"target": target, "community_id": cid}) for s in steps]
     return plan
+
+
+def _claimed(cur: Any, claim: str, **params: Any) -> tuple[Any, ...]:
+    """The claim's row (`leases.claim_sql`): at the floor nothing else holds the request, so it always finds one."""
+    cur.execute(claim, params)
+    found = cur.fetchone()
+    if found is None:
+        raise RuntimeError(f"floor: the claim found nothing for request {params.get('request_id')}")
+    return cast(tuple[Any, ...], found)
 
 
 def _one(statements: Any, cur: Any, name: str, **params: Any) -> tuple[Any, ...]:

@@ -106,6 +106,8 @@ def main() -> None:
         connection.creation.destroy_test_db(old_name, verbosity=0)
         connections["target"].close()
         connections["target"].creation.destroy_test_db(old_target, verbosity=0)
+        connections.close_all()
+        server.stop_restarted()
     result["quick"] = quick  # a quick run measures smaller data: its verdicts are not the targets'
     print_table(table)
     print(json.dumps(result, sort_keys=True))

@@ -42,7 +42,25 @@ def preload_statement_stats() -> bool:
     path = Path(datadir).expanduser().resolve()
     embedded.stop(path)
     embedded._started.pop(path, None)
+    RESTARTED.append(path)
     return True
+
+
+RESTARTED: list[Path] = []  # the embedded server the bench restarted: its cleanup at exit went with the first
+
+
+def stop_restarted() -> None:
+    """At the end of the run: the embedded server the bench restarted stopped, and its throw-away data
+    directory removed (the suite's settings put it in a temporary directory of this process's own)."""
+    import shutil
+
+    from config import embedded
+
+    for path in RESTARTED:
+        embedded.stop(path)
+        if os.environ.get("EMBEDDED_PG_CLEANUP") == "delete":
+            shutil.rmtree(path, ignore_errors=True)
+    RESTARTED.clear()
 
 
 def enable() -> bool:

@@ -7,8 +7,8 @@ is a copy of the first) and each installed with the shop's dataset file:
 
 - **the product** deletes `shop:<handle>` in the first: `worker.run` in its own process, the receiver
   (`python -m receiver serve`, `RECEIVER_DATASET`) in another, reached over HTTP with signed calls and
-  signed evidence; at the receiver each effect is its nonce (a commit of its own), then one
-  transaction: the bounds, the generated `receiver.apply` and, for the person's own records (the last
+  signed evidence; at the receiver each effect is one transaction: the call's nonce, the bounds, the
+  generated `receiver.apply` and, for the person's own records (the last
   effect), the completeness walk (`complete.run`).
 - **the floor** deletes `shopfloor:<handle>`, the same people, in the copy (installed from the same
   file with that prefix, so the rows, the plans and the SQL are the same): the least the guarantees
@@ -21,9 +21,9 @@ is a copy of the first) and each installed with the shop's dataset file:
      replay guard), `complete.run` (the generated `receiver.apply`, and for the last effect the
      person read before it and the walk after it, with its record); the evidence signed as a JWS and
      checked against the receiver's key as the adapter checks it;
-  4. the outcome and the next step as one restart point, one commit (`bench.floor.restart_point`: the
-     engine's combined statement where it has one, else `save_result` and `advance` (or `complete`)
-     pipelined in one implicit transaction).
+  4. the outcome and the next step as one restart point, one commit (`bench.floor.restart_point`:
+     `save_result` and `advance` (or `complete`) pipelined in one implicit transaction, as the engine's
+     `stages.save_and_advance` sends them).
   The next stage comes from the rules (`workflow.advance`, pure) over the saved result. No heartbeat,
   no lookup, no log line, no bounds (`SET LOCAL` timeouts).
 
@@ -603,7 +603,7 @@ class Floor:
         """One approved request to completion; the stages it ran."""
         from django.db import connection
 
-        from bench.floor import _one, restart_point
+        from bench.floor import _claimed, _one, restart_point
         from core import clock
         from deletions import receiver
         from deletions.contract import Lease
@@ -616,8 +616,8 @@ class Floor:
         expires = now + timedelta(seconds=60)
         past = self.fence(request_id)
         with connection.cursor() as cur:
-            generation, _, _, _, inventory, _ = _one(
-                leases.SQL, cur, "claim", request_id=request_id, owner=owner, past=past, expires=expires, now=now,
+            generation, _, _, _, inventory, _, _ = _claimed(
+                cur, leases.claim_sql(), request_id=request_id, owner=owner, past=past, expires=expires, now=now,
                 runnable=[str(s) for s in RUNNABLE_STATUSES],
             )  # fmt: skip
             inv = json.loads(inventory) if isinstance(inventory, str) else inventory
@@ -640,10 +640,12 @@ class Floor:
             decision = json.dumps(chosen)
             saved = {**fenced, "stage_id": row.id, "now": clock.now()}
             if successor is None:
-                moved = restart_point(saved, evidence, "complete", decision=decision, action="completed")
+                moved = restart_point(saved, evidence, "complete", PREFIX[FLOOR], decision=decision, action="completed")
             else:
                 nxt = stages._new_row(lease, successor, row.id)
-                moved = restart_point(saved, evidence, "advance", **nxt, decision=decision, action="advanced")
+                moved = restart_point(
+                    saved, evidence, "advance", PREFIX[FLOOR], **nxt, decision=decision, action="advanced"
+                )
             if successor is None:
                 return ran
             stage_id = moved[0]

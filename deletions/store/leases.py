@@ -67,7 +67,7 @@ def claim_run(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int
     expires = now + timedelta(seconds=lease_seconds)
     with connection.cursor() as cur:  # one statement: its own transaction
         cur.execute(
-            SQL.sql("claim").format(latest_approval=LATEST_APPROVAL_SQL),
+            claim_sql(),
             dict(
                 request_id=request_id,
                 owner=owner,
@@ -98,6 +98,11 @@ def claim_run(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int
     lease = Lease(request_id=request_id, owner=owner, generation=generation, expires_at=expires)
     read = json.loads(inventory) if isinstance(inventory, str) else inventory
     return Claimed(lease, status, read, version, inventory_digest(read), target)
+
+
+def claim_sql() -> str:
+    """The `claim` statement, the latest approval's order filled in (`models.LATEST_APPROVAL_SQL`)."""
+    return SQL.sql("claim").format(latest_approval=LATEST_APPROVAL_SQL)
 
 
 def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:
