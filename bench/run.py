@@ -341,6 +341,19 @@ def drain_section(
                     statistics.median(ratios) >= goal if goal else None,
                 )
             )
+        for peer_name in ("procrastinate", "DBOS"):  # what the same work allows: the floor against the peer
+            if peer_name not in sides or "floor" not in sides:
+                continue
+            ceiling = [f / o for f, o in zip(rates[(n, "floor")], rates[(n, peer_name)], strict=True)]
+            result[f"floor_vs_{peer_name}_{n}w"] = spread3(ceiling)
+            table.append(
+                row(
+                    f"floor / {peer_name}, {n} worker{'s' if n > 1 else ''} (the same work's own ceiling, each round)",
+                    f"{spread(ceiling)}x",
+                    "",
+                    None,
+                )
+            )
     for low, high in itertools.pairwise(workers):
         for name in sides:
             ups = [h / lo for h, lo in zip(rates[(high, name)], rates[(low, name)], strict=True)]
