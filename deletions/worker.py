@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 from uuid import UUID
 
 from django.conf import settings
@@ -214,6 +215,12 @@ def _claim(request_id: UUID, executor_id: str, target: str | None) -> tuple[leas
     try:
         fence = adapter.fence(request_id)
     except TargetUnreachable as exc:
+        # What needs no target is settled all the same: a completed request, an expired approval.
+        settled = leases.claim_refusal(request_id, clock.now())
+        if isinstance(settled, AlreadyCompleted):
+            raise settled from None
+        if isinstance(settled, ApprovalExpired):
+            _expire(request_id, settled)
         # Said where people look: the case page, the overview and health read the note; the log has it.
         silent = targets.unanswered(adapter, exc.message, now=clock.now()) or exc.message
         event(
@@ -236,17 +243,23 @@ def _claim(request_id: UUID, executor_id: str, target: str | None) -> tuple[leas
             past=fence,
         )
     except ApprovalExpired as exc:
-        expired = approvals.expire_if_due(
-            request_id=request_id,
-            latest_expiry=exc.expires_at,
-            now=now,
-            custody=lambda approver, expires_at: custody.expired(approver=approver, expires_at=expires_at, now=now),
-        )
-        raise Refused(expired or exc.message) from None
+        _expire(request_id, exc)
     if claimed.target != named:  # a task naming another target than the request's: its fence was not read
         leases.release(claimed.lease, now=clock.now())
         raise Refused(f"request {request_id} is for another target than the one its run named; nothing was sent")
     return claimed, adapter
+
+
+def _expire(request_id: UUID, exc: ApprovalExpired) -> NoReturn:
+    """An approved, unstarted request whose approval expired goes back to review (under its lock)."""
+    now = clock.now()
+    expired = approvals.expire_if_due(
+        request_id=request_id,
+        latest_expiry=exc.expires_at,
+        now=now,
+        custody=lambda approver, expires_at: custody.expired(approver=approver, expires_at=expires_at, now=now),
+    )
+    raise Refused(expired or exc.message) from None
 
 
 def _outcome(nxt: StageSnapshot | Finished | WaitUntil, handled: int) -> RunOutcome:

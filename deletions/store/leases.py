@@ -1,7 +1,7 @@
 """Claim, heartbeat, release, and owner/generation checks.
 
 A claim is one statement that takes the request only when it is claimable (the caller explains
-a refusal from the row: `_claim_refusal`); every later write is a conditional update on
+a refusal from the row: `claim_refusal`); every later write is a conditional update on
 (id, lease_owner, lease_generation), and the row count says whether the caller still owns it.
 """
 
@@ -79,7 +79,7 @@ def claim_run(*, request_id: UUID, owner: str, now: datetime, lease_seconds: int
         )
         row = cur.fetchone()
     if row is None:
-        refusal = _claim_refusal(request_id, now)
+        refusal = claim_refusal(request_id, now)
         event(logger, "refusal", request_id=request_id, executor=owner, reason=refusal.message)
         raise refusal
     generation, saved, previous_owner, status, inventory, version, target = row
@@ -105,7 +105,9 @@ def claim_sql() -> str:
     return SQL.sql("claim").format(latest_approval=LATEST_APPROVAL_SQL)
 
 
-def _claim_refusal(request_id: UUID, now: datetime) -> DomainError:
+def claim_refusal(request_id: UUID, now: datetime) -> DomainError:
+    """Why the request is not claimable now, read from its row (also what a run says of a completed
+    request or an expired approval when its target does not answer)."""
     req = DeletionRequest.objects.filter(id=request_id).first()
     if req is None:
         return UnknownRequest(f"no deletion request with id {request_id}")

@@ -172,3 +172,28 @@ class TargetStopped:
     def __exit__(self, *exc: Any) -> None:
         self.start()
         self.admin.close()
+
+
+def signed_grant(target: str, community: str, version: int, **changes: Any) -> str:
+    """A grant the back-office signs for a person's purge_db in one community at a data version (a fresh
+    operation and request, generation 3, good for five minutes), with `changes` laid over it."""
+    import uuid
+
+    from core import grants
+
+    return grants.sign(
+        {
+            "kind": "grant",
+            "epoch": 0,
+            "operation_id": str(uuid.uuid4()),
+            "request_id": str(uuid.uuid4()),
+            "action": "purge_db",
+            "community_id": community,
+            "target": target,
+            "generation": 3,
+            "executor": "test",
+            "expected_version": version,
+            "not_after": (timezone.now() + timedelta(minutes=5)).isoformat(),
+            **changes,
+        }
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -109,3 +110,24 @@ def test_a_receiver_answering_under_a_key_not_registered_turns_health_red(receiv
         "(registered: receiver-0)"
     ), check["detail"]
     assert TargetSystem.objects.get(prefix="demo:").unanswered_since is not None
+
+
+def test_what_needs_no_receiver_is_settled_while_it_does_not_answer(cmd, receiver: Receiver) -> None:
+    """A run reads its target's fence first; when the receiver does not answer, a completed request still
+    says so (exit 0, nothing changed) and an expired approval still sends its case back to review."""
+    import time_machine
+    from django.utils import timezone
+
+    for person in ("demo:silent-done", "demo:silent-expired"):
+        demo.enroll(person)
+    done = submit_and_approve("demo:silent-done")
+    assert cmd("run_deletion", str(done.id)).code == 0
+    expired = submit_and_approve("demo:silent-expired")
+    receiver.stop()
+    ran = cmd("run_deletion", str(done.id))
+    assert ran.code == 0 and "already completed" in ran.out and "nothing changed" in ran.out, ran
+    with time_machine.travel(timezone.now() + timedelta(days=7, seconds=1), tick=False):
+        ran = cmd("run_deletion", str(expired.id))
+    assert ran.code == 1 and "expired at" in ran.err and "back in review" in ran.err, ran.err
+    after = DeletionRequest.objects.get(id=expired.id)
+    assert after.status == "submitted" and after.lease_generation == 0 and not after.stages.exists()

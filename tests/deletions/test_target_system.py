@@ -20,7 +20,7 @@ from deletions.rules.inventory import COMMUNITY_B, COMMUNITY_C
 from deletions.store.stages import operation_id
 from deletions.tasks import StageFailed, run_deletion
 from tests import target
-from tests.deletions.helpers import believed, effects, recorded, start_worker
+from tests.deletions.helpers import believed, effects, recorded, signed_grant, start_worker
 from tests.support import force, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -175,7 +175,7 @@ def test_an_inventory_swapped_around_the_claim_lands_nothing_outside_the_approve
     observe(f"plan read with X swapped in, inventory restored: refused at the first grant ({case.status}), X rows 5")
 
 
-def test_a_stage_moved_to_a_community_outside_the_inventory_is_refused_before_its_grant(cmd, observe) -> None:
+def test_a_stage_moved_to_a_community_outside_the_inventory_is_refused_before_itssigned_grant(cmd, observe) -> None:
     """The current stage row is pointed at community X (by hand, guards off): X is in no run's plan,
     so the run refuses the row before any grant (the rules' replay names it) and X is never touched."""
     x = str(uuid.UUID(int=0xABD))
@@ -233,27 +233,6 @@ def test_a_record_planted_under_a_stages_operation_id_is_refused_not_adopted(cmd
     observe(f"planted record under {str(gate_op)[:8]}: refused ({case.status}), gate not completed, person not gated")
 
 
-def _grant(target: str, community: str, version: int, **changes) -> str:
-    from core import grants
-
-    return grants.sign(
-        {
-            "kind": "grant",
-            "epoch": 0,
-            "operation_id": str(uuid.uuid4()),
-            "request_id": str(uuid.uuid4()),
-            "action": "purge_db",
-            "community_id": community,
-            "target": target,
-            "generation": 3,
-            "executor": "test",
-            "expected_version": version,
-            "not_after": (timezone.now() + timedelta(minutes=5)).isoformat(),
-            **changes,
-        }
-    )
-
-
 def test_the_effect_lands_in_one_transaction_once_and_a_refused_one_leaves_nothing_behind(cmd) -> None:
     from core import grants
     from receiver import effects as said
@@ -262,7 +241,7 @@ def test_the_effect_lands_in_one_transaction_once_and_a_refused_one_leaves_nothi
     target.enroll("demo:onestatement")
     backend.preview("demo:onestatement", [COMMUNITY_B, COMMUNITY_C])  # the approval's look: versions kept
     before = target.at_target("demo:onestatement")[COMMUNITY_B]
-    token = _grant("demo:onestatement", COMMUNITY_B, before["version"])
+    token = signed_grant("demo:onestatement", COMMUNITY_B, before["version"])
     evidence = backend.apply(token)
     assert (evidence["rows_before"], evidence["rows_deleted"], evidence["rows_remaining"]) == (
         before["rows"],
@@ -277,7 +256,7 @@ def test_the_effect_lands_in_one_transaction_once_and_a_refused_one_leaves_nothi
     assert len(target.operations(g["request_id"])) == 1
 
     # A grant for the version the approval saw, now moved on: refused, and its fence is not raised.
-    stale_version = _grant(
+    stale_version = signed_grant(
         "demo:onestatement", COMMUNITY_C, target.at_target("demo:onestatement")[COMMUNITY_C]["version"] - 1
     )
     with pytest.raises(said.SourceChanged, match="the approval saw version"):
@@ -287,7 +266,7 @@ def test_the_effect_lands_in_one_transaction_once_and_a_refused_one_leaves_nothi
     assert target.at_target("demo:onestatement")[COMMUNITY_C]["rows"] > 0
 
     # A lower generation than the fence holds: refused as stale, nothing recorded.
-    lower = _grant("demo:onestatement", COMMUNITY_C, 1, request_id=g["request_id"], generation=2)
+    lower = signed_grant("demo:onestatement", COMMUNITY_C, 1, request_id=g["request_id"], generation=2)
     with pytest.raises(said.Stale, match="generation 2 of test is fenced out: generation 3 owns"):
         backend.apply(lower)
     assert len(target.operations(g["request_id"])) == 1
@@ -296,6 +275,6 @@ def test_the_effect_lands_in_one_transaction_once_and_a_refused_one_leaves_nothi
     backend.withdraw(grants.sign({"kind": "withdrawal", "request_id": g["request_id"], "epoch": 1, "issued_at": "x"}))
     fenced = target.fence(g["request_id"])
     assert fenced is not None
-    older = _grant("demo:onestatement", COMMUNITY_C, 1, request_id=g["request_id"])
+    older = signed_grant("demo:onestatement", COMMUNITY_C, 1, request_id=g["request_id"])
     with pytest.raises(said.Revoked, match=f"epoch 1, acknowledged {fenced['epoch_raised_at']:%Y-%m-%d %H:%M:%S} UTC"):
         backend.apply(older)

@@ -9,14 +9,12 @@ import re
 import threading
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
 from django.db import connection, connections
-from django.utils import timezone
 
 from core import grants
 from core.store import connection_url
@@ -25,6 +23,7 @@ from ops import netcut
 from receiver import signing
 from receiver.dataset import backend
 from tests import target as demo
+from tests.deletions.helpers import signed_grant
 from tests.receiver.conftest import DEMO, Receiver, free_port
 from tests.receiver.test_receiver_observed import metrics, moved
 from tests.support import wait_for
@@ -43,22 +42,7 @@ def _grant(handle: str, **changes: Any) -> str:
     demo.enroll(handle)
     backend.preview(handle, [B, C])  # the approval's look: versions kept
     version = demo.at_target(handle)[B]["version"]
-    return grants.sign(
-        {
-            "kind": "grant",
-            "epoch": 0,
-            "operation_id": str(uuid.uuid4()),
-            "request_id": str(uuid.uuid4()),
-            "action": "purge_db",
-            "community_id": B,
-            "target": handle,
-            "generation": 1,
-            "executor": "test",
-            "expected_version": version,
-            "not_after": (timezone.now() + timedelta(minutes=5)).isoformat(),
-            **changes,
-        }
-    )
+    return signed_grant(handle, B, version, generation=1, **changes)
 
 
 def _signed(handle: str, grant: str) -> httpx.Request:
