@@ -25,7 +25,7 @@ from deletions.retry import plan_failure
 from deletions.rules.custody import refused_at_boundary
 from deletions.rules.workflow import Plan
 from deletions.store import leases, stages
-from deletions.targets.base import TargetRefused
+from deletions.targets.base import Found, TargetRefused
 from deletions.transition import get_next_stage, next_stage
 from tests.conftest import submit_and_approve
 from tests.deletions.helpers import (
@@ -101,6 +101,7 @@ def test_crash_after_saved_success_does_not_rerun_the_handler(cmd, observe) -> N
     gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
     assert gate.status == "running" and gate.submitted_at is not None and crashed.status == "running"
     found = targets.for_target(req.target).lookup(gate.operation_id)
+    assert isinstance(found, Found), found  # the receiver's own record of the gate
     with connection.cursor() as cur:
         stages.SQL.one(
             cur,
