@@ -303,8 +303,11 @@ def _child(name: str, requests: int) -> None:
     django.setup()
     from bench import floor, server
     from deletions import worker
+    from deletions.models import DeletionRequest
 
     ids = floor.seed(requests, name)
+    # Each run named with its target, as a queued task names it (the command path reads it first).
+    named = dict(DeletionRequest.objects.filter(id__in=ids).values_list("id", "target"))
     owner = f"{name}:{os.getpid()}"
     server.flush()  # the seeding's commits are counted before the start, not as the run's
     print("ready", flush=True)
@@ -314,7 +317,7 @@ def _child(name: str, requests: int) -> None:
         if name == "floor":
             floor.run(rid, owner)
         else:
-            worker.run(rid, executor_id=owner)
+            worker.run(rid, executor_id=owner, target=named[rid])
     cpu = cpu_seconds() - before
     print(json.dumps({"ids": [str(i) for i in ids], "cpu_s": cpu}), flush=True)
 

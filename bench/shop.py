@@ -680,10 +680,13 @@ def _child(side: str, shop_url: str, dataset: str) -> None:
     from bench import rawloop, server
     from bench.floor import approved
     from deletions import worker
+    from deletions.models import DeletionRequest
 
     handles = [h for h in os.environ["SHOP_HANDLES"].split(",") if h]
     ids = approved([f"{PREFIX[side]}{h}" for h in handles])  # no run enqueued: nothing consumes another's
     floor = Floor(shop_url, dataset) if side == FLOOR else None
+    # Each run named with its target, as a queued task names it (the command path reads it first).
+    named = dict(DeletionRequest.objects.filter(id__in=ids).values_list("id", "target"))
     owner = f"shop-{side}:{os.getpid()}"
     server.flush()  # the seeding's commits are counted before the start, not as the run's
     print("ready", flush=True)
@@ -693,7 +696,7 @@ def _child(side: str, shop_url: str, dataset: str) -> None:
         if floor is not None:
             floor.run(rid, owner)
         else:
-            worker.run(rid, executor_id=owner)
+            worker.run(rid, executor_id=owner, target=named[rid])
     cpu = rawloop.cpu_seconds() - before
     walks = floor.walks if floor is not None else []
     print(json.dumps({"ids": [str(i) for i in ids], "cpu_s": cpu, "walks": walks}), flush=True)

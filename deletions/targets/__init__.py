@@ -210,6 +210,7 @@ def unanswered(adapter: Adapter, reason: str, *, now: datetime) -> str:
     if not isinstance(adapter, HttpTarget):
         return ""
     since = receivers.unanswered(prefix=adapter.r.prefix, reason=reason, now=now)
+    forget_registrations()  # written by a statement, not the model: the next run reads it again
     if since is None:  # unregistered since it was read
         return ""
     return silent_since(dataclasses.replace(adapter.r, unanswered_since=since, unanswered_reason=reason))
@@ -219,6 +220,7 @@ def answered(adapter: Adapter) -> None:
     """The receiver answered: a note that it did not is cleared (only when there is one)."""
     if isinstance(adapter, HttpTarget) and adapter.r.unanswered_since is not None:
         receivers.answered(prefix=adapter.r.prefix)
+        forget_registrations()
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,7 @@ def test_an_inventory_swapped_around_the_claim_lands_nothing_outside_the_approve
     observe(f"plan read with X swapped in, inventory restored: refused at the first grant ({case.status}), X rows 5")
 
 
-def test_a_stage_moved_to_a_community_outside_the_inventory_is_refused_before_itssigned_grant(cmd, observe) -> None:
+def test_a_stage_moved_to_a_community_outside_the_inventory_is_refused_before_its_grant(cmd, observe) -> None:
     """The current stage row is pointed at community X (by hand, guards off): X is in no run's plan,
     so the run refuses the row before any grant (the rules' replay names it) and X is never touched."""
     x = str(uuid.UUID(int=0xABD))
@@ -278,3 +278,25 @@ def test_the_effect_lands_in_one_transaction_once_and_a_refused_one_leaves_nothi
     older = signed_grant("demo:onestatement", COMMUNITY_C, 1, request_id=g["request_id"])
     with pytest.raises(said.Revoked, match=f"epoch 1, acknowledged {fenced['epoch_raised_at']:%Y-%m-%d %H:%M:%S} UTC"):
         backend.apply(older)
+
+
+def test_evidence_under_a_key_registered_since_the_worker_read_the_registrations_is_believed(cmd) -> None:
+    """A worker keeps the registrations it read for a while (`targets.for_target`). The receiver's key
+    registered since by another process (a write the model's signals do not see here) is read again
+    when the evidence names it: the stage completes; it is never left "effect unknown"."""
+    from deletions import targets
+    from deletions.models import TargetSystem
+    from receiver import signing
+    from tests.conftest import submit_and_approve
+
+    real = {signing.key_id(): signing.public_key()}
+    registered = TargetSystem.objects.get(prefix="demo:")
+    targets.register(name=registered.name, prefix="demo:", base_url=registered.base_url, keys={"old-key": "A" * 43})
+    targets.for_target("demo:any")  # this process now holds the registration without the receiver's key
+    TargetSystem.objects.filter(prefix="demo:").update(keys={"old-key": "A" * 43, **real})  # another process's
+    req = submit_and_approve()
+    ran = cmd("run_deletion", str(req.id), "--next-step")
+    assert ran.code == 0, ran.err
+    gate = StageHistory.objects.get(request_id=req.id, stage="gate_user")
+    assert gate.status == "completed" and gate.metadata_json["result"]["receipt"], gate.metadata_json
+    assert not DeletionRequest.objects.get(id=req.id).alarms.filter(kind="effect_unknown").exists()
